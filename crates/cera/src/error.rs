@@ -1,0 +1,81 @@
+//! The one error type of the core library. Variants carry the file, key, tensor, offset or
+//! shape that went wrong, so a message alone tells a user what to fix.
+
+use std::path::PathBuf;
+
+use crate::quant::GgmlType;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    // ---- GGUF container ----
+    #[error("not a GGUF file: magic bytes are {found:02x?}, expected \"GGUF\"")]
+    GgufMagic { found: [u8; 4] },
+    #[error("unsupported GGUF version {0} (supported: 2 and 3)")]
+    GgufVersion(u32),
+    #[error("GGUF truncated: {what} at offset {offset} needs {needed} bytes, file has {len}")]
+    GgufTruncated {
+        what: String,
+        offset: u64,
+        needed: u64,
+        len: u64,
+    },
+    #[error("GGUF corrupt: {what} at offset {offset}: {reason}")]
+    GgufCorrupt {
+        what: String,
+        offset: u64,
+        reason: String,
+    },
+    #[error("GGUF: unknown metadata value type {type_id} for key '{key}' at offset {offset}")]
+    GgufValueType { key: String, type_id: u32, offset: u64 },
+    #[error("GGUF: duplicate metadata key '{0}'")]
+    GgufDuplicateKey(String),
+    #[error("GGUF: duplicate tensor name '{0}'")]
+    GgufDuplicateTensor(String),
+    #[error("GGUF: tensor '{tensor}' has unknown type id {type_id}")]
+    GgufTensorType { tensor: String, type_id: u32 },
+    #[error("GGUF: tensor '{tensor}': {reason}")]
+    GgufTensor { tensor: String, reason: String },
+
+    // ---- metadata access ----
+    #[error("metadata key '{0}' is missing")]
+    MissingKey(String),
+    #[error("metadata key '{key}' has type {found}, expected {expected}")]
+    KeyType {
+        key: String,
+        expected: &'static str,
+        found: String,
+    },
+    #[error("tensor '{0}' is missing")]
+    MissingTensor(String),
+
+    // ---- quantization ----
+    #[error("{op} is not implemented for tensor type {ty}")]
+    QuantUnsupported { ty: GgmlType, op: &'static str },
+    #[error("{ty}: {reason}")]
+    QuantShape { ty: GgmlType, reason: String },
+
+    // ---- model fetching ----
+    #[error("model fetch failed for '{model}': {reason}")]
+    Fetch { model: String, reason: String },
+    #[error("unknown model '{name}'; known models: {known}")]
+    UnknownModel { name: String, known: String },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

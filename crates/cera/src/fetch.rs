@@ -1,0 +1,1 @@
+//! Model cache and fetching.

@@ -1,0 +1,1 @@
+//! GGUF container: reader and writer.

@@ -1,0 +1,11 @@
+//! Cera: a Rust-native LLM inference engine for GGUF models.
+//!
+//! The modules follow the pipeline: [`gguf`] reads and writes the container, [`quant`] knows
+//! every ggml tensor type, and [`fetch`] brings models into the local cache.
+
+pub mod error;
+pub mod fetch;
+pub mod gguf;
+pub mod quant;
+
+pub use error::{Error, Result};

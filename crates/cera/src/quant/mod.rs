@@ -1,0 +1,291 @@
+//! GGML tensor types: the type table, block layouts, dequantization and reference quantization.
+//!
+//! One file per block format. Each holds a `#[repr(C)]` block struct made only of byte arrays
+//! (alignment 1, every bit pattern valid, so it can be viewed straight out of an mmap), a
+//! compile-time size check, the scalar dequantizer and, where we support it, the reference
+//! quantizer. SIMD dot-product kernels live beside them later; this module is the f32 reference.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+mod float;
+// formats: legacy (Q4_0..Q8_1), K-quants, IQ4
+// formats: IQ1/IQ2/IQ3 with their grids, ternary, FP4
+
+/// Elements per super-block of the K-quants and most IQ formats.
+pub const QK_K: usize = 256;
+
+macro_rules! ggml_types {
+    ($( $variant:ident = $id:literal, $name:literal, $block:expr ;)*) => {
+        /// Every type id in ggml's type table, including ids that were retired (their layout is
+        /// gone from ggml, so they have no block size and cannot be read).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[allow(non_camel_case_types)]
+        #[non_exhaustive]
+        pub enum GgmlType { $( $variant, )* }
+
+        impl GgmlType {
+            pub const ALL: &'static [GgmlType] = &[ $( GgmlType::$variant, )* ];
+
+            /// The numeric id stored in GGUF tensor infos.
+            pub const fn id(self) -> u32 { match self { $( GgmlType::$variant => $id, )* } }
+
+            /// ggml's name for the type, as `gguf` and llama.cpp print it.
+            pub const fn name(self) -> &'static str { match self { $( GgmlType::$variant => $name, )* } }
+
+            pub fn from_id(id: u32) -> Option<GgmlType> {
+                match id { $( $id => Some(GgmlType::$variant), )* _ => None }
+            }
+
+            /// `(elements per block, bytes per block)`; `None` for retired ids.
+            pub const fn block(self) -> Option<(usize, usize)> {
+                match self { $( GgmlType::$variant => $block, )* }
+            }
+        }
+    };
+}
+
+const fn b(elems: usize, bytes: usize) -> Option<(usize, usize)> {
+    Some((elems, bytes))
+}
+
+ggml_types! {
+    F32 = 0, "F32", b(1, 4);
+    F16 = 1, "F16", b(1, 2);
+    Q4_0 = 2, "Q4_0", b(32, 18);
+    Q4_1 = 3, "Q4_1", b(32, 20);
+    Q4_2 = 4, "Q4_2", None;
+    Q4_3 = 5, "Q4_3", None;
+    Q5_0 = 6, "Q5_0", b(32, 22);
+    Q5_1 = 7, "Q5_1", b(32, 24);
+    Q8_0 = 8, "Q8_0", b(32, 34);
+    Q8_1 = 9, "Q8_1", b(32, 36);
+    Q2_K = 10, "Q2_K", b(QK_K, 84);
+    Q3_K = 11, "Q3_K", b(QK_K, 110);
+    Q4_K = 12, "Q4_K", b(QK_K, 144);
+    Q5_K = 13, "Q5_K", b(QK_K, 176);
+    Q6_K = 14, "Q6_K", b(QK_K, 210);
+    Q8_K = 15, "Q8_K", b(QK_K, 292);
+    IQ2_XXS = 16, "IQ2_XXS", b(QK_K, 66);
+    IQ2_XS = 17, "IQ2_XS", b(QK_K, 74);
+    IQ3_XXS = 18, "IQ3_XXS", b(QK_K, 98);
+    IQ1_S = 19, "IQ1_S", b(QK_K, 50);
+    IQ4_NL = 20, "IQ4_NL", b(32, 18);
+    IQ3_S = 21, "IQ3_S", b(QK_K, 110);
+    IQ2_S = 22, "IQ2_S", b(QK_K, 82);
+    IQ4_XS = 23, "IQ4_XS", b(QK_K, 136);
+    I8 = 24, "I8", b(1, 1);
+    I16 = 25, "I16", b(1, 2);
+    I32 = 26, "I32", b(1, 4);
+    I64 = 27, "I64", b(1, 8);
+    F64 = 28, "F64", b(1, 8);
+    IQ1_M = 29, "IQ1_M", b(QK_K, 56);
+    BF16 = 30, "BF16", b(1, 2);
+    Q4_0_4_4 = 31, "Q4_0_4_4", None;
+    Q4_0_4_8 = 32, "Q4_0_4_8", None;
+    Q4_0_8_8 = 33, "Q4_0_8_8", None;
+    TQ1_0 = 34, "TQ1_0", b(QK_K, 54);
+    TQ2_0 = 35, "TQ2_0", b(QK_K, 66);
+    IQ4_NL_4_4 = 36, "IQ4_NL_4_4", None;
+    IQ4_NL_4_8 = 37, "IQ4_NL_4_8", None;
+    IQ4_NL_8_8 = 38, "IQ4_NL_8_8", None;
+    MXFP4 = 39, "MXFP4", b(32, 17);
+    NVFP4 = 40, "NVFP4", b(64, 36);
+    Q1_0 = 41, "Q1_0", b(128, 18);
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl GgmlType {
+    /// Looks a type up by its name, case-insensitively (`q4_k`, `Q4_K`).
+    pub fn from_name(name: &str) -> Option<GgmlType> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+
+    pub fn block_elems(self) -> Option<usize> {
+        self.block().map(|b| b.0)
+    }
+
+    pub fn block_bytes(self) -> Option<usize> {
+        self.block().map(|b| b.1)
+    }
+
+    /// Bytes taken by `n` elements, or `None` when the type is retired, `n` is not a whole
+    /// number of blocks, or the size overflows.
+    pub fn bytes_for(self, n: u64) -> Option<u64> {
+        let (be, bb) = self.block()?;
+        if n % be as u64 != 0 {
+            return None;
+        }
+        (n / be as u64).checked_mul(bb as u64)
+    }
+
+    /// Whether [`dequantize`] supports this type.
+    pub fn can_dequantize(self) -> bool {
+        dequantizer(self).is_some()
+    }
+
+    /// Whether [`quantize`] supports this type.
+    pub fn can_quantize(self) -> bool {
+        quantizer(self).is_some()
+    }
+}
+
+/// A block of a quantized format.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]`, made only of `u8` and arrays of `u8` (so alignment is 1,
+/// there is no padding and every bit pattern is a valid value), and `size_of::<Self>()` must equal
+/// `Self::TYPE.block_bytes()`.
+pub unsafe trait Block: Copy + Send + Sync + 'static {
+    const TYPE: GgmlType;
+    /// Elements that one block encodes.
+    const ELEMS: usize;
+}
+
+/// Views raw bytes as blocks. `bytes.len()` must be a multiple of the block size.
+pub fn as_blocks<B: Block>(bytes: &[u8]) -> &[B] {
+    let size = std::mem::size_of::<B>();
+    assert!(bytes.len() % size == 0, "byte length is not a whole number of blocks");
+    // SAFETY: `Block` guarantees alignment 1, no padding and no invalid bit patterns.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<B>(), bytes.len() / size) }
+}
+
+/// Mutable variant of [`as_blocks`].
+pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> &mut [B] {
+    let size = std::mem::size_of::<B>();
+    assert!(bytes.len() % size == 0, "byte length is not a whole number of blocks");
+    // SAFETY: as in `as_blocks`; the borrow is unique.
+    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<B>(), bytes.len() / size) }
+}
+
+/// Views blocks as raw bytes.
+pub fn blocks_as_bytes<B: Block>(blocks: &[B]) -> &[u8] {
+    // SAFETY: `Block` types have no padding, so every byte is initialised.
+    unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks)) }
+}
+
+#[inline]
+pub(crate) fn f16_to_f32(bits: [u8; 2]) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes(bits)).to_f32()
+}
+
+#[inline]
+pub(crate) fn f32_to_f16(x: f32) -> [u8; 2] {
+    half::f16::from_f32(x).to_bits().to_le_bytes()
+}
+
+type DequantFn = fn(&[u8], &mut [f32]);
+type QuantFn = fn(&[f32], &mut [u8]);
+
+/// Adapts a typed per-format dequantizer to raw bytes.
+fn dq<B: Block>(f: fn(&[B], &mut [f32])) -> impl Fn(&[u8], &mut [f32]) {
+    move |src, dst| f(as_blocks::<B>(src), dst)
+}
+
+macro_rules! dequant_table {
+    ($ty:expr, $( $variant:ident => $block:ty, $func:path; )*) => {
+        match $ty {
+            $( GgmlType::$variant => Some((|s: &[u8], d: &mut [f32]| dq::<$block>($func)(s, d)) as DequantFn), )*
+            _ => None,
+        }
+    };
+}
+
+macro_rules! quant_table {
+    ($ty:expr, $( $variant:ident => $block:ty, $func:path; )*) => {
+        match $ty {
+            $( GgmlType::$variant => Some((|s: &[f32], d: &mut [u8]| $func(s, as_blocks_mut::<$block>(d))) as QuantFn), )*
+            _ => None,
+        }
+    };
+}
+
+fn dequantizer(ty: GgmlType) -> Option<DequantFn> {
+    match ty {
+        GgmlType::F32 => return Some(float::dequantize_f32),
+        GgmlType::F16 => return Some(float::dequantize_f16),
+        GgmlType::BF16 => return Some(float::dequantize_bf16),
+        _ => {}
+    }
+    dequant_table!(ty,
+        // entries: legacy, K-quants, IQ4
+        // entries: IQ1/IQ2/IQ3, TQ, FP4
+    )
+}
+
+fn quantizer(ty: GgmlType) -> Option<QuantFn> {
+    match ty {
+        GgmlType::F32 => return Some(float::quantize_f32),
+        GgmlType::F16 => return Some(float::quantize_f16),
+        GgmlType::BF16 => return Some(float::quantize_bf16),
+        _ => {}
+    }
+    quant_table!(ty,
+        // entries: legacy, K-quants, IQ4
+    )
+}
+
+fn check_lengths(ty: GgmlType, n_elems: usize, n_bytes: usize) -> Result<()> {
+    let (be, bb) = ty.block().ok_or(Error::QuantUnsupported { ty, op: "reading" })?;
+    if n_elems % be != 0 {
+        return Err(Error::QuantShape {
+            ty,
+            reason: format!("{n_elems} elements is not a multiple of the block size {be}"),
+        });
+    }
+    if n_elems / be * bb != n_bytes {
+        return Err(Error::QuantShape {
+            ty,
+            reason: format!(
+                "{n_bytes} bytes do not hold {n_elems} elements ({} blocks of {bb} bytes)",
+                n_elems / be
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Dequantizes `src` (whole blocks of type `ty`) into `dst`, whose length is the element count.
+pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    let f = dequantizer(ty).ok_or(Error::QuantUnsupported { ty, op: "dequantization" })?;
+    check_lengths(ty, dst.len(), src.len())?;
+    f(src, dst);
+    Ok(())
+}
+
+/// Quantizes `src` into `dst` (whole blocks of type `ty`) with the reference quantizer.
+pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
+    let f = quantizer(ty).ok_or(Error::QuantUnsupported { ty, op: "quantization" })?;
+    check_lengths(ty, src.len(), dst.len())?;
+    f(src, dst);
+    Ok(())
+}
+
+/// Convenience: dequantizes into a new vector.
+pub fn dequantize_to_vec(ty: GgmlType, src: &[u8], n_elems: usize) -> Result<Vec<f32>> {
+    let mut out = vec![0.0; n_elems];
+    dequantize(ty, src, &mut out)?;
+    Ok(out)
+}
+
+/// Convenience: quantizes into a new byte vector.
+pub fn quantize_to_vec(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>> {
+    let n = ty
+        .bytes_for(src.len() as u64)
+        .ok_or_else(|| Error::QuantShape {
+            ty,
+            reason: format!("{} elements is not a whole number of blocks", src.len()),
+        })?;
+    let mut out = vec![0u8; n as usize];
+    quantize(ty, src, &mut out)?;
+    Ok(out)
+}
