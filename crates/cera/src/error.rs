@@ -36,7 +36,11 @@ pub enum Error {
         reason: String,
     },
     #[error("GGUF: unknown metadata value type {type_id} for key '{key}' at offset {offset}")]
-    GgufValueType { key: String, type_id: u32, offset: u64 },
+    GgufValueType {
+        key: String,
+        type_id: u32,
+        offset: u64,
+    },
     #[error("GGUF: duplicate metadata key '{0}'")]
     GgufDuplicateKey(String),
     #[error("GGUF: duplicate tensor name '{0}'")]

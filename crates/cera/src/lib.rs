@@ -6,6 +6,7 @@
 pub mod error;
 pub mod fetch;
 pub mod gguf;
+pub mod keys;
 pub mod quant;
 
 pub use error::{Error, Result};

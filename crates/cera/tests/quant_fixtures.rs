@@ -47,7 +47,9 @@ fn every_fixture_type_matches_reference_bit_for_bit() {
     let mut checked = 0;
     for entry in std::fs::read_dir(fixture_dir()).expect("fixture dir") {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        let Some(stem) = name.strip_suffix(".bin") else { continue };
+        let Some(stem) = name.strip_suffix(".bin") else {
+            continue;
+        };
         let ty = GgmlType::from_name(stem).unwrap_or_else(|| panic!("unknown fixture {name}"));
         match check(ty) {
             Ok(n) => {
@@ -57,6 +59,9 @@ fn every_fixture_type_matches_reference_bit_for_bit() {
             Err(e) => failures.push(e),
         }
     }
-    assert!(checked + failures.len() >= 26, "expected fixtures for 26 types");
+    assert!(
+        checked + failures.len() >= 26,
+        "expected fixtures for 26 types"
+    );
     assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
 }

@@ -1,7 +1,8 @@
 //! Plain float element types: F32, F16 and BF16 (one element per "block").
 
 fn chunks<const N: usize>(src: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
-    src.chunks_exact(N).map(|c| c.try_into().expect("chunk of N bytes"))
+    src.chunks_exact(N)
+        .map(|c| c.try_into().expect("chunk of N bytes"))
 }
 
 pub(super) fn dequantize_f32(src: &[u8], dst: &mut [f32]) {

@@ -154,7 +154,10 @@ pub unsafe trait Block: Copy + Send + Sync + 'static {
 /// Views raw bytes as blocks. `bytes.len()` must be a multiple of the block size.
 pub fn as_blocks<B: Block>(bytes: &[u8]) -> &[B] {
     let size = std::mem::size_of::<B>();
-    assert!(bytes.len() % size == 0, "byte length is not a whole number of blocks");
+    assert!(
+        bytes.len() % size == 0,
+        "byte length is not a whole number of blocks"
+    );
     // SAFETY: `Block` guarantees alignment 1, no padding and no invalid bit patterns.
     unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<B>(), bytes.len() / size) }
 }
@@ -162,7 +165,10 @@ pub fn as_blocks<B: Block>(bytes: &[u8]) -> &[B] {
 /// Mutable variant of [`as_blocks`].
 pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> &mut [B] {
     let size = std::mem::size_of::<B>();
-    assert!(bytes.len() % size == 0, "byte length is not a whole number of blocks");
+    assert!(
+        bytes.len() % size == 0,
+        "byte length is not a whole number of blocks"
+    );
     // SAFETY: as in `as_blocks`; the borrow is unique.
     unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<B>(), bytes.len() / size) }
 }
@@ -170,7 +176,9 @@ pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> &mut [B] {
 /// Views blocks as raw bytes.
 pub fn blocks_as_bytes<B: Block>(blocks: &[B]) -> &[u8] {
     // SAFETY: `Block` types have no padding, so every byte is initialised.
-    unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks)) }
+    unsafe {
+        std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks))
+    }
 }
 
 #[inline]
@@ -216,7 +224,8 @@ fn dequantizer(ty: GgmlType) -> Option<DequantFn> {
         GgmlType::BF16 => return Some(float::dequantize_bf16),
         _ => {}
     }
-    dequant_table!(ty,
+    dequant_table!(
+        ty,
         // entries: legacy, K-quants, IQ4
         // entries: IQ1/IQ2/IQ3, TQ, FP4
     )
@@ -229,13 +238,16 @@ fn quantizer(ty: GgmlType) -> Option<QuantFn> {
         GgmlType::BF16 => return Some(float::quantize_bf16),
         _ => {}
     }
-    quant_table!(ty,
+    quant_table!(
+        ty,
         // entries: legacy, K-quants, IQ4
     )
 }
 
 fn check_lengths(ty: GgmlType, n_elems: usize, n_bytes: usize) -> Result<()> {
-    let (be, bb) = ty.block().ok_or(Error::QuantUnsupported { ty, op: "reading" })?;
+    let (be, bb) = ty
+        .block()
+        .ok_or(Error::QuantUnsupported { ty, op: "reading" })?;
     if n_elems % be != 0 {
         return Err(Error::QuantShape {
             ty,
@@ -256,7 +268,10 @@ fn check_lengths(ty: GgmlType, n_elems: usize, n_bytes: usize) -> Result<()> {
 
 /// Dequantizes `src` (whole blocks of type `ty`) into `dst`, whose length is the element count.
 pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
-    let f = dequantizer(ty).ok_or(Error::QuantUnsupported { ty, op: "dequantization" })?;
+    let f = dequantizer(ty).ok_or(Error::QuantUnsupported {
+        ty,
+        op: "dequantization",
+    })?;
     check_lengths(ty, dst.len(), src.len())?;
     f(src, dst);
     Ok(())
@@ -264,7 +279,10 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
 
 /// Quantizes `src` into `dst` (whole blocks of type `ty`) with the reference quantizer.
 pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
-    let f = quantizer(ty).ok_or(Error::QuantUnsupported { ty, op: "quantization" })?;
+    let f = quantizer(ty).ok_or(Error::QuantUnsupported {
+        ty,
+        op: "quantization",
+    })?;
     check_lengths(ty, src.len(), dst.len())?;
     f(src, dst);
     Ok(())

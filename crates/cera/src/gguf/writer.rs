@@ -1,0 +1,227 @@
+//! GGUF writer: any metadata and tensors, aligned, version 3. Used by tests, random-weight model
+//! generation, LoRA files and conversions.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::reader::{DEFAULT_ALIGNMENT, GGUF_MAGIC};
+use super::value::{Array, Value};
+use crate::error::{Error, Result};
+use crate::quant::GgmlType;
+
+struct PendingTensor {
+    name: String,
+    ty: GgmlType,
+    shape: Vec<u64>,
+    data: Vec<u8>,
+}
+
+/// Collects metadata and tensors, then writes them in one go.
+#[derive(Default)]
+pub struct GgufWriter {
+    metadata: Vec<(String, Value)>,
+    tensors: Vec<PendingTensor>,
+}
+
+fn write_str(w: &mut impl Write, s: &str) -> std::io::Result<()> {
+    w.write_all(&(s.len() as u64).to_le_bytes())?;
+    w.write_all(s.as_bytes())
+}
+
+fn write_array_body(w: &mut impl Write, a: &Array) -> std::io::Result<()> {
+    w.write_all(&a.elem_type().id().to_le_bytes())?;
+    w.write_all(&(a.len() as u64).to_le_bytes())?;
+    macro_rules! each {
+        ($v:expr) => {
+            for x in $v {
+                w.write_all(&x.to_le_bytes())?;
+            }
+        };
+    }
+    match a {
+        Array::U8(v) => w.write_all(v)?,
+        Array::I8(v) => each!(v),
+        Array::U16(v) => each!(v),
+        Array::I16(v) => each!(v),
+        Array::U32(v) => each!(v),
+        Array::I32(v) => each!(v),
+        Array::F32(v) => each!(v),
+        Array::U64(v) => each!(v),
+        Array::I64(v) => each!(v),
+        Array::F64(v) => each!(v),
+        Array::Bool(v) => each!(v.iter().map(|&b| b as u8)),
+        Array::String(v) => {
+            for s in v {
+                write_str(w, s)?;
+            }
+        }
+        Array::Array(v) => {
+            for inner in v {
+                write_array_body(w, inner)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_value_body(w: &mut impl Write, v: &Value) -> std::io::Result<()> {
+    match v {
+        Value::U8(x) => w.write_all(&[*x]),
+        Value::I8(x) => w.write_all(&x.to_le_bytes()),
+        Value::U16(x) => w.write_all(&x.to_le_bytes()),
+        Value::I16(x) => w.write_all(&x.to_le_bytes()),
+        Value::U32(x) => w.write_all(&x.to_le_bytes()),
+        Value::I32(x) => w.write_all(&x.to_le_bytes()),
+        Value::F32(x) => w.write_all(&x.to_le_bytes()),
+        Value::U64(x) => w.write_all(&x.to_le_bytes()),
+        Value::I64(x) => w.write_all(&x.to_le_bytes()),
+        Value::F64(x) => w.write_all(&x.to_le_bytes()),
+        Value::Bool(x) => w.write_all(&[*x as u8]),
+        Value::String(s) => write_str(w, s),
+        Value::Array(a) => write_array_body(w, a),
+    }
+}
+
+impl GgufWriter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets a metadata value (replacing an earlier value of the same key, keeping its place).
+    pub fn set(&mut self, key: impl Into<String>, value: impl Into<Value>) -> &mut Self {
+        let key = key.into();
+        let value = value.into();
+        match self.metadata.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.metadata.push((key, value)),
+        }
+        self
+    }
+
+    fn alignment(&self) -> Result<u64> {
+        match self.metadata.iter().find(|(k, _)| k == "general.alignment") {
+            None => Ok(DEFAULT_ALIGNMENT),
+            Some((_, v)) => v
+                .as_int()
+                .filter(|&a| a > 0 && (a as u64).is_power_of_two())
+                .map(|a| a as u64)
+                .ok_or_else(|| Error::GgufCorrupt {
+                    what: "general.alignment".into(),
+                    offset: 0,
+                    reason: format!("{v} is not a power of two"),
+                }),
+        }
+    }
+
+    /// Adds a tensor from raw bytes already in `ty`'s layout. `shape` is in ggml order.
+    pub fn add_tensor_raw(
+        &mut self,
+        name: impl Into<String>,
+        ty: GgmlType,
+        shape: &[u64],
+        data: Vec<u8>,
+    ) -> Result<&mut Self> {
+        let name = name.into();
+        let err = |reason: String| Error::GgufTensor {
+            tensor: name.clone(),
+            reason,
+        };
+        if shape.is_empty() || shape.len() > super::reader::MAX_DIMS {
+            return Err(err(format!("{} dimensions", shape.len())));
+        }
+        if self.tensors.iter().any(|t| t.name == name) {
+            return Err(Error::GgufDuplicateTensor(name));
+        }
+        let n: u64 = shape.iter().product();
+        let block = ty.block_elems().unwrap_or(0) as u64;
+        if block == 0 || shape[0] % block != 0 {
+            return Err(err(format!(
+                "row length {} does not fit {ty} blocks",
+                shape[0]
+            )));
+        }
+        let want = ty
+            .bytes_for(n)
+            .ok_or_else(|| err(format!("shape {shape:?} does not fit {ty} blocks")))?;
+        if want != data.len() as u64 {
+            return Err(err(format!(
+                "{} bytes given, {ty} {shape:?} needs {want}",
+                data.len()
+            )));
+        }
+        self.tensors.push(PendingTensor {
+            name,
+            ty,
+            shape: shape.to_vec(),
+            data,
+        });
+        Ok(self)
+    }
+
+    /// Adds a tensor from f32 values, quantized to `ty` with the reference quantizer.
+    pub fn add_tensor_f32(
+        &mut self,
+        name: impl Into<String>,
+        ty: GgmlType,
+        shape: &[u64],
+        values: &[f32],
+    ) -> Result<&mut Self> {
+        let data = crate::quant::quantize_to_vec(ty, values)?;
+        self.add_tensor_raw(name, ty, shape, data)
+    }
+
+    /// Serialises the file.
+    pub fn write_to(&self, w: &mut impl Write) -> Result<()> {
+        let alignment = self.alignment()?;
+        let mut head = Vec::new();
+        let io = |e| Error::io("<gguf writer>", e);
+        head.extend_from_slice(&GGUF_MAGIC);
+        head.extend_from_slice(&3u32.to_le_bytes());
+        head.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
+        for (k, v) in &self.metadata {
+            write_str(&mut head, k).map_err(io)?;
+            head.extend_from_slice(&v.value_type().id().to_le_bytes());
+            write_value_body(&mut head, v).map_err(io)?;
+        }
+        let mut offset = 0u64;
+        let mut offsets = Vec::with_capacity(self.tensors.len());
+        for t in &self.tensors {
+            write_str(&mut head, &t.name).map_err(io)?;
+            head.extend_from_slice(&(t.shape.len() as u32).to_le_bytes());
+            for d in &t.shape {
+                head.extend_from_slice(&d.to_le_bytes());
+            }
+            head.extend_from_slice(&t.ty.id().to_le_bytes());
+            head.extend_from_slice(&offset.to_le_bytes());
+            offsets.push(offset);
+            offset = (offset + t.data.len() as u64).next_multiple_of(alignment);
+        }
+        let pad = |len: u64| vec![0u8; (len.next_multiple_of(alignment) - len) as usize];
+        head.extend(pad(head.len() as u64));
+        w.write_all(&head).map_err(io)?;
+        for t in &self.tensors {
+            w.write_all(&t.data).map_err(io)?;
+            w.write_all(&pad(t.data.len() as u64)).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut v = Vec::new();
+        self.write_to(&mut v)?;
+        Ok(v)
+    }
+
+    /// Writes to `path` through a temporary file renamed into place.
+    pub fn write_file(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let tmp = path.with_extension("gguf.partial");
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?);
+        self.write_to(&mut f)?;
+        f.flush().map_err(|e| Error::io(&tmp, e))?;
+        drop(f);
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    }
+}

@@ -1,0 +1,41 @@
+//! The central table of GGUF metadata keys. Architecture-specific keys are written once here as
+//! suffixes and rendered as `"{arch}.{suffix}"` by [`arch_key`].
+
+pub const GENERAL_ARCHITECTURE: &str = "general.architecture";
+pub const GENERAL_NAME: &str = "general.name";
+pub const GENERAL_ALIGNMENT: &str = "general.alignment";
+pub const GENERAL_FILE_TYPE: &str = "general.file_type";
+pub const GENERAL_QUANTIZATION_VERSION: &str = "general.quantization_version";
+
+/// Suffixes of per-architecture keys.
+pub mod arch {
+    pub const CONTEXT_LENGTH: &str = "context_length";
+    pub const EMBEDDING_LENGTH: &str = "embedding_length";
+    pub const BLOCK_COUNT: &str = "block_count";
+    pub const FEED_FORWARD_LENGTH: &str = "feed_forward_length";
+    pub const HEAD_COUNT: &str = "attention.head_count";
+    pub const HEAD_COUNT_KV: &str = "attention.head_count_kv";
+    pub const KEY_LENGTH: &str = "attention.key_length";
+    pub const VALUE_LENGTH: &str = "attention.value_length";
+    pub const LAYER_NORM_RMS_EPS: &str = "attention.layer_norm_rms_epsilon";
+    pub const ROPE_FREQ_BASE: &str = "rope.freq_base";
+    pub const ROPE_DIMENSION_COUNT: &str = "rope.dimension_count";
+    pub const VOCAB_SIZE: &str = "vocab_size";
+}
+
+/// Renders an architecture key: `arch_key("llama", arch::BLOCK_COUNT)` is `llama.block_count`.
+pub fn arch_key(arch: &str, suffix: &str) -> String {
+    format!("{arch}.{suffix}")
+}
+
+pub mod tokenizer {
+    pub const MODEL: &str = "tokenizer.ggml.model";
+    pub const PRE: &str = "tokenizer.ggml.pre";
+    pub const TOKENS: &str = "tokenizer.ggml.tokens";
+    pub const TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
+    pub const SCORES: &str = "tokenizer.ggml.scores";
+    pub const MERGES: &str = "tokenizer.ggml.merges";
+    pub const BOS_ID: &str = "tokenizer.ggml.bos_token_id";
+    pub const EOS_ID: &str = "tokenizer.ggml.eos_token_id";
+    pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
+}
