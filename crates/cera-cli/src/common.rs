@@ -1,6 +1,6 @@
 //! Helpers shared by subcommands: model resolution with progress, size formatting.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use cera::fetch::{self, Progress};
@@ -8,6 +8,7 @@ use cera::fetch::{self, Progress};
 /// Prints fetch progress on stderr.
 pub fn progress_printer() -> impl FnMut(Progress) {
     let mut last_pct = u64::MAX;
+    let tty = std::io::stderr().is_terminal();
     move |p| match p {
         Progress::Downloading {
             package,
@@ -28,7 +29,7 @@ pub fn progress_printer() -> impl FnMut(Progress) {
                 let _ = std::io::stderr().flush();
             }
         }
-        Progress::Verifying => eprintln!("\ncera: verifying sha256"),
+        Progress::Verifying => eprintln!("{}cera: verifying sha256", if tty { "\n" } else { "" }),
         Progress::Done { path } => eprintln!("cera: model ready at {}", path.display()),
         _ => {}
     }

