@@ -12,6 +12,18 @@ use crate::error::{Error, Result};
 mod float;
 // formats: legacy (Q4_0..Q8_1), K-quants, IQ4
 // formats: IQ1/IQ2/IQ3 with their grids, ternary, FP4
+pub mod iq1_m;
+pub mod iq1_s;
+pub mod iq2_s;
+pub mod iq2_xs;
+pub mod iq2_xxs;
+pub mod iq3_s;
+pub mod iq3_xxs;
+pub mod iq_grids;
+pub mod mxfp4;
+pub mod nvfp4;
+pub mod tq1_0;
+pub mod tq2_0;
 
 /// Elements per super-block of the K-quants and most IQ formats.
 pub const QK_K: usize = 256;
@@ -228,6 +240,17 @@ fn dequantizer(ty: GgmlType) -> Option<DequantFn> {
         ty,
         // entries: legacy, K-quants, IQ4
         // entries: IQ1/IQ2/IQ3, TQ, FP4
+        IQ2_XXS => iq2_xxs::BlockIq2Xxs, iq2_xxs::dequantize;
+        IQ2_XS => iq2_xs::BlockIq2Xs, iq2_xs::dequantize;
+        IQ2_S => iq2_s::BlockIq2S, iq2_s::dequantize;
+        IQ3_XXS => iq3_xxs::BlockIq3Xxs, iq3_xxs::dequantize;
+        IQ3_S => iq3_s::BlockIq3S, iq3_s::dequantize;
+        IQ1_S => iq1_s::BlockIq1S, iq1_s::dequantize;
+        IQ1_M => iq1_m::BlockIq1M, iq1_m::dequantize;
+        TQ1_0 => tq1_0::BlockTq1_0, tq1_0::dequantize;
+        TQ2_0 => tq2_0::BlockTq2_0, tq2_0::dequantize;
+        MXFP4 => mxfp4::BlockMxfp4, mxfp4::dequantize;
+        NVFP4 => nvfp4::BlockNvfp4, nvfp4::dequantize;
     )
 }
 
