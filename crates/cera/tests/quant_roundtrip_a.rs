@@ -82,6 +82,107 @@ impl Rng {
     }
 }
 
+/// Input for the golden test: noise at several magnitudes, a zero sub-block, a constant
+/// sub-block and an outlier, built from exact float operations only (no libm) so it is the
+/// same on every platform.
+fn golden_input() -> Vec<f32> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut x: Vec<f32> = (0..256 * 12).map(|_| rng.normal()).collect();
+    for (i, b) in x.chunks_exact_mut(256).enumerate() {
+        let scale = [1.0, 1e-3, 37.5, 0.25, 1e-6, 1.0][i % 6];
+        for v in b.iter_mut() {
+            *v *= scale;
+        }
+    }
+    x[256 * 2..256 * 2 + 32].fill(0.0);
+    x[256 * 3 + 64..256 * 3 + 96].fill(0.75);
+    x[256 * 5 + 17] = 40.0;
+    for v in &mut x[256 * 6..256 * 7] {
+        *v = v.abs() + 0.5;
+    }
+    for v in &mut x[256 * 7..256 * 8] {
+        *v = -v.abs() - 0.5;
+    }
+    x
+}
+
+/// SHA-256 of `quantize(golden_input())` as produced by ggml's reference quantizers
+/// (`quantize_row_*_ref`; `ggml_quantize_chunk` without imatrix for IQ4_NL, whose
+/// `quantize_row_iq4_nl_ref` skips the scale search), recorded from a llama.cpp build.
+const GGML_GOLDEN: [(GgmlType, &str); 14] = [
+    (
+        GgmlType::Q4_0,
+        "ce9f2ed07b01773c9fc878304f8d0444b83deb200667d364a3f506c2e528503b",
+    ),
+    (
+        GgmlType::Q4_1,
+        "84304a7eee0c94d297b2265077d3fd2dd87173444bfda9c097c895236164d145",
+    ),
+    (
+        GgmlType::Q5_0,
+        "cf111a48b7ac35f592fa45512d93c372b42159ccf54ef0c08c88e4fe7a7a3140",
+    ),
+    (
+        GgmlType::Q5_1,
+        "9ee39e006c06422d574d69eff9bc5a939b7f78b2c108d9a1edb09fd38ec44eec",
+    ),
+    (
+        GgmlType::Q8_0,
+        "e08d6eacd5b80c378a6a7927546f741093af86ed392a0e934c0c0503072e4717",
+    ),
+    (
+        GgmlType::Q8_1,
+        "861671179eab2f801e29d6e8cec554eb18eab9d757684175992297477fabeabe",
+    ),
+    (
+        GgmlType::Q2_K,
+        "3db421a088861b25c242ee366a163ffcb5bad5690a6f88486f41343a6dd61035",
+    ),
+    (
+        GgmlType::Q3_K,
+        "f0ab31dff60e897c243f981ca47d7aeda46e25a5df89971d6baefe0260381fbc",
+    ),
+    (
+        GgmlType::Q4_K,
+        "398b715ac604a6c0158272697242b0d7f58d0179a1b77a72df66da77d44e8f35",
+    ),
+    (
+        GgmlType::Q5_K,
+        "6ab4acaa678a8a1fee9007a92aa6725fd2460e49dabb005dada9673352042e59",
+    ),
+    (
+        GgmlType::Q6_K,
+        "d8523f3905c207e3384958902436389d058b4bd4fd120efa3e124cd74d4b78ea",
+    ),
+    (
+        GgmlType::Q8_K,
+        "8a51a39a6ca2fa62b5ac4d1c6f1d23b5b96d4fb197260ff6539e79325f560094",
+    ),
+    (
+        GgmlType::IQ4_NL,
+        "d7e872db37593adf55bc1e581059ec4f8f0c51aa2f46f2f5bd7fdaeb761ca230",
+    ),
+    (
+        GgmlType::IQ4_XS,
+        "dd7444d4cc838c29d9ecab80d2dfca5cd9644d902579d9912e0bb60a9d7e38da",
+    ),
+];
+
+#[test]
+fn quantizers_match_ggml_reference_bytes() {
+    use sha2::{Digest, Sha256};
+    let x = golden_input();
+    let mut failures = Vec::new();
+    for (ty, want) in GGML_GOLDEN {
+        let q = quant::quantize_to_vec(ty, &x).unwrap();
+        let got = format!("{:x}", Sha256::digest(&q));
+        if got != want {
+            failures.push(format!("{ty}: {got}"));
+        }
+    }
+    assert!(failures.is_empty(), "differ from ggml: {failures:?}");
+}
+
 #[test]
 fn round_trip_error_within_ggml_bounds() {
     let x = ggml_test_data(32 * 128, 0.0);
