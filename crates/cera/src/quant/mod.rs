@@ -11,6 +11,21 @@ use crate::error::{Error, Result};
 
 mod float;
 // formats: legacy (Q4_0..Q8_1), K-quants, IQ4
+pub mod iq4_nl;
+pub mod iq4_xs;
+mod k_common;
+pub mod q2_k;
+pub mod q3_k;
+pub mod q4_0;
+pub mod q4_1;
+pub mod q4_k;
+pub mod q5_0;
+pub mod q5_1;
+pub mod q5_k;
+pub mod q6_k;
+pub mod q8_0;
+pub mod q8_1;
+pub mod q8_k;
 // formats: IQ1/IQ2/IQ3 with their grids, ternary, FP4
 pub mod iq1_m;
 pub mod iq1_s;
@@ -239,6 +254,20 @@ fn dequantizer(ty: GgmlType) -> Option<DequantFn> {
     dequant_table!(
         ty,
         // entries: legacy, K-quants, IQ4
+        Q4_0 => q4_0::BlockQ4_0, q4_0::dequantize;
+        Q4_1 => q4_1::BlockQ4_1, q4_1::dequantize;
+        Q5_0 => q5_0::BlockQ5_0, q5_0::dequantize;
+        Q5_1 => q5_1::BlockQ5_1, q5_1::dequantize;
+        Q8_0 => q8_0::BlockQ8_0, q8_0::dequantize;
+        Q8_1 => q8_1::BlockQ8_1, q8_1::dequantize;
+        Q2_K => q2_k::BlockQ2_K, q2_k::dequantize;
+        Q3_K => q3_k::BlockQ3_K, q3_k::dequantize;
+        Q4_K => q4_k::BlockQ4_K, q4_k::dequantize;
+        Q5_K => q5_k::BlockQ5_K, q5_k::dequantize;
+        Q6_K => q6_k::BlockQ6_K, q6_k::dequantize;
+        Q8_K => q8_k::BlockQ8_K, q8_k::dequantize;
+        IQ4_NL => iq4_nl::BlockIQ4_NL, iq4_nl::dequantize;
+        IQ4_XS => iq4_xs::BlockIQ4_XS, iq4_xs::dequantize;
         // entries: IQ1/IQ2/IQ3, TQ, FP4
         IQ2_XXS => iq2_xxs::BlockIq2Xxs, iq2_xxs::dequantize;
         IQ2_XS => iq2_xs::BlockIq2Xs, iq2_xs::dequantize;
@@ -264,6 +293,20 @@ fn quantizer(ty: GgmlType) -> Option<QuantFn> {
     quant_table!(
         ty,
         // entries: legacy, K-quants, IQ4
+        Q4_0 => q4_0::BlockQ4_0, q4_0::quantize;
+        Q4_1 => q4_1::BlockQ4_1, q4_1::quantize;
+        Q5_0 => q5_0::BlockQ5_0, q5_0::quantize;
+        Q5_1 => q5_1::BlockQ5_1, q5_1::quantize;
+        Q8_0 => q8_0::BlockQ8_0, q8_0::quantize;
+        Q8_1 => q8_1::BlockQ8_1, q8_1::quantize;
+        Q2_K => q2_k::BlockQ2_K, q2_k::quantize;
+        Q3_K => q3_k::BlockQ3_K, q3_k::quantize;
+        Q4_K => q4_k::BlockQ4_K, q4_k::quantize;
+        Q5_K => q5_k::BlockQ5_K, q5_k::quantize;
+        Q6_K => q6_k::BlockQ6_K, q6_k::quantize;
+        Q8_K => q8_k::BlockQ8_K, q8_k::quantize;
+        IQ4_NL => iq4_nl::BlockIQ4_NL, iq4_nl::quantize;
+        IQ4_XS => iq4_xs::BlockIQ4_XS, iq4_xs::quantize;
     )
 }
 

@@ -1,0 +1,110 @@
+//! Q2_K: 256-element super-blocks of 16 sub-blocks of 16, asymmetric 2-bit,
+//! `x = d * sc * q - dmin * m` with a 4-bit scale `sc` and min `m` per sub-block.
+
+use super::k_common::{Qkx2Search, make_qkx2_quants, nearest_int, pack_2bit};
+use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+
+/// One Q2_K super-block (84 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct BlockQ2_K {
+    /// Per sub-block: scale in the low nibble, min in the high nibble.
+    pub scales: [u8; QK_K / 16],
+    /// 2-bit quants: byte `32*h + l` holds elements `128*h + 32*s + l` (s = 0..4) in bits
+    /// `2s..2s+2`.
+    pub qs: [u8; QK_K / 4],
+    /// Super-block scale for the sub-block scales, f16.
+    pub d: [u8; 2],
+    /// Super-block scale for the sub-block mins, f16.
+    pub dmin: [u8; 2],
+}
+
+const _: () = assert!(size_of::<BlockQ2_K>() == 84);
+
+// SAFETY: repr(C), byte arrays only, size checked above.
+unsafe impl Block for BlockQ2_K {
+    const TYPE: GgmlType = GgmlType::Q2_K;
+    const ELEMS: usize = QK_K;
+}
+
+/// Decodes whole blocks into `out` (`blocks.len() * ELEMS` values), in the float operation
+/// order of gguf's numpy reference so the results match it bit for bit.
+pub fn dequantize(blocks: &[BlockQ2_K], out: &mut [f32]) {
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let d = f16_to_f32(b.d);
+        let dmin = f16_to_f32(b.dmin);
+        // 16 outputs per sub-block `is`: half h, shift s, and which 16 of the 32 bytes.
+        for (is, (y, &sc)) in y.chunks_exact_mut(16).zip(&b.scales).enumerate() {
+            let (h, s, part) = (is / 8, (is / 2) % 4, is % 2);
+            let dl = d * (sc & 0x0F) as f32;
+            let ml = dmin * (sc >> 4) as f32;
+            let q = &b.qs[32 * h + 16 * part..][..16];
+            for (o, &q) in y.iter_mut().zip(q) {
+                *o = dl * ((q >> (2 * s)) & 3) as f32 - ml;
+            }
+        }
+    }
+}
+
+/// ggml's `quantize_row_q2_K_ref`: a scale/min search per sub-block (weights |x|, absolute
+/// error), the scales and mins then quantized to 4 bits against their maxima, and the quants
+/// recomputed with the rounded scales.
+pub fn quantize(src: &[f32], out: &mut [BlockQ2_K]) {
+    const SEARCH: Qkx2Search = Qkx2Search {
+        rmin: -0.5,
+        rdelta: 0.1,
+        nstep: 15,
+        use_mad: true,
+    };
+    for (x, b) in src.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let mut levels = [0u8; QK_K];
+        let mut scales = [0.0f32; QK_K / 16];
+        let mut mins = [0.0f32; QK_K / 16];
+        let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
+        for j in 0..QK_K / 16 {
+            let xs = &x[16 * j..16 * j + 16];
+            let mut weights = [0.0f32; 16];
+            for (w, v) in weights.iter_mut().zip(xs) {
+                *w = v.abs();
+            }
+            let lv = &mut levels[16 * j..16 * j + 16];
+            (scales[j], mins[j]) = make_qkx2_quants(3, xs, &weights, lv, &SEARCH);
+            max_scale = max_scale.max(scales[j]);
+            max_min = max_min.max(mins[j]);
+        }
+
+        b.scales = [0; QK_K / 16];
+        if max_scale > 0.0 {
+            let iscale = 15.0 / max_scale;
+            for (s, &sc) in b.scales.iter_mut().zip(&scales) {
+                *s = nearest_int(iscale * sc) as u8;
+            }
+            b.d = f32_to_f16(max_scale / 15.0);
+        } else {
+            b.d = f32_to_f16(0.0);
+        }
+        if max_min > 0.0 {
+            let iscale = 15.0 / max_min;
+            for (s, &m) in b.scales.iter_mut().zip(&mins) {
+                *s |= (nearest_int(iscale * m) << 4) as u8;
+            }
+            b.dmin = f32_to_f16(max_min / 15.0);
+        } else {
+            b.dmin = f32_to_f16(0.0);
+        }
+
+        let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
+        for (j, &sc) in b.scales.iter().enumerate() {
+            let dl = d * (sc & 0x0F) as f32;
+            if dl == 0.0 {
+                continue;
+            }
+            let ml = dmin * (sc >> 4) as f32;
+            for i in 16 * j..16 * j + 16 {
+                levels[i] = nearest_int((x[i] + ml) / dl).clamp(0, 3) as u8;
+            }
+        }
+        pack_2bit(&levels, &mut b.qs);
+    }
+}

@@ -1,0 +1,58 @@
+//! Q4_0: 32 elements per block, symmetric 4-bit, `x = d * (q - 8)`.
+
+use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+
+const QK: usize = 32;
+
+/// One Q4_0 block (18 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockQ4_0 {
+    /// Scale, f16.
+    pub d: [u8; 2],
+    /// 4-bit quants: the low nibble of byte `j` is element `j`, the high nibble element `j + 16`.
+    pub qs: [u8; QK / 2],
+}
+
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+
+// SAFETY: repr(C), byte arrays only, size checked above.
+unsafe impl Block for BlockQ4_0 {
+    const TYPE: GgmlType = GgmlType::Q4_0;
+    const ELEMS: usize = QK;
+}
+
+/// Decodes whole blocks into `out` (`blocks.len() * ELEMS` values), in the float operation
+/// order of gguf's numpy reference so the results match it bit for bit.
+pub fn dequantize(blocks: &[BlockQ4_0], out: &mut [f32]) {
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = f16_to_f32(b.d);
+        let (lo, hi) = y.split_at_mut(QK / 2);
+        for ((&q, l), h) in b.qs.iter().zip(lo).zip(hi) {
+            *l = d * ((q & 0x0F) as i32 - 8) as f32;
+            *h = d * ((q >> 4) as i32 - 8) as f32;
+        }
+    }
+}
+
+/// ggml's `quantize_row_q4_0_ref`: the element of largest magnitude maps to -8 exactly, so
+/// its sign decides which end of the asymmetric range -8..7 is used.
+pub fn quantize(src: &[f32], out: &mut [BlockQ4_0]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &v in x {
+            if amax < v.abs() {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        let d = max / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = f32_to_f16(d);
+        // Truncation after adding 8.5 rounds to nearest (the value is non-negative).
+        let q = |v: f32| ((v * id + 8.5) as i32).clamp(0, 15) as u8;
+        for (j, byte) in b.qs.iter_mut().enumerate() {
+            *byte = q(x[j]) | (q(x[j + QK / 2]) << 4);
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Q8_0: 32 elements per block, symmetric 8-bit, `x = d * q`.
+
+use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+
+const QK: usize = 32;
+
+/// One Q8_0 block (34 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockQ8_0 {
+    /// Scale, f16.
+    pub d: [u8; 2],
+    /// Quants, i8, in element order.
+    pub qs: [u8; QK],
+}
+
+const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+
+// SAFETY: repr(C), byte arrays only, size checked above.
+unsafe impl Block for BlockQ8_0 {
+    const TYPE: GgmlType = GgmlType::Q8_0;
+    const ELEMS: usize = QK;
+}
+
+/// Decodes whole blocks into `out` (`blocks.len() * ELEMS` values), in the float operation
+/// order of gguf's numpy reference so the results match it bit for bit.
+pub fn dequantize(blocks: &[BlockQ8_0], out: &mut [f32]) {
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = f16_to_f32(b.d);
+        for (o, &q) in y.iter_mut().zip(&b.qs) {
+            *o = q as i8 as f32 * d;
+        }
+    }
+}
+
+/// ggml's `quantize_row_q8_0_ref`: `d = amax / 127`, quants rounded half away from zero.
+pub fn quantize(src: &[f32], out: &mut [BlockQ8_0]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {
+        let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = f32_to_f16(d);
+        for (q, &v) in b.qs.iter_mut().zip(x) {
+            *q = (v * id).round() as i8 as u8;
+        }
+    }
+}
