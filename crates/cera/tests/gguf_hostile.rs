@@ -42,7 +42,7 @@ impl Raw {
     }
     /// Pads to 32 and appends `n` data bytes.
     fn data(&mut self, n: usize) -> &mut Self {
-        while self.0.len() % 32 != 0 {
+        while !self.0.len().is_multiple_of(32) {
             self.0.push(0);
         }
         self.0.extend(std::iter::repeat_n(0u8, n));
@@ -57,9 +57,13 @@ fn valid_file() -> Vec<u8> {
     let mut w = GgufWriter::new();
     w.set("general.architecture", "llama")
         .set("llama.block_count", 2u32)
-        .set("tokenizer.ggml.tokens", vec!["a".to_string(), "b".to_string()])
+        .set(
+            "tokenizer.ggml.tokens",
+            vec!["a".to_string(), "b".to_string()],
+        )
         .set("x.f32s", vec![1.0f32, 2.0]);
-    w.add_tensor_f32("t0", GgmlType::F32, &[8, 2], &[0.5; 16]).unwrap();
+    w.add_tensor_f32("t0", GgmlType::F32, &[8, 2], &[0.5; 16])
+        .unwrap();
     let mut q8 = vec![0u8; 34];
     q8[0..2].copy_from_slice(&0x3c00u16.to_le_bytes()); // d = 1.0
     w.add_tensor_raw("t1", GgmlType::Q8_0, &[32], q8).unwrap();
@@ -74,44 +78,250 @@ fn corpus() -> Vec<(&'static str, Vec<u8>, &'static str)> {
         ("bad magic", b"GGML\x03\0\0\0".to_vec(), "not a GGUF file"),
         ("version 1", Raw::header(1, 0, 0).done(), "version 1"),
         ("version 4", Raw::header(4, 0, 0).done(), "version 4"),
-        ("big-endian", {
-            let mut r = Raw(b"GGUF".to_vec());
-            r.bytes(&3u32.to_be_bytes()).u64(0).u64(0);
-            r.done()
-        }, "big-endian"),
-        ("no counts", Raw(b"GGUF\x03\0\0\0".to_vec()).done(), "tensor count"),
-        ("absurd tensor count", Raw::header(3, u64::MAX, 0).done(), "tensor count"),
-        ("absurd kv count", Raw::header(3, 0, 1 << 60).done(), "metadata count"),
-        ("key length past end", { let mut r = Raw::header(3, 0, 1); r.u64(1 << 40).u32(4).u32(1); r.done() }, "metadata key #0"),
-        ("key not utf-8", { let mut r = Raw::header(3, 0, 1); r.u64(2).bytes(&[0xff, 0xfe]).u32(4).u32(1); r.done() }, "UTF-8"),
-        ("unknown value type", { let mut r = Raw::header(3, 0, 1); r.str("k.v").u32(13).u32(0); r.done() }, "unknown metadata value type 13 for key 'k.v'"),
-        ("value truncated", { let mut r = Raw::header(3, 0, 1); r.str("k.v").u32(10).u32(0); r.done() }, "value of 'k.v'"),
-        ("bool not 0/1", { let mut r = Raw::header(3, 0, 1); r.str("k.b").u32(7).bytes(&[2]); r.done() }, "bool byte is 2"),
-        ("duplicate key", { let mut r = Raw::header(3, 0, 2); r.kv_u32("a.b", 1).kv_u32("a.b", 2); r.done() }, "duplicate metadata key 'a.b'"),
-        ("array count absurd", { let mut r = Raw::header(3, 0, 1); r.str("k.arr").u32(9).u32(6).u64(u64::MAX / 2); r.done() }, "array 'k.arr'"),
-        ("array of unknown type", { let mut r = Raw::header(3, 0, 1); r.str("k.arr").u32(9).u32(99).u64(1); r.done() }, "type 99"),
-        ("string array element past end", { let mut r = Raw::header(3, 0, 1); r.str("k.s").u32(9).u32(8).u64(2).str("ok").u64(1000); r.done() }, "element 1"),
-        ("array nesting bomb", {
-            let mut r = Raw::header(3, 0, 1);
-            r.str("k.deep").u32(9);
-            for _ in 0..64 { r.u32(9).u64(1); }
-            r.u32(4).u64(0);
-            r.done()
-        }, "nested deeper"),
-        ("alignment zero", { let mut r = Raw::header(3, 0, 1); r.kv_u32("general.alignment", 0); r.done() }, "general.alignment"),
-        ("alignment not power of two", { let mut r = Raw::header(3, 0, 1); r.kv_u32("general.alignment", 48); r.done() }, "power of two"),
-        ("tensor info truncated", { let mut r = Raw::header(3, 1, 0); r.str("w").u32(2).u64(4); r.done() }, "tensor 'w' info"),
-        ("zero dims", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[], 0, 0).data(0); r.done() }, "0 dimensions"),
-        ("five dims", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[1, 1, 1, 1, 1], 0, 0).data(4); r.done() }, "5 dimensions"),
-        ("unknown tensor type", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[4], 77, 0).data(16); r.done() }, "tensor 'w' has unknown type id 77"),
-        ("retired tensor type", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[32], 31, 0).data(64); r.done() }, "Q4_0_4_4"),
-        ("duplicate tensor", { let mut r = Raw::header(3, 2, 0); r.tensor("w", &[4], 0, 0).tensor("w", &[4], 0, 32).data(64); r.done() }, "duplicate tensor name 'w'"),
-        ("tensor past end", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[1024], 0, 0).data(16); r.done() }, "runs past the end"),
-        ("tensor offset huge", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[4], 0, u64::MAX - 31).data(16); r.done() }, "'w'"),
-        ("tensor misaligned", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[4], 0, 4).data(64); r.done() }, "alignment"),
-        ("shape overflow", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[1 << 32, 1 << 32, 1 << 32], 0, 0).data(16); r.done() }, "overflows"),
-        ("row not whole blocks", { let mut r = Raw::header(3, 1, 0); r.tensor("w", &[33], 2, 0).data(64); r.done() }, "not a multiple of the Q4_0 block size 32"),
-        ("tensor name past end", { let mut r = Raw::header(3, 1, 0); r.u64(500).bytes(&[b'a'; 40]); r.done() }, "tensor #0 name"),
+        (
+            "big-endian",
+            {
+                let mut r = Raw(b"GGUF".to_vec());
+                r.bytes(&3u32.to_be_bytes()).u64(0).u64(0);
+                r.done()
+            },
+            "big-endian",
+        ),
+        (
+            "no counts",
+            Raw(b"GGUF\x03\0\0\0".to_vec()).done(),
+            "tensor count",
+        ),
+        (
+            "absurd tensor count",
+            Raw::header(3, u64::MAX, 0).done(),
+            "tensor count",
+        ),
+        (
+            "absurd kv count",
+            Raw::header(3, 0, 1 << 60).done(),
+            "metadata count",
+        ),
+        (
+            "key length past end",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.u64(1 << 40).u32(4).u32(1);
+                r.done()
+            },
+            "metadata key #0",
+        ),
+        (
+            "key not utf-8",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.u64(2).bytes(&[0xff, 0xfe]).u32(4).u32(1);
+                r.done()
+            },
+            "UTF-8",
+        ),
+        (
+            "unknown value type",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.str("k.v").u32(13).u32(0);
+                r.done()
+            },
+            "unknown metadata value type 13 for key 'k.v'",
+        ),
+        (
+            "value truncated",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.str("k.v").u32(10).u32(0);
+                r.done()
+            },
+            "value of 'k.v'",
+        ),
+        (
+            "bool not 0/1",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.str("k.b").u32(7).bytes(&[2]);
+                r.done()
+            },
+            "bool byte is 2",
+        ),
+        (
+            "duplicate key",
+            {
+                let mut r = Raw::header(3, 0, 2);
+                r.kv_u32("a.b", 1).kv_u32("a.b", 2);
+                r.done()
+            },
+            "duplicate metadata key 'a.b'",
+        ),
+        (
+            "array count absurd",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.str("k.arr").u32(9).u32(6).u64(u64::MAX / 2);
+                r.done()
+            },
+            "array 'k.arr'",
+        ),
+        (
+            "array of unknown type",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.str("k.arr").u32(9).u32(99).u64(1);
+                r.done()
+            },
+            "type 99",
+        ),
+        (
+            "string array element past end",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.str("k.s").u32(9).u32(8).u64(2).str("ok").u64(1000);
+                r.done()
+            },
+            "element 1",
+        ),
+        (
+            "array nesting bomb",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.str("k.deep").u32(9);
+                for _ in 0..64 {
+                    r.u32(9).u64(1);
+                }
+                r.u32(4).u64(0);
+                r.done()
+            },
+            "nested deeper",
+        ),
+        (
+            "alignment zero",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.kv_u32("general.alignment", 0);
+                r.done()
+            },
+            "general.alignment",
+        ),
+        (
+            "alignment not power of two",
+            {
+                let mut r = Raw::header(3, 0, 1);
+                r.kv_u32("general.alignment", 48);
+                r.done()
+            },
+            "power of two",
+        ),
+        (
+            "tensor info truncated",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.str("w").u32(2).u64(4);
+                r.done()
+            },
+            "tensor 'w' info",
+        ),
+        (
+            "zero dims",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[], 0, 0).data(0);
+                r.done()
+            },
+            "0 dimensions",
+        ),
+        (
+            "five dims",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[1, 1, 1, 1, 1], 0, 0).data(4);
+                r.done()
+            },
+            "5 dimensions",
+        ),
+        (
+            "unknown tensor type",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[4], 77, 0).data(16);
+                r.done()
+            },
+            "tensor 'w' has unknown type id 77",
+        ),
+        (
+            "retired tensor type",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[32], 31, 0).data(64);
+                r.done()
+            },
+            "Q4_0_4_4",
+        ),
+        (
+            "duplicate tensor",
+            {
+                let mut r = Raw::header(3, 2, 0);
+                r.tensor("w", &[4], 0, 0).tensor("w", &[4], 0, 32).data(64);
+                r.done()
+            },
+            "duplicate tensor name 'w'",
+        ),
+        (
+            "tensor past end",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[1024], 0, 0).data(16);
+                r.done()
+            },
+            "runs past the end",
+        ),
+        (
+            "tensor offset huge",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[4], 0, u64::MAX - 31).data(16);
+                r.done()
+            },
+            "'w'",
+        ),
+        (
+            "tensor misaligned",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[4], 0, 4).data(64);
+                r.done()
+            },
+            "alignment",
+        ),
+        (
+            "shape overflow",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[1 << 32, 1 << 32, 1 << 32], 0, 0).data(16);
+                r.done()
+            },
+            "overflows",
+        ),
+        (
+            "row not whole blocks",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.tensor("w", &[33], 2, 0).data(64);
+                r.done()
+            },
+            "not a multiple of the Q4_0 block size 32",
+        ),
+        (
+            "tensor name past end",
+            {
+                let mut r = Raw::header(3, 1, 0);
+                r.u64(500).bytes(&[b'a'; 40]);
+                r.done()
+            },
+            "tensor #0 name",
+        ),
     ];
     // a real file cut short inside its data section
     let mut cut = valid_file();
@@ -128,7 +338,14 @@ fn hostile_corpus_gives_named_errors() {
     if std::env::var_os("CERA_WRITE_HOSTILE").is_some() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile");
         for (name, bytes, _) in &corpus {
-            std::fs::write(dir.join(format!("{}.gguf", name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"))), bytes).unwrap();
+            std::fs::write(
+                dir.join(format!(
+                    "{}.gguf",
+                    name.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+                )),
+                bytes,
+            )
+            .unwrap();
         }
     }
     for (name, bytes, want) in corpus {
@@ -136,7 +353,10 @@ fn hostile_corpus_gives_named_errors() {
             Ok(_) => panic!("{name}: accepted a corrupt file"),
             Err(e) => {
                 let msg = e.to_string();
-                assert!(msg.contains(want), "{name}: error {msg:?} does not mention {want:?}");
+                assert!(
+                    msg.contains(want),
+                    "{name}: error {msg:?} does not mention {want:?}"
+                );
             }
         }
     }
@@ -166,8 +386,16 @@ fn every_truncation_of_a_valid_file_is_an_error() {
         // The data section's last tensor is padded; cuts inside trailing padding are valid.
         let r = GgufFile::from_bytes(full[..len].to_vec());
         if let Ok(g) = r {
-            let end = g.tensors.iter().map(|t| t.offset + t.size).max().unwrap_or(0);
-            assert!(end <= len as u64, "cut at {len} accepted with data past the end");
+            let end = g
+                .tensors
+                .iter()
+                .map(|t| t.offset + t.size)
+                .max()
+                .unwrap_or(0);
+            assert!(
+                end <= len as u64,
+                "cut at {len} accepted with data past the end"
+            );
         }
     }
 }

@@ -18,7 +18,10 @@ fn sample_writer() -> GgufWriter {
         .set("t.u64", u64::MAX)
         .set("t.i64", i64::MIN)
         .set("t.f64", -0.125f64)
-        .set("t.arr_str", vec!["a".to_string(), String::new(), "ünï".to_string()])
+        .set(
+            "t.arr_str",
+            vec!["a".to_string(), String::new(), "ünï".to_string()],
+        )
         .set("t.arr_f32", vec![0.5f32, -1.0, 3.25])
         .set("t.arr_i32", vec![1i32, -2, 3])
         .set("t.arr_bool", vec![true, false, true])
@@ -72,7 +75,10 @@ fn accessor_errors_name_the_key() {
     let e = g.get_u32("t.missing").unwrap_err().to_string();
     assert!(e.contains("t.missing") && e.contains("missing"), "{e}");
     let e = g.get_u32("t.string").unwrap_err().to_string();
-    assert!(e.contains("t.string") && e.contains("string") && e.contains("u32"), "{e}");
+    assert!(
+        e.contains("t.string") && e.contains("string") && e.contains("u32"),
+        "{e}"
+    );
     let e = g.get_u32("t.i32").unwrap_err().to_string(); // negative does not fit
     assert!(e.contains("t.i32"), "{e}");
     let e = g.get_str_array("t.arr_f32").unwrap_err().to_string();
@@ -85,7 +91,9 @@ fn accessor_errors_name_the_key() {
 #[test]
 fn per_layer_values_accept_scalar_or_array() {
     let mut w = GgufWriter::new();
-    w.set("a.kv", 4u32).set("b.kv", vec![0u32, 8, 0, 8]).set("c.kv", vec![1u32, 2]);
+    w.set("a.kv", 4u32)
+        .set("b.kv", vec![0u32, 8, 0, 8])
+        .set("c.kv", vec![1u32, 2]);
     let g = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
     assert_eq!(g.get_per_layer_u32("a.kv", 3).unwrap(), [4, 4, 4]);
     assert_eq!(g.get_per_layer_u32("b.kv", 4).unwrap(), [0, 8, 0, 8]);
@@ -99,10 +107,13 @@ fn tensors_round_trip_at_any_alignment() {
         let mut w = GgufWriter::new();
         w.set("general.alignment", alignment);
         let f32s: Vec<f32> = (0..96).map(|i| i as f32 * 0.25 - 7.0).collect();
-        w.add_tensor_f32("a", GgmlType::F32, &[32, 3], &f32s).unwrap();
+        w.add_tensor_f32("a", GgmlType::F32, &[32, 3], &f32s)
+            .unwrap();
         w.add_tensor_f32("b", GgmlType::F16, &[96], &f32s).unwrap();
-        w.add_tensor_raw("c", GgmlType::I8, &[5], vec![1, 2, 3, 4, 5]).unwrap();
-        w.add_tensor_f32("d", GgmlType::BF16, &[8, 4, 3], &f32s).unwrap();
+        w.add_tensor_raw("c", GgmlType::I8, &[5], vec![1, 2, 3, 4, 5])
+            .unwrap();
+        w.add_tensor_f32("d", GgmlType::BF16, &[8, 4, 3], &f32s)
+            .unwrap();
         let bytes = w.to_bytes().unwrap();
         let g = GgufFile::from_bytes(bytes).unwrap();
         assert_eq!(g.alignment, alignment as u64);
@@ -122,7 +133,8 @@ fn tensors_round_trip_at_any_alignment() {
 #[test]
 fn file_and_buffer_read_the_same() {
     let mut w = sample_writer();
-    w.add_tensor_f32("w", GgmlType::F32, &[4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    w.add_tensor_f32("w", GgmlType::F32, &[4], &[1.0, 2.0, 3.0, 4.0])
+        .unwrap();
     let dir = std::env::temp_dir().join(format!("cera-rt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("m.gguf");
@@ -139,11 +151,24 @@ fn file_and_buffer_read_the_same() {
 #[test]
 fn writer_rejects_bad_tensors() {
     let mut w = GgufWriter::new();
-    let e = w.add_tensor_raw("q", GgmlType::Q8_0, &[16], vec![0; 17]).err().unwrap().to_string();
+    let e = w
+        .add_tensor_raw("q", GgmlType::Q8_0, &[16], vec![0; 17])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("'q'") && e.contains("Q8_0"), "{e}");
-    let e = w.add_tensor_raw("f", GgmlType::F32, &[2], vec![0; 7]).err().unwrap().to_string();
+    let e = w
+        .add_tensor_raw("f", GgmlType::F32, &[2], vec![0; 7])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("7 bytes"), "{e}");
-    w.add_tensor_raw("f", GgmlType::F32, &[2], vec![0; 8]).unwrap();
-    let e = w.add_tensor_raw("f", GgmlType::F32, &[2], vec![0; 8]).err().unwrap().to_string();
+    w.add_tensor_raw("f", GgmlType::F32, &[2], vec![0; 8])
+        .unwrap();
+    let e = w
+        .add_tensor_raw("f", GgmlType::F32, &[2], vec![0; 8])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("duplicate"), "{e}");
 }

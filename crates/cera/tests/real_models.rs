@@ -35,7 +35,12 @@ fn check_model(name: &str, expect_counts: &[(&str, usize)]) {
     for (t, want) in g.tensors.iter().zip(tensors) {
         assert_eq!(t.name, want["name"].as_str().unwrap());
         assert_eq!(t.ty.name(), want["type"].as_str().unwrap(), "{}", t.name);
-        let shape: Vec<u64> = want["shape"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+        let shape: Vec<u64> = want["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
         assert_eq!(t.shape, shape, "{}", t.name);
         assert_eq!(t.size, want["bytes"].as_u64().unwrap(), "{}", t.name);
         *counts.entry(t.ty.name()).or_default() += 1;
@@ -52,19 +57,31 @@ fn check_model(name: &str, expect_counts: &[(&str, usize)]) {
     }
     let want_counts: BTreeMap<&str, usize> = expect_counts.iter().copied().collect();
     assert_eq!(counts, want_counts, "{name}: tensors per type");
-    assert!(failures.is_empty(), "{name}: dequantization differs from gguf for {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "{name}: dequantization differs from gguf for {failures:?}"
+    );
 }
 
 #[test]
 fn smollm2_tensors_and_dequantization_match_gguf() {
-    check_model("smollm2-135m-instruct-q4_1", &[("Q4_1", 210), ("F32", 61), ("Q8_0", 1)]);
+    check_model(
+        "smollm2-135m-instruct-q4_1",
+        &[("Q4_1", 210), ("F32", 61), ("Q8_0", 1)],
+    );
 }
 
 #[test]
 fn qwen25_tensors_and_dequantization_match_gguf() {
     check_model(
         "qwen2.5-coder-0.5b-instruct-q4_k_m",
-        &[("Q5_0", 133), ("Q8_0", 13), ("Q4_K", 12), ("Q6_K", 12), ("F32", 121)],
+        &[
+            ("Q5_0", 133),
+            ("Q8_0", 13),
+            ("Q4_K", 12),
+            ("Q6_K", 12),
+            ("F32", 121),
+        ],
     );
 }
 
@@ -74,8 +91,14 @@ fn smollm2_metadata() {
     assert_eq!(g.version, 3);
     assert_eq!(g.architecture().unwrap(), "llama");
     assert_eq!(g.get_u32("llama.block_count").unwrap(), 30);
-    assert_eq!(g.get_str_array("tokenizer.ggml.tokens").unwrap().len(), 49152);
-    assert_eq!(g.get_str_array("tokenizer.ggml.merges").unwrap().len(), 48900);
+    assert_eq!(
+        g.get_str_array("tokenizer.ggml.tokens").unwrap().len(),
+        49152
+    );
+    assert_eq!(
+        g.get_str_array("tokenizer.ggml.merges").unwrap().len(),
+        48900
+    );
     let params: u64 = g.tensors.iter().map(|t| t.n_elements()).sum();
     assert_eq!(params, 134_515_008);
 }

@@ -134,7 +134,7 @@ impl GgufWriter {
         }
         let n: u64 = shape.iter().product();
         let block = ty.block_elems().unwrap_or(0) as u64;
-        if block == 0 || shape[0] % block != 0 {
+        if block == 0 || !shape[0].is_multiple_of(block) {
             return Err(err(format!(
                 "row length {} does not fit {ty} blocks",
                 shape[0]

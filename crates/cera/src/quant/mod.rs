@@ -10,10 +10,19 @@ use std::fmt;
 use crate::error::{Error, Result};
 
 mod float;
-// formats: legacy (Q4_0..Q8_1), K-quants, IQ4
+pub mod iq1_m;
+pub mod iq1_s;
+pub mod iq2_s;
+pub mod iq2_xs;
+pub mod iq2_xxs;
+pub mod iq3_s;
+pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
+pub mod iq_grids;
 mod k_common;
+pub mod mxfp4;
+pub mod nvfp4;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;
@@ -26,17 +35,6 @@ pub mod q6_k;
 pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
-// formats: IQ1/IQ2/IQ3 with their grids, ternary, FP4
-pub mod iq1_m;
-pub mod iq1_s;
-pub mod iq2_s;
-pub mod iq2_xs;
-pub mod iq2_xxs;
-pub mod iq3_s;
-pub mod iq3_xxs;
-pub mod iq_grids;
-pub mod mxfp4;
-pub mod nvfp4;
 pub mod tq1_0;
 pub mod tq2_0;
 
@@ -149,7 +147,7 @@ impl GgmlType {
     /// number of blocks, or the size overflows.
     pub fn bytes_for(self, n: u64) -> Option<u64> {
         let (be, bb) = self.block()?;
-        if n % be as u64 != 0 {
+        if !n.is_multiple_of(be as u64) {
             return None;
         }
         (n / be as u64).checked_mul(bb as u64)
@@ -182,7 +180,7 @@ pub unsafe trait Block: Copy + Send + Sync + 'static {
 pub fn as_blocks<B: Block>(bytes: &[u8]) -> &[B] {
     let size = std::mem::size_of::<B>();
     assert!(
-        bytes.len() % size == 0,
+        bytes.len().is_multiple_of(size),
         "byte length is not a whole number of blocks"
     );
     // SAFETY: `Block` guarantees alignment 1, no padding and no invalid bit patterns.
@@ -193,7 +191,7 @@ pub fn as_blocks<B: Block>(bytes: &[u8]) -> &[B] {
 pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> &mut [B] {
     let size = std::mem::size_of::<B>();
     assert!(
-        bytes.len() % size == 0,
+        bytes.len().is_multiple_of(size),
         "byte length is not a whole number of blocks"
     );
     // SAFETY: as in `as_blocks`; the borrow is unique.
@@ -253,7 +251,6 @@ fn dequantizer(ty: GgmlType) -> Option<DequantFn> {
     }
     dequant_table!(
         ty,
-        // entries: legacy, K-quants, IQ4
         Q4_0 => q4_0::BlockQ4_0, q4_0::dequantize;
         Q4_1 => q4_1::BlockQ4_1, q4_1::dequantize;
         Q5_0 => q5_0::BlockQ5_0, q5_0::dequantize;
@@ -268,7 +265,6 @@ fn dequantizer(ty: GgmlType) -> Option<DequantFn> {
         Q8_K => q8_k::BlockQ8_K, q8_k::dequantize;
         IQ4_NL => iq4_nl::BlockIQ4_NL, iq4_nl::dequantize;
         IQ4_XS => iq4_xs::BlockIQ4_XS, iq4_xs::dequantize;
-        // entries: IQ1/IQ2/IQ3, TQ, FP4
         IQ2_XXS => iq2_xxs::BlockIq2Xxs, iq2_xxs::dequantize;
         IQ2_XS => iq2_xs::BlockIq2Xs, iq2_xs::dequantize;
         IQ2_S => iq2_s::BlockIq2S, iq2_s::dequantize;
@@ -292,7 +288,6 @@ fn quantizer(ty: GgmlType) -> Option<QuantFn> {
     }
     quant_table!(
         ty,
-        // entries: legacy, K-quants, IQ4
         Q4_0 => q4_0::BlockQ4_0, q4_0::quantize;
         Q4_1 => q4_1::BlockQ4_1, q4_1::quantize;
         Q5_0 => q5_0::BlockQ5_0, q5_0::quantize;
@@ -314,7 +309,7 @@ fn check_lengths(ty: GgmlType, n_elems: usize, n_bytes: usize) -> Result<()> {
     let (be, bb) = ty
         .block()
         .ok_or(Error::QuantUnsupported { ty, op: "reading" })?;
-    if n_elems % be != 0 {
+    if !n_elems.is_multiple_of(be) {
         return Err(Error::QuantShape {
             ty,
             reason: format!("{n_elems} elements is not a multiple of the block size {be}"),
