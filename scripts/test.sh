@@ -17,5 +17,6 @@ cargo build --release --locked -p cera-cli
 for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m; do
   ./target/release/cera pull "$m"
 done
+cargo run --release --locked -q -p cera --example fetch_test_data
 echo "== cargo test"
 cargo test --workspace --locked

