@@ -61,6 +61,18 @@ pub enum Error {
     },
     #[error("tensor '{0}' is missing")]
     MissingTensor(String),
+    #[error("unsupported architecture '{arch}' (supported: {supported})")]
+    UnsupportedArch { arch: String, supported: String },
+    #[error("model: {0}")]
+    Model(String),
+
+    // ---- sessions ----
+    #[error("context overflow: {needed} tokens needed but the context holds {n_ctx}")]
+    ContextOverflow { n_ctx: usize, needed: usize },
+    #[error("token id {id} is out of range (vocabulary has {n_vocab} tokens)")]
+    TokenOutOfRange { id: u32, n_vocab: usize },
+    #[error("cancelled")]
+    Cancelled,
 
     // ---- quantization ----
     #[error("{op} is not implemented for tensor type {ty}")]

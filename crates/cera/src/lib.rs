@@ -10,3 +10,7 @@ pub mod keys;
 pub mod quant;
 
 pub use error::{Error, Result};
+pub mod backend;
+pub mod kernels;
+pub mod models;
+pub mod runtime;

@@ -1,0 +1,87 @@
+//! Norms and element-wise ops on rows of f32.
+
+/// RMS norm of each `dim`-sized row of `x`, times `weight`, into `out`. The sum of squares is
+/// accumulated in f64, as ggml does, so long rows lose nothing.
+pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let dim = weight.len();
+    for (xr, or) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
+        let sum: f64 = xr.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let mean = (sum / dim as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        for ((o, &v), &w) in or.iter_mut().zip(xr).zip(weight) {
+            *o = (v * scale) * w;
+        }
+    }
+}
+
+/// RMS norm in place, row by row (per-head Q/K norms).
+pub fn rms_norm_inplace(x: &mut [f32], weight: &[f32], eps: f32) {
+    let dim = weight.len();
+    for xr in x.chunks_exact_mut(dim) {
+        let sum: f64 = xr.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let mean = (sum / dim as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        for (v, &w) in xr.iter_mut().zip(weight) {
+            *v = (*v * scale) * w;
+        }
+    }
+}
+
+/// `x += y`.
+pub fn add_inplace(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Adds `bias` to every row of `x`.
+pub fn add_bias(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        add_inplace(row, bias);
+    }
+}
+
+/// `x *= s`.
+pub fn scale_inplace(x: &mut [f32], s: f32) {
+    for v in x {
+        *v *= s;
+    }
+}
+
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// GELU, tanh approximation (as ggml's `gelu`).
+#[inline]
+pub fn gelu(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const GELU_COEF_A: f32 = 0.044715;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+}
+
+/// `gate = act(gate) * up`, element-wise (SwiGLU / GeGLU).
+pub fn glu_inplace(gate: &mut [f32], up: &[f32], act: fn(f32) -> f32) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = act(*g) * u;
+    }
+}
+
+/// `x = cap * tanh(x / cap)` (Gemma 2 logit and attention soft-capping).
+pub fn softcap_inplace(x: &mut [f32], cap: f32) {
+    for v in x {
+        *v = cap * (*v / cap).tanh();
+    }
+}
+
+/// Index of the largest value (first on ties).
+pub fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best
+}

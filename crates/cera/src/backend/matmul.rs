@@ -1,0 +1,193 @@
+//! Matrix multiplication against quantized weights: activations are quantized once per op to
+//! the weight format's paired type, then each thread takes chunks of weight rows and runs them
+//! against every token (the chunk stays in cache while the tokens stream by).
+
+use std::sync::Arc;
+
+use super::{Cpu, SyncPtr};
+use crate::error::{Error, Result};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::quant::GgmlType;
+
+/// A 2-D weight: `rows` outputs × `cols` inputs, row-major, in ggml blocks, borrowed from the
+/// model file (no copy).
+#[derive(Clone)]
+pub struct Weight {
+    file: Arc<GgufFile>,
+    offset: usize,
+    len: usize,
+    pub name: String,
+    pub ty: GgmlType,
+    /// Output features (ggml `ne[1]`, times any higher dims).
+    pub rows: usize,
+    /// Input features (ggml `ne[0]`).
+    pub cols: usize,
+}
+
+impl std::fmt::Debug for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Weight({} {} [{} x {}])",
+            self.name, self.ty, self.rows, self.cols
+        )
+    }
+}
+
+impl Weight {
+    pub fn new(file: &Arc<GgufFile>, info: &TensorInfo) -> Weight {
+        let (cols, rows) = info.rows();
+        Weight {
+            file: Arc::clone(file),
+            offset: info.offset as usize,
+            len: info.size as usize,
+            name: info.name.clone(),
+            ty: info.ty,
+            rows: rows as usize,
+            cols: cols as usize,
+        }
+    }
+
+    pub fn data(&self) -> &[u8] {
+        &self.file.bytes()[self.offset..self.offset + self.len]
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.len / self.rows.max(1)
+    }
+
+    /// Row `r` dequantized into `out` (embedding lookup).
+    pub fn row_f32(&self, r: usize, out: &mut [f32]) -> Result<()> {
+        let rb = self.row_bytes();
+        crate::quant::dequantize(self.ty, &self.data()[r * rb..(r + 1) * rb], out)
+    }
+
+    /// The whole tensor as f32 (for small tensors: norms, biases).
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        crate::quant::dequantize_to_vec(self.ty, self.data(), self.rows * self.cols)
+    }
+}
+
+/// Activations of `n` tokens quantized to one paired type, reusable across the matmuls that read
+/// the same input (Q/K/V, gate/up).
+#[derive(Default)]
+pub struct QuantizedActs {
+    ty: Option<GgmlType>,
+    n_tokens: usize,
+    cols: usize,
+    row_bytes: usize,
+    buf: Vec<u8>,
+}
+
+impl Cpu {
+    /// Quantizes `x` (`n_tokens` rows of `cols`) to `ty` into `acts`, reusing its buffer.
+    pub fn quantize_acts(
+        &self,
+        x: &[f32],
+        n_tokens: usize,
+        cols: usize,
+        ty: GgmlType,
+        acts: &mut QuantizedActs,
+    ) {
+        let row_bytes = ty
+            .bytes_for(cols as u64)
+            .expect("activation row is whole blocks") as usize;
+        acts.buf.resize(row_bytes * n_tokens, 0);
+        acts.ty = Some(ty);
+        acts.n_tokens = n_tokens;
+        acts.cols = cols;
+        acts.row_bytes = row_bytes;
+        let table = self.table;
+        let ptr = SyncPtr(acts.buf.as_mut_ptr());
+        let threads = if n_tokens >= 8 { self.n_threads() } else { 1 };
+        self.pool.for_chunks(n_tokens, 4, threads, &|r| {
+            for t in r {
+                // SAFETY: each token's row is written by exactly one chunk.
+                let dst = unsafe { ptr.slice(t * row_bytes, row_bytes) };
+                table.quantize_row(ty, &x[t * cols..(t + 1) * cols], dst);
+            }
+        });
+    }
+
+    /// `out[t][r] = Σ_c w[r][c] · x[t][c]` for `n_tokens` rows of `x`. `scratch` holds the
+    /// quantized activations (kept by the caller so decoding allocates nothing).
+    pub fn matmul(
+        &self,
+        w: &Weight,
+        x: &[f32],
+        n_tokens: usize,
+        scratch: &mut QuantizedActs,
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.matmul_many(&mut [(w, out)], x, n_tokens, scratch)
+    }
+
+    /// Several matmuls that read the same input (Q/K/V, gate/up): the input is quantized once
+    /// per paired activation type, not once per weight.
+    pub fn matmul_many(
+        &self,
+        ops: &mut [(&Weight, &mut [f32])],
+        x: &[f32],
+        n_tokens: usize,
+        scratch: &mut QuantizedActs,
+    ) -> Result<()> {
+        scratch.ty = None;
+        for (w, out) in ops.iter_mut() {
+            let act_ty = self
+                .table
+                .vec_dot_type(w.ty)
+                .ok_or(Error::QuantUnsupported {
+                    ty: w.ty,
+                    op: "matrix multiplication",
+                })?;
+            if x.len() != n_tokens * w.cols {
+                return Err(Error::QuantShape {
+                    ty: w.ty,
+                    reason: format!(
+                        "{}: input has {} values, expected {n_tokens} x {}",
+                        w.name,
+                        x.len(),
+                        w.cols
+                    ),
+                });
+            }
+            if scratch.ty != Some(act_ty) || scratch.cols != w.cols {
+                self.quantize_acts(x, n_tokens, w.cols, act_ty, scratch);
+            }
+            self.matmul_q(w, scratch, out);
+        }
+        Ok(())
+    }
+
+    fn matmul_q(&self, w: &Weight, acts: &QuantizedActs, out: &mut [f32]) {
+        let rows = w.rows;
+        let n_tokens = acts.n_tokens;
+        assert_eq!(out.len(), rows * n_tokens, "{}: output size", w.name);
+        let rb = w.row_bytes();
+        let data = w.data();
+        let table = self.table;
+        // Enough chunks to balance threads, each big enough to amortise dispatch.
+        let threads = self.n_threads();
+        let chunk = if threads == 1 {
+            rows
+        } else {
+            (rows / (threads * 8)).clamp(16, 256)
+        };
+        let ptr = SyncPtr(out.as_mut_ptr());
+        self.pool.for_chunks(rows, chunk, threads, &|r| {
+            let wchunk = &data[r.start * rb..r.end * rb];
+            for t in 0..n_tokens {
+                let act = &acts.buf[t * acts.row_bytes..(t + 1) * acts.row_bytes];
+                // SAFETY: rows r of token t are written only by this chunk.
+                let dst = unsafe { ptr.slice(t * rows + r.start, r.len()) };
+                table.gemv(w.ty, w.cols, wchunk, act, dst);
+            }
+        });
+    }
+}
+
+impl QuantizedActs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}

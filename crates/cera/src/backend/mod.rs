@@ -1,0 +1,61 @@
+//! The CPU backend: the small set of ops models are written against (matmul, norms, RoPE,
+//! attention, activations), on plain f32 buffers. A GPU backend implements the same ops.
+
+mod attention;
+mod elementwise;
+mod matmul;
+mod rope;
+
+pub use attention::{AttentionParams, KvLayer, KvType};
+pub use elementwise::*;
+pub use matmul::{QuantizedActs, Weight};
+pub use rope::{RopeConfig, RopeKind, RopeScaling};
+
+use crate::kernels::KernelTable;
+use crate::runtime::ThreadPool;
+
+/// The CPU backend: a kernel table (chosen at start-up from the CPU's features) and a pool.
+pub struct Cpu {
+    pub(crate) pool: ThreadPool,
+    pub(crate) table: &'static KernelTable,
+}
+
+impl std::fmt::Debug for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cpu({} threads)", self.n_threads())
+    }
+}
+
+impl Cpu {
+    pub fn new(n_threads: usize) -> Cpu {
+        Cpu {
+            pool: ThreadPool::new(n_threads),
+            table: KernelTable::get(),
+        }
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.pool.n_threads()
+    }
+
+    pub fn table(&self) -> &'static KernelTable {
+        self.table
+    }
+}
+
+/// A raw pointer that may be shared across the pool's threads; each thread writes a disjoint
+/// part of the buffer it points into.
+#[derive(Clone, Copy)]
+pub(crate) struct SyncPtr<T>(pub *mut T);
+// SAFETY: users guarantee disjoint writes and that the buffer outlives the parallel region.
+unsafe impl<T> Send for SyncPtr<T> {}
+unsafe impl<T> Sync for SyncPtr<T> {}
+
+impl<T> SyncPtr<T> {
+    /// # Safety
+    /// `start..start+len` must be in bounds and not aliased by another thread.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slice(&self, start: usize, len: usize) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
+}

@@ -1,0 +1,8 @@
+//! Blocks shared by the architectures: the dense decoder layer stack and its hyperparameters.
+
+pub mod decoder;
+pub mod hparams;
+pub mod load;
+
+pub use decoder::{Decoder, DecoderConfig, FfnAct, LayerWeights, NormPlacement, QkNorm};
+pub use hparams::BaseHparams;
