@@ -14,3 +14,4 @@ pub mod backend;
 pub mod kernels;
 pub mod models;
 pub mod runtime;
+pub mod sample;
