@@ -54,6 +54,7 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter(rewrite::MARKUP_FILTER, |v: &Value| {
         Value::from_object(Markup(py_str(v)))
     });
+    env.add_function(rewrite::MARKUP_ADD_FUNCTION, markup_add);
     // jinja2's select/reject/map/unique are generators: always true, not JSON serializable.
     env.add_filter(
         "map",
@@ -174,6 +175,35 @@ impl Object for Markup {
     fn render(self: &Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// `a + b + ...` where `a` is a `Markup` (`|safe`) string: Python's `Markup.__add__` appends
+/// safe strings as they are and HTML-escapes other strings; anything else is a `TypeError`.
+fn markup_add(args: Rest<Value>) -> Result<Value, Error> {
+    let mut out = String::new();
+    for (i, v) in args.iter().enumerate() {
+        let Some(s) = v.as_str() else {
+            return Err(invalid(format!(
+                "unsupported operand type(s) for +: 'Markup' and '{}'",
+                v.kind()
+            )));
+        };
+        if i == 0 || v.is_safe() {
+            out.push_str(s);
+        } else {
+            for c in s.chars() {
+                match c {
+                    '&' => out.push_str("&amp;"),
+                    '<' => out.push_str("&lt;"),
+                    '>' => out.push_str("&gt;"),
+                    '\'' => out.push_str("&#39;"),
+                    '"' => out.push_str("&#34;"),
+                    c => out.push(c),
+                }
+            }
+        }
+    }
+    Ok(Value::from_safe_string(out))
 }
 
 fn generator(items: Vec<Value>) -> Value {

@@ -7,8 +7,9 @@
 //!   to iterate `None` (`tools` is `None` when no tools are given) where minijinja iterates
 //!   nothing;
 //! * `X|safe + Y`: Python's `Markup.__add__` HTML-escapes `Y`; minijinja has no such operator
-//!   hook, so `safe` there becomes `cera_markup`, whose value refuses `+` with an error naming
-//!   the missing feature.
+//!   hook. A `{{ }}` whose whole expression is such a `+` chain becomes a call of
+//!   `cera_markup_add`, which concatenates as `Markup` does; elsewhere `safe` before `+` becomes
+//!   `cera_markup`, whose value refuses `+` with an error naming the missing feature.
 //!
 //! The scan knows Jinja's delimiters, string literals, comments and `{% raw %}` blocks, so text
 //! that only looks like a tag is left alone.
@@ -17,6 +18,8 @@
 pub(crate) const ITERABLE_FILTER: &str = "cera_iterable";
 /// The filter that replaces `safe` before a `+`.
 pub(crate) const MARKUP_FILTER: &str = "cera_markup";
+/// The function that concatenates a `+` chain that starts with a `|safe` string.
+pub(crate) const MARKUP_ADD_FUNCTION: &str = "cera_markup_add";
 
 /// Rewrites a template source (see the module docs).
 pub(crate) fn rewrite(source: &str) -> String {
@@ -46,7 +49,10 @@ pub(crate) fn rewrite(source: &str) -> String {
         rest = &tag[end + 2..];
         if kind == "{{" {
             out.push_str("{{");
-            out.push_str(&rewrite_markup_concat(inner));
+            match rewrite_markup_chain(inner) {
+                Some(call) => out.push_str(&call),
+                None => out.push_str(&rewrite_markup_concat(inner)),
+            }
             out.push_str("}}");
             continue;
         }
@@ -211,6 +217,50 @@ fn rewrite_for(body: &str) -> String {
     )
 }
 
+/// A whole `{{ X|safe + Y + ... }}` expression (only `+` at its top level) becomes
+/// `{{ cera_markup_add(X|safe, Y, ...) }}`, which concatenates as Python's `Markup` does.
+fn rewrite_markup_chain(inner: &str) -> Option<String> {
+    let (open, expr, close) = split_marks(inner);
+    let b = expr.as_bytes();
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i = skip_string(b, i, q);
+                continue;
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            b'+' if depth == 0 => {
+                parts.push(expr[start..i].trim());
+                start = i + 1;
+            }
+            // comparisons and `-` bind differently from a plain `+` chain
+            b'=' | b'<' | b'>' | b'!' | b'-' if depth == 0 => return None,
+            _ => {}
+        }
+        i += 1;
+    }
+    parts.push(expr[start..].trim());
+    let first = parts[0]
+        .strip_suffix("safe")?
+        .trim_end()
+        .strip_suffix('|')?;
+    let breaks = top_level_words(expr)
+        .iter()
+        .any(|&(a, e)| matches!(&expr[a..e], "and" | "or" | "not" | "if" | "else" | "in"));
+    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) || breaks || first.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{open} {MARKUP_ADD_FUNCTION}({}) {close}",
+        parts.join(", ")
+    ))
+}
+
 /// `|safe` directly followed by `+` becomes `|cera_markup`.
 fn rewrite_markup_concat(expr: &str) -> String {
     let b = expr.as_bytes();
@@ -286,10 +336,17 @@ mod tests {
     }
 
     #[test]
-    fn markup_concat_is_marked() {
+    fn markup_concat() {
         assert_eq!(
-            rewrite("{{ 'a'|safe + b + 'c' | safe}}{{ x|safe }}{{ '|safe +' }}"),
-            "{{ 'a'|cera_markup + b + 'c' | safe}}{{ x|safe }}{{ '|safe +' }}"
+            rewrite(
+                "{{- 'a'|safe + b['+'] + 'c' | safe + d|tojson() }}{{ x|safe }}{{ '|safe +' }}"
+            ),
+            "{{- cera_markup_add('a'|safe, b['+'], 'c' | safe, d|tojson()) }}{{ x|safe }}{{ '|safe +' }}"
+        );
+        // Not a plain `+` chain: the marker that refuses `+`.
+        assert_eq!(
+            rewrite("{{ 'a'|safe + b if c }}{% set x = 'a'|safe + b %}"),
+            "{{ 'a'|cera_markup + b if c }}{% set x = 'a'|cera_markup + b %}"
         );
     }
 }
