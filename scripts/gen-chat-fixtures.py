@@ -22,6 +22,9 @@ Output (compact JSON):
        "conversations": {name: {"messages", "tools", "add_generation_prompt"}},
        "templates": {file name: {"sha256": of the template bytes,
                                  "cases": {conversation: {"ok": rendered} | {"error": message}}}}}
+  crates/cera/tests/fixtures/chat/snippets.json
+      {"vars": variables, "snippets": {name: {"template", "ok" | "error"}}}: one-line templates
+      that each probe one behaviour (printing, filters, methods, tests, loops, whitespace).
   crates/cera/tests/fixtures/chat/smollm2.json
       the SmolLM2 model's own template (read from its GGUF with the `gguf` package), its
       bos/eos token texts, and the rendering of the "system_user" conversation.
@@ -270,6 +273,125 @@ CONVERSATIONS["thinking_history"] = {
 }
 
 
+# Small templates that probe one behaviour each (printing, filters, methods, tests, loops,
+# whitespace control), rendered with `messages=[]` and these variables besides the standard ones.
+SNIPPET_VARS = {
+    "d": {"a": 1, "b": [True, None, "x'y"], "c": {"n": 2.0}},
+    "l": [1, "two", 3.0],
+    "s": "hello world",
+    "ds": [{"n": 1, "t": "a"}, {"n": 0, "t": "b"}, {"n": 2, "t": "c"}],
+    "x": None,
+    "y": True,
+    "u": "café ☕ \u2028 \x1b",
+    "big": 12345678901234567890,
+}
+
+SNIPPETS = [
+    # printing
+    ("print_scalars", "{{ none }}|{{ true }}|{{ false }}|{{ 1 }}|{{ 1.5 }}|{{ 2.0 }}|{{ 1e20 }}|{{ 0.1 + 0.2 }}|{{ 1e-7 }}|{{ big }}"),
+    ("print_containers", "{{ d }}|{{ l }}|{{ s }}|{{ ds[0] }}|{{ [] }}|{{ {} }}"),
+    ("print_tuples", "{{ (1, 'a') }}|{{ (1,) }}"),
+    ("tilde_concat", "{{ x ~ y ~ '|' ~ d.c ~ '|' ~ l ~ '|' ~ 1.0 ~ 2 }}"),
+    ("arithmetic", "{{ 7 // 2 }}|{{ 7 / 2 }}|{{ 7 % 3 }}|{{ -7 // 2 }}|{{ 2 ** 10 }}|{{ 4 / 2 }}|{{ 10 / 4 }}|{{ 1 / 3 }}"),
+    ("string_repeat_and_list_add", "{{ 'ab' * 3 }}|{{ [1, 2] + [3] }}|{{ 'a' + 'b' }}"),
+    ("str_plus_int", "{{ 'x' + 1 }}"),
+    ("str_plus_none", "{{ 'x' + x }}"),
+    ("str_plus_undefined", "{{ 'x' + nope }}"),
+    ("undefined_print", "[{{ nope }}]|{{ nope is defined }}|{{ nope | length }}|{{ nope is none }}"),
+    ("undefined_attr", "{{ nope.attr }}"),
+    ("undefined_attr_defined", "{{ nope.attr is defined }}"),
+    ("missing_key", "[{{ d.missing }}][{{ d['missing'] }}]{{ d.missing is defined }}"),
+    ("missing_key_deeper", "{{ d.missing.deeper }}"),
+    ("none_attr", "[{{ x.attr }}]"),
+    ("loop_undefined", "{% for i in nope %}x{% endfor %}done"),
+    ("loop_none", "{% for i in x %}x{% endfor %}done"),
+    ("loop_string", "{% for c in 'ab' %}{{ c }};{% endfor %}"),
+    ("loop_dict", "{% for k in d %}{{ k }};{% endfor %}"),
+    ("slicing", "{{ s[1:] }}|{{ s[::-1] }}|{{ l[-1] }}|{{ l[5] is defined }}|{{ l[0:2] }}|{{ s[1:3] }}|{{ u[3] }}"),
+    # filters
+    ("trim", "[{{ '  a b  ' | trim }}][{{ 'xxaxx' | trim('x') }}][{{ x | trim }}][{{ 1 | trim }}]"),
+    ("join", "{{ l | join(', ') }}|{{ [none, true, 1] | join }}|{{ ds | join(',', attribute='t') }}|{{ 'abc' | join('-') }}"),
+    ("tojson_values", "{{ d | tojson }}|{{ l | tojson }}|{{ 0.1 | tojson }}|{{ 1e16 | tojson }}|{{ none | tojson }}|{{ u | tojson }}|{{ '\"<>&\\'' | tojson }}|{{ (1, 2) | tojson }}"),
+    ("tojson_options", "{{ d | tojson(indent=2) }}|{{ l | tojson(indent=0) }}|{{ d | tojson(separators=(',', ':')) }}|{{ d | tojson(sort_keys=true, indent=1) }}|{{ u | tojson(ensure_ascii=true) }}"),
+    ("tojson_indent_nested", "{{ [1, [2, [3, {}]], {'a': []}] | tojson(indent=3) }}"),
+    ("tojson_positional", "{{ u | tojson(true) }}|{{ d | tojson(false, 2) }}"),
+    ("tojson_undefined", "{{ nope | tojson }}"),
+    ("tojson_generator", "{{ l | select | tojson }}"),
+    ("indent", "[{{ 'a\\nb\\n\\nc' | indent(2) }}][{{ 'a\\nb' | indent(2, true) }}][{{ 'a\\n\\nb' | indent(width=3, first=true, blank=true) }}][{{ 'a\\nb' | indent('> ') }}]"),
+    ("default", "{{ nope | default('d') }}|{{ x | default('d') }}|{{ '' | default('d', true) }}|{{ x | default('d', boolean=true) }}|{{ nope | d('e') }}"),
+    ("length", "{{ l | length }}|{{ 'abc' | length }}|{{ d | length }}|{{ l | count }}"),
+    ("dictsort_items", "{{ d | dictsort }}|{{ {'B': 1, 'a': 2} | dictsort }}|{{ d | items | list }}|{{ {'b': 1, 'a': 2} | dictsort(reverse=true) }}"),
+    ("list_filter", "{{ d | list }}|{{ 'ab' | list }}|{{ range(3) | list }}|{{ range(1, 10, 3) | list }}"),
+    ("sort_unique", "{{ [3, 1, 2] | sort }}|{{ ['b', 'A', 'c'] | sort }}|{{ [1, 2, 2, 1] | unique | list }}|{{ ds | sort(attribute='n') | map(attribute='t') | join }}|{{ [3, 1] | sort(reverse=true) }}"),
+    ("map_select", "{{ ds | map(attribute='n') | list }}|{{ ds | selectattr('n', 'equalto', 1) | list }}|{{ ds | rejectattr('n') | map(attribute='t') | list }}|{{ l | select('string') | list }}|{{ l | reject('string') | list }}|{{ ['a', 'b'] | map('upper') | list }}"),
+    ("generator_truthy", "{% if [] | select %}yes{% else %}no{% endif %}|{% if [] | map('upper') %}yes{% else %}no{% endif %}"),
+    ("first_last_sum", "{{ l | first }}|{{ l | last }}|{{ [1, 2, 3] | sum }}|{{ [1, 5, 3] | max }}|{{ [1, 5, 3] | min }}|{{ 'abc' | first }}"),
+    ("case_filters", "{{ 'Hello World' | upper }}|{{ 'Hello' | lower }}|{{ 'hello world-x' | title }}|{{ 'hELLO there' | capitalize }}|{{ 'é ß' | upper }}"),
+    ("replace_int_float_round", "{{ 'a-b-c' | replace('-', '+') }}|{{ 'a-b-c' | replace('-', '+', 1) }}|{{ 3.7 | int }}|{{ '5' | int }}|{{ 5 | float }}|{{ 2.5 | round }}|{{ 3.14159 | round(2) }}|{{ 'x' | int }}"),
+    ("string_filter", "{{ l | string }}|{{ x | string }}|{{ 1 | string }}|{{ y | string }}|{{ d | string }}"),
+    ("format_filter", "{{ '%s and %d' | format('x', 3) }}|{{ '%s' | format(x) }}"),
+    ("reverse", "{{ ['a', 'b'] | reverse | list }}|{{ 'abc' | reverse }}"),
+    # Python methods
+    ("str_split", "{{ s.split() }}|{{ 'a,b,,c'.split(',') }}|{{ 'a,b,c'.split(',', 1) }}|{{ 'a,b,c'.rsplit(',', 1) }}|{{ '  a  b '.split(none, 1) }}|{{ ''.split(',') }}|{{ ''.split() }}"),
+    ("str_strip", "[{{ ' x '.strip() }}][{{ 'xyx'.strip('x') }}][{{ ' x '.lstrip() }}][{{ ' x '.rstrip() }}][{{ '\\n\\nx\\n'.strip('\\n') }}]"),
+    ("str_predicates", "{{ 'ab'.startswith('a') }}|{{ 'ab'.endswith(('x', 'b')) }}|{{ 'ab'.startswith('b') }}|{{ '12'.isdigit() }}|{{ 'ab'.isalpha() }}|{{ 'AB'.isupper() }}"),
+    ("str_misc_methods", "{{ 'a{}b{}'.format(1, 'z') }}|{{ '{x}!'.format(x=2) }}|{{ 'Ab'.upper() }}|{{ 'Ab'.lower() }}|{{ 'a b'.title() }}|{{ 'abc'.replace('b', 'X') }}|{{ 'abc'.find('c') }}|{{ 'a\\nb'.splitlines() }}|{{ 'ab'.count('a') }}|{{ 'abc'.capitalize() }}"),
+    ("dict_methods", "{{ d.get('a') }}|{{ d.get('zz') }}|{{ d.get('zz', 5) }}|{{ d.keys() | list }}|{{ d.values() | list }}|{{ d.items() | list }}"),
+    ("list_append_refused", "{% set xs = [] %}{{ xs.append(1) }}"),
+    ("unknown_method", "{{ s.frobnicate() }}"),
+    ("unknown_filter", "{{ s | frobnicate }}"),
+    # control flow
+    ("loop_vars", "{% for i in l %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }}{{ loop.revindex0 }}{% if not loop.last %},{% endif %}{% endfor %}"),
+    ("loop_adjacent", "{% for i in l %}{{ loop.previtem }}-{{ loop.nextitem }};{% endfor %}"),
+    ("loop_cycle", "{% for i in l %}{{ loop.cycle('a', 'b') }}{% endfor %}"),
+    ("loop_items", "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}"),
+    ("loop_filter_else", "{% for i in l if i is string %}{{ i }}{% else %}empty{% endfor %}|{% for i in [] %}x{% else %}empty{% endfor %}"),
+    ("loop_controls", "{% for i in [1, 2, 3, 4] %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 4 %}{% break %}{% endif %}{{ i }}{% endfor %}"),
+    ("loop_recursive", "{% for n in [{'v': 1, 'c': [{'v': 2, 'c': []}]}] recursive %}{{ n.v }}({{ loop(n.c) }}){% endfor %}"),
+    ("namespace", "{% set ns = namespace(c=0, s='') %}{% for i in l %}{% set ns.c = ns.c + 1 %}{% set ns.s = ns.s ~ i %}{% endfor %}{{ ns.c }}|{{ ns.s }}"),
+    ("scoping", "{% set c = 0 %}{% for i in l %}{% set c = c + 1 %}{% endfor %}{{ c }}|{% if true %}{% set c = 5 %}{% endif %}{{ c }}"),
+    ("macro", "{% macro m(a, b='x') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, b=2) }}{{ m(a=3) }}"),
+    ("macro_call_block", "{% macro w() %}<{{ caller() }}>{% endmacro %}{% call w() %}in{% endcall %}"),
+    ("set_block_filter_block", "{% set v %}  a {% endset %}[{{ v }}]{% filter upper %}abc{% endfilter %}"),
+    ("inline_if_truthiness", "{{ 'y' if x else 'n' }}|{{ 'y' if [] else 'n' }}|{{ 'y' if {} else 'n' }}|{{ 'y' if '0' else 'n' }}|{{ 'y' if 0.0 else 'n' }}|{{ 'y' if nope else 'n' }}|{{ 'y' if 'a' }}"),
+    ("tests", "{{ 'a' is string }}{{ 1 is number }}{{ y is number }}{{ 1.0 is integer }}{{ 1 is integer }}{{ y is integer }}{{ 1.5 is float }}{{ y is boolean }}{{ 'a' is sequence }}{{ d is sequence }}{{ d is mapping }}{{ l is iterable }}{{ 'a' is iterable }}{{ x is iterable }}{{ 1 is iterable }}{{ x is none }}{{ 2 is even }}{{ 3 is odd }}{{ 6 is divisibleby 3 }}{{ 'a' is in 'abc' }}{{ 1 is eq 1 }}{{ l is not none }}{{ y is true }}{{ 1 is true }}{{ x is false }}"),
+    ("in_operator", "{{ 'a' in 'abc' }}{{ 1 in l }}{{ 'a' in d }}{{ 'zz' not in d }}{{ 'two' in l }}"),
+    ("in_none", "{{ 'a' in x }}"),
+    ("comparisons", "{{ 1 == 1.0 }}{{ 'a' < 'b' }}{{ [1] == [1] }}{{ x == none }}{{ 1 != 'a' }}{{ y == 1 }}{{ (1, 2) == [1, 2] }}"),
+    ("compare_str_int", "{{ 'a' < 1 }}"),
+    ("len_none", "{{ x | length }}"),
+    ("raise", "{{ raise_exception('boom: ' ~ 1) }}"),
+    ("strftime", "{{ strftime_now('%Y-%m-%d %H:%M:%S %a %A %b %B %j %p %I %y %e %-d %%') }}"),
+    ("dict_literal", "{% set v = {'b': 1, 'a': [2]} %}{{ v }}{{ v | tojson }}{{ dict(a=1, b=2) }}"),
+    ("standard_vars", "{{ messages | length }}|{{ tools is none }}|{{ documents is none }}|{{ add_generation_prompt }}|{{ bos_token }}{{ eos_token }}"),
+    ("unicode", "{{ u | length }}|{{ u | upper }}|{{ u[0] }}{{ u[3] }}|{{ 'ß'.upper() }}"),
+    # whitespace control (trim_blocks, lstrip_blocks, no trailing newline)
+    ("ws_lstrip_trim", "  {% if true %}\n  x\n  {% endif %}\n  y\n"),
+    ("ws_minus", "{%- if true -%}  a  {%- endif %}\n\nb {{- ' c' -}} \n d"),
+    ("ws_comment", "a  {# c #}\n  {# d #}\ne"),
+    ("ws_var_lines", "{% if true %}\n{{ 'x' }}\n{% endif %}\n"),
+    ("ws_plus", "line\n    {%+ if true %}y{% endif %}\n"),
+    ("ws_trailing_newlines", "abc\n\n"),
+    ("ws_raw", "{% raw %}\n  {{ not rendered }}\n{% endraw %}\nafter"),
+    ("ws_set_and_for", "{% set a = 1 %}\n{% for i in [1, 2] %}\n  {{ i }}\n{% endfor %}\nend"),
+]
+
+
+def gen_snippets():
+    env = make_env(FIXED_DATE)
+    out = {}
+    for name, source in SNIPPETS:
+        try:
+            rendered = env.from_string(source).render(
+                messages=[], tools=None, documents=None, add_generation_prompt=False,
+                bos_token=BOS, eos_token=EOS, **SNIPPET_VARS,
+            )
+            out[name] = {"template": source, "ok": rendered}
+        except Exception as e:  # noqa: BLE001 - recorded as the expected outcome
+            out[name] = {"template": source, "error": f"{type(e).__name__}: {e}"}
+    write_json("snippets.json", {"vars": SNIPPET_VARS, "snippets": out})
+
+
 def cera_home():
     h = os.environ.get("CERA_HOME")
     return h if h else os.path.join(os.path.expanduser("~"), ".cache", "cera")
@@ -350,6 +472,7 @@ def main():
     )
     smol = sys.argv[2] if len(sys.argv) > 2 else os.path.join(home, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
     gen_templates(templates_dir)
+    gen_snippets()
     gen_smollm2(smol)
 
 

@@ -1,11 +1,11 @@
 //! Filters, tests, functions and Python methods that chat templates expect, with the behaviour
 //! of Python jinja2 as Hugging Face transformers configures it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use minijinja::value::{
-    Kwargs, Object, ObjectRepr, Rest, Value, ValueKind, ValueOrKwargs, from_args,
+    Enumerator, Kwargs, Object, ObjectRepr, Rest, Value, ValueKind, ValueOrKwargs, from_args,
 };
 use minijinja::{Environment, Error, ErrorKind, State};
 
@@ -50,6 +50,10 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     );
     env.add_filter("join", join);
     env.add_filter("indent", indent);
+    env.add_filter("default", default);
+    env.add_filter("d", default);
+    env.add_filter("int", int);
+    env.add_filter("float", float);
     env.add_filter(rewrite::ITERABLE_FILTER, iterable);
     env.add_filter(rewrite::MARKUP_FILTER, |v: &Value| {
         Value::from_object(Markup(py_str(v)))
@@ -206,8 +210,105 @@ fn markup_add(args: Rest<Value>) -> Result<Value, Error> {
     Ok(Value::from_safe_string(out))
 }
 
+/// A Python generator: iterates once, is always true, has no length and is not JSON.
+#[derive(Debug)]
+pub(crate) struct Generator(Mutex<Option<Vec<Value>>>);
+
+impl Object for Generator {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Iterable
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let items = self.0.lock().map(|mut g| g.take()).unwrap_or_default();
+        Enumerator::Iter(Box::new(items.unwrap_or_default().into_iter()))
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        None
+    }
+
+    fn is_true(self: &Arc<Self>) -> bool {
+        true
+    }
+}
+
 fn generator(items: Vec<Value>) -> Value {
-    Value::make_one_shot_iterator(items.into_iter())
+    Value::from_object(Generator(Mutex::new(Some(items))))
+}
+
+/// jinja2's `default(value, default_value='', boolean=False)`.
+fn default(value: &Value, args: Rest<ValueOrKwargs>) -> Result<Value, Error> {
+    let args = args.into_values();
+    let (dflt, boolean, kwargs): (Option<Value>, Option<bool>, Kwargs) = from_args(&args)?;
+    let dflt = match dflt {
+        Some(d) => Some(d),
+        None => kwargs.get("default_value")?,
+    };
+    let boolean = boolean.or(kwargs.get("boolean")?).unwrap_or(false);
+    kwargs.assert_all_used()?;
+    if value.is_undefined() || (boolean && !value.is_true()) {
+        Ok(dflt.unwrap_or_else(|| Value::from("")))
+    } else {
+        Ok(value.clone())
+    }
+}
+
+/// jinja2's `int(value, default=0, base=10)`: strings parse as integers, then as floats;
+/// whatever does not convert gives `default`.
+fn int(value: &Value, args: Rest<ValueOrKwargs>) -> Result<Value, Error> {
+    let args = args.into_values();
+    let (dflt, base, kwargs): (Option<Value>, Option<u32>, Kwargs) = from_args(&args)?;
+    let dflt = dflt.or(kwargs.get("default")?).unwrap_or(Value::from(0));
+    let base = base.or(kwargs.get("base")?).unwrap_or(10);
+    kwargs.assert_all_used()?;
+    let converted = match value.kind() {
+        ValueKind::Bool => Some(Value::from(i64::from(value.is_true()))),
+        ValueKind::Number if value.is_integer() => Some(value.clone()),
+        ValueKind::Number => f64::try_from(value.clone())
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(|f| Value::from(f.trunc() as i128)),
+        ValueKind::String => {
+            let s = strip(value.as_str().unwrap_or_default(), None, true, true)?.replace('_', "");
+            if (2..=36).contains(&base) {
+                i128::from_str_radix(&s, base).ok().map(Value::from)
+            } else {
+                None
+            }
+            .or_else(|| {
+                s.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite() && base == 10)
+                    .map(|f| Value::from(f.trunc() as i128))
+            })
+        }
+        _ => None,
+    };
+    Ok(converted.unwrap_or(dflt))
+}
+
+/// jinja2's `float(value, default=0.0)`.
+fn float(value: &Value, args: Rest<ValueOrKwargs>) -> Result<Value, Error> {
+    let args = args.into_values();
+    let (dflt, kwargs): (Option<Value>, Kwargs) = from_args(&args)?;
+    let dflt = dflt.or(kwargs.get("default")?).unwrap_or(Value::from(0.0));
+    kwargs.assert_all_used()?;
+    let converted = match value.kind() {
+        ValueKind::Bool => Some(if value.is_true() { 1.0 } else { 0.0 }),
+        ValueKind::Number => f64::try_from(value.clone()).ok(),
+        ValueKind::String => {
+            let s = strip(value.as_str().unwrap_or_default(), None, true, true)?;
+            match s.to_ascii_lowercase().as_str() {
+                "inf" | "+inf" | "infinity" | "+infinity" => Some(f64::INFINITY),
+                "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
+                "nan" | "+nan" | "-nan" => Some(f64::NAN),
+                _ => s.replace('_', "").parse::<f64>().ok(),
+            }
+        }
+        _ => None,
+    };
+    Ok(converted.map(Value::from).unwrap_or(dflt))
 }
 
 fn raise_exception(message: Value) -> Result<Value, Error> {
@@ -456,7 +557,7 @@ fn split(
             // Runs of whitespace separate; leading/trailing whitespace yields no empty parts.
             let words: Vec<(usize, usize)> = word_spans(s);
             let n = limit.unwrap_or(usize::MAX);
-            if words.len() <= n.saturating_add(1) {
+            if words.len() <= n {
                 parts = words.iter().map(|&(a, b)| s[a..b].to_owned()).collect();
             } else if !from_right {
                 for &(a, b) in &words[..n] {
@@ -765,6 +866,11 @@ mod tests {
             ["x</think>y", "z"]
         );
         assert_eq!(split("", Some(&sep), None, false).unwrap(), [""]);
+        assert_eq!(split("  a  b ", None, Some(1), false).unwrap(), ["a", "b "]);
+        assert_eq!(split("  a  b ", None, Some(1), true).unwrap(), ["  a", "b"]);
+        assert_eq!(split("a b", None, Some(5), false).unwrap(), ["a", "b"]);
+        assert_eq!(split(" a ", None, Some(0), true).unwrap(), [" a"]);
+        assert_eq!(split(" a b ", None, Some(0), false).unwrap(), ["a b "]);
         assert_eq!(strip("\n x \u{1c}", None, true, true).unwrap(), "x");
         assert_eq!(
             strip("xxaxx", Some(&Value::from("x")), true, false).unwrap(),

@@ -9,6 +9,8 @@
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 
+use super::functions::Generator;
+
 /// Python's `str(value)`.
 pub(crate) fn py_str(value: &Value) -> String {
     match value.kind() {
@@ -71,9 +73,19 @@ fn write_repr(out: &mut String, value: &Value, depth: usize) {
             }
             out.push('}');
         }
-        ValueKind::Iterable => out.push_str("<generator object>"),
+        ValueKind::Iterable if is_generator(value) => out.push_str("<generator object>"),
+        ValueKind::Iterable => {
+            // minijinja's lazy sequences (slices, `+` of lists) are Python lists
+            let items: Vec<Value> = value.try_iter().map(|i| i.collect()).unwrap_or_default();
+            write_repr(out, &Value::from(items), depth);
+        }
         _ => out.push_str(&value.to_string()),
     }
+}
+
+/// Whether `value` is one of our Python generators (rather than a lazy minijinja sequence).
+fn is_generator(value: &Value) -> bool {
+    value.downcast_object_ref::<Generator>().is_some()
 }
 
 /// The key/value pairs of a map, in insertion order.
@@ -246,7 +258,7 @@ fn write_json(
         ValueKind::String => {
             write_json_str(out, value.as_str().unwrap_or_default(), opts.ensure_ascii)
         }
-        ValueKind::Seq => {
+        ValueKind::Seq | ValueKind::Iterable if !is_generator(value) => {
             let items: Vec<Value> = value.try_iter()?.collect();
             write_container(
                 out,

@@ -64,6 +64,15 @@ pub(crate) fn rewrite(source: &str) -> String {
         match keyword {
             "raw" => {
                 out.push_str(&tag[..end + 2]);
+                // Python jinja2 keeps the newline right after `{% raw %}`; minijinja's
+                // trim_blocks would eat it, so it gets one more to eat.
+                if close_mark.is_empty() {
+                    if rest.starts_with("\r\n") {
+                        out.push_str("\r\n");
+                    } else if rest.starts_with('\n') {
+                        out.push('\n');
+                    }
+                }
                 let stop = find_endraw(rest);
                 out.push_str(&rest[..stop]);
                 rest = &rest[stop..];
