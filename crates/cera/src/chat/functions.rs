@@ -2,13 +2,13 @@
 //! of Python jinja2 as Hugging Face transformers configures it.
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use minijinja::value::{
     Enumerator, Kwargs, Object, ObjectRepr, Rest, Value, ValueKind, ValueOrKwargs, from_args,
 };
 use minijinja::{Environment, Error, ErrorKind, State};
 
+use super::methods::{self, strip};
 use super::pyfmt::{JsonOptions, json_dumps, py_str};
 use super::rewrite;
 
@@ -35,7 +35,7 @@ pub(crate) fn install(env: &mut Environment<'static>) {
         out.write_str(&py_str(value))
             .map_err(|_| Error::from(ErrorKind::WriteFailure))
     });
-    env.set_unknown_method_callback(call_method);
+    env.set_unknown_method_callback(methods::call_method);
 
     env.add_function("raise_exception", raise_exception);
 
@@ -49,6 +49,36 @@ pub(crate) fn install(env: &mut Environment<'static>) {
         },
     );
     env.add_filter("join", join);
+    // minijinja builtins that Python jinja2 lacks: a template using them fails there.
+    for name in ["split", "lines", "bool", "chain", "zip"] {
+        env.remove_filter(name);
+    }
+    for name in ["safe", "startingwith", "endingwith", "int"] {
+        env.remove_test(name);
+    }
+    env.remove_global("debug");
+
+    env.add_function(rewrite::PERCENT_FUNCTION, |fmt: String, rhs: Value| {
+        let args: Vec<Value> = if rhs.is_tuple() {
+            rhs.try_iter()?.collect()
+        } else {
+            vec![rhs]
+        };
+        percent_format(&fmt, &args)
+    });
+    env.add_filter("format", |value: &Value, args: Rest<Value>| {
+        percent_format(&py_str(value), &args)
+    });
+    env.add_filter("escape", escape);
+    env.add_filter("e", escape);
+    env.add_filter("center", center);
+    env.add_filter("wordcount", |v: &Value| {
+        py_str(v)
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .count()
+    });
+    env.add_filter("truncate", truncate);
     env.add_filter("indent", indent);
     env.add_filter("default", default);
     env.add_filter("d", default);
@@ -132,15 +162,15 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_test("float", |v: &Value| {
         v.kind() == ValueKind::Number && !v.is_integer()
     });
-    env.add_test("sequence", |v: &Value| {
-        matches!(
-            v.kind(),
-            ValueKind::String
-                | ValueKind::Seq
-                | ValueKind::Map
-                | ValueKind::Bytes
-                | ValueKind::Undefined
-        )
+    env.add_test("sequence", |v: &Value| match v.kind() {
+        ValueKind::String
+        | ValueKind::Seq
+        | ValueKind::Map
+        | ValueKind::Bytes
+        | ValueKind::Undefined => true,
+        // `range()` and lazy slices have a length; generators do not
+        ValueKind::Iterable => v.len().is_some() && v.downcast_object_ref::<Generator>().is_none(),
+        _ => false,
     });
     env.add_test("iterable", |v: &Value| {
         matches!(
@@ -195,16 +225,7 @@ fn markup_add(args: Rest<Value>) -> Result<Value, Error> {
         if i == 0 || v.is_safe() {
             out.push_str(s);
         } else {
-            for c in s.chars() {
-                match c {
-                    '&' => out.push_str("&amp;"),
-                    '<' => out.push_str("&lt;"),
-                    '>' => out.push_str("&gt;"),
-                    '\'' => out.push_str("&#39;"),
-                    '"' => out.push_str("&#34;"),
-                    c => out.push(c),
-                }
-            }
+            out.push_str(&html_escape(s));
         }
     }
     Ok(Value::from_safe_string(out))
@@ -316,17 +337,6 @@ fn raise_exception(message: Value) -> Result<Value, Error> {
     Err(invalid(message.clone()).with_source(Raised(message)))
 }
 
-/// The `strftime_now(format)` function for one render: Python's `datetime.strftime` of `now`
-/// (taken as UTC).
-pub(crate) fn strftime_now(now: SystemTime) -> Value {
-    let secs = match now.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => -(e.duration().as_secs() as i64),
-    };
-    let now = Arc::new(CivilTime::from_unix(secs));
-    Value::from_function(move |format: String| -> String { now.strftime(&format) })
-}
-
 /// `tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False)`: Python's
 /// `json.dumps` with those arguments, as transformers defines the filter.
 fn tojson(value: &Value, args: Rest<ValueOrKwargs>) -> Result<Value, Error> {
@@ -414,6 +424,91 @@ fn get_path(value: &Value, path: &str) -> Result<Value, Error> {
     Ok(v)
 }
 
+/// Python's `fmt % args`: containers and `None` format through `str()`.
+fn percent_format(fmt: &str, args: &[Value]) -> Result<String, Error> {
+    let args: Vec<Value> = args
+        .iter()
+        .map(|v| match v.kind() {
+            ValueKind::String | ValueKind::Number | ValueKind::Bool | ValueKind::Map => v.clone(),
+            _ => Value::from(py_str(v)),
+        })
+        .collect();
+    minijinja::formatting::format(minijinja::formatting::FormatStyle::Printf, fmt, &args)
+}
+
+/// markupsafe's `escape`: `&<>'"` as HTML entities (`&#39;`, `&#34;`); safe strings pass.
+fn escape(value: &Value) -> Value {
+    if value.is_safe() {
+        return value.clone();
+    }
+    Value::from_safe_string(html_escape(&py_str(value)))
+}
+
+pub(crate) fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\'' => out.push_str("&#39;"),
+            '"' => out.push_str("&#34;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// jinja2's `center(value, width=80)`: Python's `str.center`.
+fn center(value: &Value, width: Option<usize>) -> String {
+    let s = py_str(value);
+    let width = width.unwrap_or(80);
+    let len = s.chars().count();
+    if width <= len {
+        return s;
+    }
+    let marg = width - len;
+    let left = marg / 2 + (marg & width & 1);
+    format!("{}{s}{}", " ".repeat(left), " ".repeat(marg - left))
+}
+
+/// jinja2's `truncate(s, length=255, killwords=False, end='...', leeway=5)`.
+fn truncate(value: &Value, args: Rest<ValueOrKwargs>) -> Result<String, Error> {
+    let args = args.into_values();
+    let (length, killwords, end, leeway, kwargs): (
+        Option<usize>,
+        Option<bool>,
+        Option<String>,
+        Option<usize>,
+        Kwargs,
+    ) = from_args(&args)?;
+    let length = length.or(kwargs.get("length")?).unwrap_or(255);
+    let killwords = killwords.or(kwargs.get("killwords")?).unwrap_or(false);
+    let end = end.or(kwargs.get("end")?).unwrap_or_else(|| "...".into());
+    let leeway = leeway.or(kwargs.get("leeway")?).unwrap_or(5);
+    kwargs.assert_all_used()?;
+    let s = py_str(value);
+    let chars: Vec<char> = s.chars().collect();
+    let end_len = end.chars().count();
+    if length < end_len {
+        return Err(invalid(
+            "truncate: length must be at least the length of end",
+        ));
+    }
+    if chars.len() <= length + leeway {
+        return Ok(s);
+    }
+    let head: String = chars[..length - end_len].iter().collect();
+    if killwords {
+        return Ok(head + &end);
+    }
+    let head = match head.rsplit_once(' ') {
+        Some((h, _)) => h.to_owned(),
+        None => head,
+    };
+    Ok(head + &end)
+}
+
 /// jinja2's `indent(s, width=4, first=False, blank=False)`.
 fn indent(value: &Value, args: Rest<ValueOrKwargs>) -> Result<String, Error> {
     let args = args.into_values();
@@ -433,7 +528,7 @@ fn indent(value: &Value, args: Rest<ValueOrKwargs>) -> Result<String, Error> {
     };
     let mut s = py_str(value);
     s.push('\n');
-    let lines = splitlines(&s);
+    let lines = methods::splitlines(&s);
     let mut rv = String::new();
     if blank {
         rv = lines.join(&format!("\n{pad}"));
@@ -451,430 +546,4 @@ fn indent(value: &Value, args: Rest<ValueOrKwargs>) -> Result<String, Error> {
         rv.insert_str(0, &pad);
     }
     Ok(rv)
-}
-
-/// Python's `str.isspace` for one character (Unicode whitespace plus the separators
-/// U+001C..U+001F).
-fn is_py_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Python's `str.strip/lstrip/rstrip(chars=None)`.
-fn strip<'a>(s: &'a str, chars: Option<&Value>, left: bool, right: bool) -> Result<&'a str, Error> {
-    let set: Option<Vec<char>> = match chars {
-        None => None,
-        Some(v) if v.is_none() => None,
-        Some(v) => match v.as_str() {
-            Some(c) => Some(c.chars().collect()),
-            None => return Err(invalid("strip arg must be None or str")),
-        },
-    };
-    let matches = |c: char| match &set {
-        None => is_py_space(c),
-        Some(set) => set.contains(&c),
-    };
-    let mut out = s;
-    if left {
-        out = out.trim_start_matches(matches);
-    }
-    if right {
-        out = out.trim_end_matches(matches);
-    }
-    Ok(out)
-}
-
-/// Python's `str.splitlines()` (without the line ends).
-fn splitlines(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut chars = s.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let is_break = matches!(
-            c,
-            '\n' | '\r'
-                | '\u{b}'
-                | '\u{c}'
-                | '\u{1c}'
-                | '\u{1d}'
-                | '\u{1e}'
-                | '\u{85}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if is_break {
-            out.push(&s[start..i]);
-            let mut end = i + c.len_utf8();
-            if c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n') {
-                chars.next();
-                end += 1;
-            }
-            start = end;
-        }
-    }
-    if start < s.len() {
-        out.push(&s[start..]);
-    }
-    out
-}
-
-/// Python's `str.split(sep=None, maxsplit=-1)` and `str.rsplit`.
-fn split(
-    s: &str,
-    sep: Option<&Value>,
-    maxsplit: Option<i64>,
-    from_right: bool,
-) -> Result<Vec<String>, Error> {
-    let limit = match maxsplit {
-        Some(n) if n >= 0 => Some(n as usize),
-        _ => None,
-    };
-    let sep = match sep {
-        Some(v) if !v.is_none() => Some(
-            v.as_str()
-                .ok_or_else(|| invalid("split: separator must be a string or None"))?
-                .to_owned(),
-        ),
-        _ => None,
-    };
-    let mut parts: Vec<String> = Vec::new();
-    match sep {
-        Some(sep) => {
-            if sep.is_empty() {
-                return Err(invalid("split: empty separator"));
-            }
-            match (limit, from_right) {
-                (None, _) => parts = s.split(sep.as_str()).map(str::to_owned).collect(),
-                (Some(n), false) => {
-                    parts = s.splitn(n + 1, sep.as_str()).map(str::to_owned).collect()
-                }
-                (Some(n), true) => {
-                    parts = s.rsplitn(n + 1, sep.as_str()).map(str::to_owned).collect();
-                    parts.reverse();
-                }
-            }
-        }
-        None => {
-            // Runs of whitespace separate; leading/trailing whitespace yields no empty parts.
-            let words: Vec<(usize, usize)> = word_spans(s);
-            let n = limit.unwrap_or(usize::MAX);
-            if words.len() <= n {
-                parts = words.iter().map(|&(a, b)| s[a..b].to_owned()).collect();
-            } else if !from_right {
-                for &(a, b) in &words[..n] {
-                    parts.push(s[a..b].to_owned());
-                }
-                parts.push(s[words[n].0..].to_owned());
-            } else {
-                let cut = words.len() - n;
-                parts.push(s[..words[cut - 1].1].to_owned());
-                for &(a, b) in &words[cut..] {
-                    parts.push(s[a..b].to_owned());
-                }
-            }
-        }
-    }
-    Ok(parts)
-}
-
-fn word_spans(s: &str) -> Vec<(usize, usize)> {
-    let mut spans = Vec::new();
-    let mut start = None;
-    for (i, c) in s.char_indices() {
-        match (is_py_space(c), start) {
-            (true, Some(a)) => {
-                spans.push((a, i));
-                start = None;
-            }
-            (false, None) => start = Some(i),
-            _ => {}
-        }
-    }
-    if let Some(a) = start {
-        spans.push((a, s.len()));
-    }
-    spans
-}
-
-/// Python methods on values (`s.strip()`, `d.items()`, ...): the string methods whose details
-/// matter are ours; the rest come from minijinja-contrib's `pycompat`.
-fn call_method(
-    state: &mut State,
-    value: &Value,
-    method: &str,
-    args: &[Value],
-) -> Result<Value, Error> {
-    if let Some(s) = value.as_str() {
-        match method {
-            "strip" | "lstrip" | "rstrip" => {
-                let (chars,): (Option<Value>,) = from_args(args)?;
-                let (l, r) = match method {
-                    "strip" => (true, true),
-                    "lstrip" => (true, false),
-                    _ => (false, true),
-                };
-                return Ok(Value::from(strip(s, chars.as_ref(), l, r)?));
-            }
-            "split" | "rsplit" => {
-                let (sep, maxsplit, kwargs): (Option<Value>, Option<i64>, Kwargs) =
-                    from_args(args)?;
-                let sep = sep.or(kwargs.get("sep")?);
-                let maxsplit = maxsplit.or(kwargs.get("maxsplit")?);
-                kwargs.assert_all_used()?;
-                let parts = split(s, sep.as_ref(), maxsplit, method == "rsplit")?;
-                return Ok(Value::from(parts));
-            }
-            "splitlines" => {
-                let () = from_args(args)?;
-                let lines: Vec<Value> = splitlines(s).into_iter().map(Value::from).collect();
-                return Ok(Value::from(lines));
-            }
-            _ => {}
-        }
-    }
-    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args).map_err(|e| {
-        if e.kind() == ErrorKind::UnknownMethod {
-            Error::new(
-                ErrorKind::UnknownMethod,
-                format!("{} has no method named {method}", value.kind()),
-            )
-        } else {
-            e
-        }
-    })
-}
-
-/// A UTC calendar date and time of day.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CivilTime {
-    pub year: i64,
-    /// 1..=12
-    pub month: u32,
-    /// 1..=31
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
-    /// 0 = Monday .. 6 = Sunday
-    pub weekday: u32,
-    /// 1..=366
-    pub yday: u32,
-}
-
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const WEEKDAYS: [&str; 7] = [
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-impl CivilTime {
-    /// The UTC date and time `secs` seconds after 1970-01-01T00:00:00.
-    pub fn from_unix(secs: i64) -> CivilTime {
-        let days = secs.div_euclid(86_400);
-        let tod = secs.rem_euclid(86_400) as u32;
-        // Count 400-year eras from 0000-03-01 so that the leap day ends each cycle year.
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097); // day of era, 0..146096
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // 0..399
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of March-based year
-        let mp = (5 * doy + 2) / 153; // March = 0
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-        let year = yoe + era * 400 + i64::from(month <= 2);
-        let cum = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
-        let yday = cum[month as usize - 1] + day + u32::from(month > 2 && is_leap(year));
-        CivilTime {
-            year,
-            month,
-            day,
-            hour: tod / 3600,
-            minute: tod / 60 % 60,
-            second: tod % 60,
-            // 1970-01-01 was a Thursday (3).
-            weekday: (days + 3).rem_euclid(7) as u32,
-            yday,
-        }
-    }
-
-    /// C/Python `strftime` in the C locale. Supports the common conversions and glibc's `-`
-    /// (no padding), `_` (space padding) and `0` flags; `%z`/`%Z` are empty (the time is
-    /// naive, as `datetime.now()` is). Unknown conversions are copied through.
-    pub fn strftime(&self, format: &str) -> String {
-        let mut out = String::new();
-        let mut chars = format.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c != '%' {
-                out.push(c);
-                continue;
-            }
-            let flag = match chars.peek() {
-                Some(&f @ ('-' | '_' | '0')) => {
-                    chars.next();
-                    Some(f)
-                }
-                _ => None,
-            };
-            let Some(conv) = chars.next() else {
-                out.push('%');
-                if let Some(f) = flag {
-                    out.push(f);
-                }
-                break;
-            };
-            let num = |n: i64, width: usize, default_pad: char| -> String {
-                match flag.unwrap_or(default_pad) {
-                    '-' => n.to_string(),
-                    '_' => format!("{n:>width$}"),
-                    _ => format!("{n:0width$}"),
-                }
-            };
-            let hour12 = match self.hour % 12 {
-                0 => 12,
-                h => h,
-            };
-            let s = match conv {
-                'a' => WEEKDAYS[self.weekday as usize][..3].to_owned(),
-                'A' => WEEKDAYS[self.weekday as usize].to_owned(),
-                'b' | 'h' => MONTHS[self.month as usize - 1][..3].to_owned(),
-                'B' => MONTHS[self.month as usize - 1].to_owned(),
-                'c' => self.strftime("%a %b %e %H:%M:%S %Y"),
-                'C' => num(self.year.div_euclid(100), 2, '0'),
-                'd' => num(self.day.into(), 2, '0'),
-                'D' | 'x' => self.strftime("%m/%d/%y"),
-                'e' => num(self.day.into(), 2, '_'),
-                'F' => self.strftime("%Y-%m-%d"),
-                'H' => num(self.hour.into(), 2, '0'),
-                'I' => num(hour12.into(), 2, '0'),
-                'j' => num(self.yday.into(), 3, '0'),
-                'k' => num(self.hour.into(), 2, '_'),
-                'l' => num(hour12.into(), 2, '_'),
-                'm' => num(self.month.into(), 2, '0'),
-                'M' => num(self.minute.into(), 2, '0'),
-                'n' => "\n".to_owned(),
-                'p' => if self.hour < 12 { "AM" } else { "PM" }.to_owned(),
-                'P' => if self.hour < 12 { "am" } else { "pm" }.to_owned(),
-                'r' => self.strftime("%I:%M:%S %p"),
-                'R' => self.strftime("%H:%M"),
-                'S' => num(self.second.into(), 2, '0'),
-                't' => "\t".to_owned(),
-                'T' | 'X' => self.strftime("%H:%M:%S"),
-                'u' => (self.weekday + 1).to_string(),
-                'w' => ((self.weekday + 1) % 7).to_string(),
-                'y' => num(self.year.rem_euclid(100), 2, '0'),
-                'Y' => self.year.to_string(),
-                'z' | 'Z' => String::new(),
-                '%' => "%".to_owned(),
-                other => {
-                    let mut s = String::from('%');
-                    if let Some(f) = flag {
-                        s.push(f);
-                    }
-                    s.push(other);
-                    s
-                }
-            };
-            out.push_str(&s);
-        }
-        out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn civil_time() {
-        // 2025-03-14T09:26:53Z, a Friday, day 73.
-        let t = CivilTime::from_unix(1_741_944_413);
-        assert_eq!(
-            (
-                t.year, t.month, t.day, t.hour, t.minute, t.second, t.weekday, t.yday
-            ),
-            (2025, 3, 14, 9, 26, 53, 4, 73)
-        );
-        assert_eq!(t.strftime("%d %b %Y"), "14 Mar 2025");
-        assert_eq!(t.strftime("%B %d, %Y"), "March 14, 2025");
-        assert_eq!(t.strftime("%Y-%m-%d %H:%M:%S"), "2025-03-14 09:26:53");
-        assert_eq!(
-            t.strftime("%A %-d %e %j %I%p %%"),
-            "Friday 14 14 073 09AM %"
-        );
-        assert_eq!(t.strftime("%c"), "Fri Mar 14 09:26:53 2025");
-        let leap = CivilTime::from_unix(951_782_400); // 2000-02-29
-        assert_eq!(
-            (leap.year, leap.month, leap.day, leap.yday),
-            (2000, 2, 29, 60)
-        );
-        let end = CivilTime::from_unix(1_704_067_199); // 2023-12-31T23:59:59
-        assert_eq!(
-            (end.year, end.month, end.day, end.yday, end.weekday),
-            (2023, 12, 31, 365, 6)
-        );
-        let before = CivilTime::from_unix(-1); // 1969-12-31T23:59:59, a Wednesday
-        assert_eq!(
-            (before.year, before.month, before.day, before.weekday),
-            (1969, 12, 31, 2)
-        );
-    }
-
-    #[test]
-    fn python_string_helpers() {
-        assert_eq!(splitlines("a\nb\r\nc\rd\n"), ["a", "b", "c", "d"]);
-        assert_eq!(splitlines(""), Vec::<&str>::new());
-        assert_eq!(
-            split("  a  b c ", None, None, false).unwrap(),
-            ["a", "b", "c"]
-        );
-        assert_eq!(
-            split("  a  b c ", None, Some(1), false).unwrap(),
-            ["a", "b c "]
-        );
-        assert_eq!(
-            split("  a  b c ", None, Some(1), true).unwrap(),
-            ["  a  b", "c"]
-        );
-        let sep = Value::from("</think>");
-        assert_eq!(
-            split("x</think>y</think>z", Some(&sep), Some(1), false).unwrap(),
-            ["x", "y</think>z"]
-        );
-        assert_eq!(
-            split("x</think>y</think>z", Some(&sep), Some(1), true).unwrap(),
-            ["x</think>y", "z"]
-        );
-        assert_eq!(split("", Some(&sep), None, false).unwrap(), [""]);
-        assert_eq!(split("  a  b ", None, Some(1), false).unwrap(), ["a", "b "]);
-        assert_eq!(split("  a  b ", None, Some(1), true).unwrap(), ["  a", "b"]);
-        assert_eq!(split("a b", None, Some(5), false).unwrap(), ["a", "b"]);
-        assert_eq!(split(" a ", None, Some(0), true).unwrap(), [" a"]);
-        assert_eq!(split(" a b ", None, Some(0), false).unwrap(), ["a b "]);
-        assert_eq!(strip("\n x \u{1c}", None, true, true).unwrap(), "x");
-        assert_eq!(
-            strip("xxaxx", Some(&Value::from("x")), true, false).unwrap(),
-            "axx"
-        );
-    }
 }

@@ -24,9 +24,11 @@
 
 mod functions;
 mod message;
+mod methods;
 mod pyfmt;
 mod rewrite;
 mod template;
+mod time;
 
 use std::time::SystemTime;
 

@@ -10,6 +10,8 @@
 //!   hook. A `{{ }}` whose whole expression is such a `+` chain becomes a call of
 //!   `cera_markup_add`, which concatenates as `Markup` does; elsewhere `safe` before `+` becomes
 //!   `cera_markup`, whose value refuses `+` with an error naming the missing feature.
+//! * `'literal' % args` (printf-style formatting; minijinja's `%` is only arithmetic) becomes
+//!   `cera_percent('literal', args)`.
 //!
 //! The scan knows Jinja's delimiters, string literals, comments and `{% raw %}` blocks, so text
 //! that only looks like a tag is left alone.
@@ -18,6 +20,8 @@
 pub(crate) const ITERABLE_FILTER: &str = "cera_iterable";
 /// The filter that replaces `safe` before a `+`.
 pub(crate) const MARKUP_FILTER: &str = "cera_markup";
+/// The function that applies Python's `str % args` to a string literal.
+pub(crate) const PERCENT_FUNCTION: &str = "cera_percent";
 /// The function that concatenates a `+` chain that starts with a `|safe` string.
 pub(crate) const MARKUP_ADD_FUNCTION: &str = "cera_markup_add";
 
@@ -47,6 +51,8 @@ pub(crate) fn rewrite(source: &str) -> String {
         };
         let inner = &tag[2..end];
         rest = &tag[end + 2..];
+        let inner_owned = rewrite_percent(inner);
+        let inner = inner_owned.as_str();
         if kind == "{{" {
             out.push_str("{{");
             match rewrite_markup_chain(inner) {
@@ -270,6 +276,125 @@ fn rewrite_markup_chain(inner: &str) -> Option<String> {
     ))
 }
 
+/// `'lit' % rhs` → `cera_percent('lit', rhs)`, where `rhs` is one operand at the precedence of
+/// `%` (a primary with its attribute, item and call suffixes and its filters).
+fn rewrite_percent(expr: &str) -> String {
+    let b = expr.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        let q = b[i];
+        if q != b'\'' && q != b'"' {
+            i += 1;
+            continue;
+        }
+        let lit_start = i;
+        let lit_end = skip_string(b, i, q);
+        i = lit_end;
+        let op = skip_ws(b, lit_end);
+        if b.get(op) != Some(&b'%') {
+            continue;
+        }
+        let Some(rhs_end) = operand_end(b, op + 1) else {
+            continue;
+        };
+        out.push_str(&expr[copied..lit_start]);
+        out.push_str(PERCENT_FUNCTION);
+        out.push('(');
+        out.push_str(&expr[lit_start..lit_end]);
+        out.push_str(", ");
+        out.push_str(expr[op + 1..rhs_end].trim());
+        out.push(')');
+        copied = rhs_end;
+        i = rhs_end;
+    }
+    if copied == 0 {
+        return expr.to_owned();
+    }
+    out.push_str(&expr[copied..]);
+    out
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// The index after the bracketed group opening at `i`, skipping strings.
+fn skip_group(b: &[u8], i: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    let mut j = i;
+    while j < b.len() {
+        match b[j] {
+            q @ (b'\'' | b'"') => {
+                j = skip_string(b, j, q);
+                continue;
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j + 1);
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    None
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// The end of the unary-level operand starting at or after `i`, if one is there.
+fn operand_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut i = skip_ws(b, i);
+    if matches!(b.get(i), Some(b'-' | b'+')) {
+        i = skip_ws(b, i + 1);
+    }
+    i = match *b.get(i)? {
+        q @ (b'\'' | b'"') => skip_string(b, i, q),
+        b'(' | b'[' | b'{' => skip_group(b, i)?,
+        c if is_ident(c) => {
+            let mut j = i;
+            while j < b.len() && (is_ident(b[j]) || b[j] == b'.') {
+                j += 1;
+            }
+            j
+        }
+        _ => return None,
+    };
+    loop {
+        match b.get(i) {
+            Some(b'[' | b'(') => i = skip_group(b, i)?,
+            _ => {
+                let j = skip_ws(b, i);
+                if b.get(j) != Some(&b'|') {
+                    return Some(i);
+                }
+                let mut k = skip_ws(b, j + 1);
+                let name_start = k;
+                while k < b.len() && is_ident(b[k]) {
+                    k += 1;
+                }
+                if k == name_start {
+                    return Some(i);
+                }
+                i = if b.get(k) == Some(&b'(') {
+                    skip_group(b, k)?
+                } else {
+                    k
+                };
+            }
+        }
+    }
+}
+
 /// `|safe` directly followed by `+` becomes `|cera_markup`.
 fn rewrite_markup_concat(expr: &str) -> String {
     let b = expr.as_bytes();
@@ -342,6 +467,15 @@ mod tests {
         let s =
             "{# {% for a in b %} #}{{ '{% for a in b %}' }}{% raw %}{% for a in b %}{% endraw %}";
         assert_eq!(rewrite(s), s);
+    }
+
+    #[test]
+    fn percent_formatting() {
+        assert_eq!(
+            rewrite("{{ '%s-%s' % (a, b['x']) ~ '%d' % -n|int + 1 }}{% set x = \"%s\" % y.z(1) %}"),
+            "{{ cera_percent('%s-%s', (a, b['x'])) ~ cera_percent('%d', -n|int) + 1 }}{% set x = cera_percent(\"%s\", y.z(1)) %}"
+        );
+        assert_eq!(rewrite("{{ a % b }}{{ '%' }}"), "{{ a % b }}{{ '%' }}");
     }
 
     #[test]

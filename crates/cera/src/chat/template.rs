@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 
 use super::functions::{self, Raised};
 use super::rewrite;
+use super::time;
 use crate::error::{Error, Result};
 
 /// The name the template is stored under (it appears in error messages).
@@ -73,7 +74,7 @@ impl Context<'_> {
             ),
             ("bos_token", Value::from(self.bos_token)),
             ("eos_token", Value::from(self.eos_token)),
-            ("strftime_now", functions::strftime_now(self.now)),
+            ("strftime_now", time::strftime_now(self.now)),
         ];
         for (k, v) in core {
             pairs.retain(|(key, _)| key.as_str() != Some(k));
