@@ -267,7 +267,7 @@ fn write_json(
                 '[',
                 ']',
                 &items,
-                |out, item, opts, level| write_json(out, item, opts, level),
+                write_json,
             )?;
         }
         ValueKind::Map => {
