@@ -412,6 +412,9 @@ SNIPPETS = [
     ("string_multiply_negative", "[{{ 'ab' * 0 }}][{{ 'ab' * -1 }}]"),
     ("deep_tojson_key_order", "{{ {'z': {'b': 1, 'a': 2}, 'a': [{'y': 1, 'x': 2}]} | tojson }}"),
     ("tojson_sort_nested", "{{ {'z': {'b': 1, 'a': 2}, 'a': 1} | tojson(sort_keys=true) }}"),
+    ("generator_loops", "{% for i in l | select %}{{ loop.index }}{{ loop.last }}{{ loop.length }};{% endfor %}|{{ l | select | first }}|{{ l | map('string') | join(',') }}|{{ ds | selectattr('n') | list | last }}|{{ ds | selectattr('n') | list | length }}"),
+    ("generator_length", "{{ l | select | length }}"),
+    ("generator_consumed_once", "{% set g = l | select %}{{ g | list }}{{ g | list }}"),
     ("tojson_float_forms", "{{ [1.0, 1e16, 1.5e-7, 123456789.125, -0.0, 100.0, 1e22] | tojson }}"),
 ]
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use cera::Error;
 use cera::chat::{ChatTemplate, Message, RenderOptions};
 use cera::fetch;
 use cera::gguf::GgufFile;
@@ -99,16 +100,24 @@ fn templates_match_python_jinja2() {
             if !conv["tools"].is_null() {
                 opts = opts.tools(conv["tools"].clone());
             }
-            let got = tmpl.as_ref().map_err(|e| e.to_string()).and_then(|tmpl| {
-                match typed_messages(&conv["messages"]) {
+            let got: Result<String, Error> = match &tmpl {
+                Err(e) => Err(Error::ChatTemplate {
+                    reason: e.to_string(),
+                }),
+                Ok(tmpl) => match typed_messages(&conv["messages"]) {
                     Some(msgs) => {
                         typed_used += 1;
                         tmpl.render(&msgs, &opts)
                     }
                     None => tmpl.render_json(&conv["messages"], None, &opts),
-                }
-                .map_err(|e| e.to_string())
-            });
+                },
+            };
+            // raise_exception is Python's only source of a bare TemplateError: the same
+            // message must come back as ChatTemplateRaised.
+            let raised = expected
+                .get("error")
+                .and_then(Json::as_str)
+                .and_then(|e| e.strip_prefix("TemplateError: "));
             let outcome = match (expected.get("ok"), &got) {
                 (Some(want), Ok(got)) if want.as_str() == Some(got.as_str()) => Ok(()),
                 (Some(want), Ok(got)) => Err(format!(
@@ -116,6 +125,18 @@ fn templates_match_python_jinja2() {
                     want.as_str().unwrap()
                 )),
                 (Some(_), Err(e)) => Err(format!("{conv_name}: python rendered, cera failed: {e}")),
+                (None, Err(Error::ChatTemplateRaised { message })) if raised.is_some() => {
+                    if Some(message.as_str()) == raised {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "{conv_name}: python raised {raised:?}, cera raised {message:?}"
+                        ))
+                    }
+                }
+                (None, Err(e)) if raised.is_some() => Err(format!(
+                    "{conv_name}: python raised {raised:?} through raise_exception, cera failed: {e}"
+                )),
                 (None, Err(_)) => Ok(()),
                 (None, Ok(got)) => Err(format!(
                     "{conv_name}: python raised {}, cera rendered\n{got}",

@@ -14,11 +14,19 @@
 //! * `tojson(ensure_ascii=False, indent=None, separators=None, sort_keys=False)` writing what
 //!   Python's `json.dumps` writes (`", "`/`": "` separators, key order kept, no HTML escaping);
 //! * Python's printing (`None`, `True`, `{'a': 1}`), Python string and dict methods
-//!   (`.strip()`, `.split()`, `.startswith()`, `.items()`, `.get()`, ...), and Python's type
-//!   tests (`is sequence` holds for strings, `is number` for booleans).
+//!   (`.strip()`, `.split()`, `.startswith()`, `.items()`, `.get()`, `.format()`, ...),
+//!   Python's type tests (`is sequence` holds for strings, `is number` for booleans), jinja2's
+//!   filters with their Python signatures (`default(x, true)`, `indent(first=true)`,
+//!   `join`, `int`, `truncate`, ...), generators from `select`/`map` (always true, not JSON),
+//!   `'%s' % x`, `Markup` concatenation (`'x'|safe + y` escapes `y`), and `TypeError` for a
+//!   `for` loop over `None`.
 //!
 //! Templates that use something this engine lacks fail with [`Error::ChatTemplate`] whose
-//! reason names it (for example `unsupported filter: ... from_json ...`).
+//! reason names it (for example `unsupported filter: ... from_json ...`). Known differences
+//! from Python that do not fail: ordering values of different types (`'a' < 1` is false, not a
+//! `TypeError`), slicing `None` (empty), `namespace() is mapping` (true), and macros cannot
+//! collect extra arguments in `varargs`/`kwargs` (an error). `tests/chat_templates.rs` and
+//! `tests/chat_semantics.rs` compare against Python jinja2 output.
 //!
 //! A model without a template gets ChatML ([`ChatTemplate::chatml`]).
 

@@ -260,15 +260,7 @@ fn write_json(
         }
         ValueKind::Seq | ValueKind::Iterable if !is_generator(value) => {
             let items: Vec<Value> = value.try_iter()?.collect();
-            write_container(
-                out,
-                opts,
-                level,
-                '[',
-                ']',
-                &items,
-                write_json,
-            )?;
+            write_container(out, opts, level, '[', ']', &items, write_json)?;
         }
         ValueKind::Map => {
             let mut pairs = Vec::new();

@@ -205,3 +205,11 @@ fn generation_tag_renders_its_body() {
         .unwrap();
     assert_eq!(out, "<a>");
 }
+
+#[test]
+fn chat_template_is_send_and_sync() {
+    fn check<T: Send + Sync + Clone>() {}
+    check::<ChatTemplate>();
+    check::<RenderOptions>();
+    check::<Message>();
+}
