@@ -118,14 +118,24 @@ fn find_open(s: &str) -> Option<usize> {
     (0..b.len().saturating_sub(1)).find(|&i| b[i] == b'{' && matches!(b[i + 1], b'{' | b'%' | b'#'))
 }
 
-/// The position of `close` ending the tag that starts at `tag[0]`, skipping string literals.
+/// The position of `close` ending the tag that starts at `tag[0]`, skipping string literals
+/// and bracketed groups (as Jinja's lexer balances them: `{{ {'a': {}} }}`).
 fn find_close(tag: &str, close: &str) -> Option<usize> {
     let b = tag.as_bytes();
+    let mut depth = 0i32;
     let mut i = 2;
     while i < b.len() {
         match b[i] {
             q @ (b'\'' | b'"') => i = skip_string(b, i, q),
-            _ if tag[i..].starts_with(close) => return Some(i),
+            _ if depth <= 0 && tag[i..].starts_with(close) => return Some(i),
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                i += 1;
+            }
+            b')' | b']' | b'}' => {
+                depth -= 1;
+                i += 1;
+            }
             _ => i += 1,
         }
     }
@@ -476,6 +486,10 @@ mod tests {
             "{{ cera_percent('%s-%s', (a, b['x'])) ~ cera_percent('%d', -n|int) + 1 }}{% set x = cera_percent(\"%s\", y.z(1)) %}"
         );
         assert_eq!(rewrite("{{ a % b }}{{ '%' }}"), "{{ a % b }}{{ '%' }}");
+        assert_eq!(
+            rewrite("{{ {'a': {'b': '%s' % x}} }}"),
+            "{{ {'a': {'b': cera_percent('%s', x)}} }}"
+        );
     }
 
     #[test]
