@@ -85,6 +85,16 @@ pub enum Error {
     Fetch { model: String, reason: String },
     #[error("unknown model '{name}'; known models: {known}")]
     UnknownModel { name: String, known: String },
+
+    // ---- chat templates ----
+    /// A chat template failed to compile or render; `reason` names the construct this engine
+    /// lacks when that is the cause (`unsupported filter: ...`).
+    #[error("chat template: {reason}")]
+    ChatTemplate { reason: String },
+    /// The template itself refused the conversation through `raise_exception(message)`
+    /// (e.g. "Conversation roles must alternate user/assistant/...").
+    #[error("chat template raised an exception: {message}")]
+    ChatTemplateRaised { message: String },
 }
 
 impl Error {

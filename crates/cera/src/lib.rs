@@ -3,6 +3,7 @@
 //! The modules follow the pipeline: [`gguf`] reads and writes the container, [`quant`] knows
 //! every ggml tensor type, and [`fetch`] brings models into the local cache.
 
+pub mod chat;
 pub mod error;
 pub mod fetch;
 pub mod gguf;
