@@ -4,9 +4,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod chat;
 mod common;
+mod gen_args;
 mod inspect;
 mod models;
+mod perplexity;
+mod run;
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +26,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generate a reply to one prompt (chat template applied unless --raw).
+    Run(run::Args),
+    /// Interactive multi-turn chat (one message per line when stdin is a pipe).
+    Chat(chat::Args),
+    /// Perplexity of a text file, computed as llama-perplexity does.
+    Perplexity(perplexity::Args),
     /// Show a GGUF file's metadata, tensors, types and size.
     Inspect(inspect::Args),
     /// Fetch a model from the catalog into the cache.
@@ -33,6 +43,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Chat(a) => chat::run(a),
+        Command::Perplexity(a) => perplexity::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Pull(a) => models::pull(a),
         Command::Models(a) => models::list(a),
