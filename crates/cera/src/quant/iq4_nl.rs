@@ -2,7 +2,8 @@
 //! `x = d * KVALUES_IQ4NL[q]`.
 
 use super::k_common::{best_index_int8, iq4_block_scale};
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_0::BlockQ8_0;
+use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -59,4 +60,23 @@ pub fn quantize(src: &[f32], out: &mut [BlockIQ4_NL]) {
             *byte = q(x[j]) | (q(x[j + QK / 2]) << 4);
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_iq4_nl_q8_0`).
+pub fn vec_dot_scalar(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut sumi = 0i32;
+        for (j, &q) in b.qs.iter().enumerate() {
+            let (y0, y1) = (y.qs[j] as i8 as i32, y.qs[j + QK / 2] as i8 as i32);
+            sumi += KVALUES_IQ4NL[(q & 0x0F) as usize] as i32 * y0
+                + KVALUES_IQ4NL[(q >> 4) as usize] as i32 * y1;
+        }
+        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d));
+    }
+    sumf
 }

@@ -3,13 +3,16 @@
 //! One file per block format. Each holds a `#[repr(C)]` block struct made only of byte arrays
 //! (alignment 1, every bit pattern valid, so it can be viewed straight out of an mmap), a
 //! compile-time size check, the scalar dequantizer and, where we support it, the reference
-//! quantizer. SIMD dot-product kernels live beside them later; this module is the f32 reference.
+//! quantizer, and the scalar dot product against the format's activation type (`vec_dot_scalar`).
+//! SIMD versions of the dot products live in a submodule per instruction set beside the format
+//! (`q4_0/x86.rs` for AVX2 and AVX-512; a `neon.rs` would sit next to it); `crate::kernels` picks
+//! one per type at run time.
 
 use std::fmt;
 
 use crate::error::{Error, Result};
 
-mod float;
+pub(crate) mod float;
 pub mod iq1_m;
 pub mod iq1_s;
 pub mod iq2_s;
@@ -196,6 +199,22 @@ pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> &mut [B] {
     );
     // SAFETY: as in `as_blocks`; the borrow is unique.
     unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<B>(), bytes.len() / size) }
+}
+
+/// Number of blocks in an `n`-element dot product; panics unless `n` is a whole number of
+/// `elems`-element blocks and both operands (`w` and `a` blocks long) hold that many.
+#[inline]
+pub(crate) fn dot_blocks(n: usize, elems: usize, w: usize, a: usize) -> usize {
+    assert!(
+        n.is_multiple_of(elems),
+        "dot product length {n} is not a multiple of the block size {elems}"
+    );
+    let nb = n / elems;
+    assert!(
+        w >= nb && a >= nb,
+        "dot product operands hold {w} and {a} blocks, {nb} needed"
+    );
+    nb
 }
 
 /// Views blocks as raw bytes.

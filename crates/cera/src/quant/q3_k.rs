@@ -2,7 +2,8 @@
 //! `x = d * (sc - 32) * q` with a 6-bit scale `sc` per sub-block and `q` in -4..3.
 
 use super::k_common::{make_q3_quants, nearest_int, pack_2bit};
-use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+use super::q8_k::BlockQ8_K;
+use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32, f32_to_f16};
 
 /// One Q3_K super-block (110 bytes).
 #[repr(C)]
@@ -124,4 +125,34 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ3_K]) {
         }
         pack_2bit(&levels, &mut b.qs);
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q3_K_q8_K`): per
+/// super-block the exact `isum = Σ (sc − 32)·(q·a)` with `q` in -4..4, then
+/// `sumf += d·d_a·isum` in f32 (the SIMD kernels agree bit for bit).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ3_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut isum = 0i32;
+        for is in 0..QK_K / 16 {
+            let (h, s, part) = (is / 8, (is / 2) % 4, is % 2);
+            let bit = is / 2;
+            let q = &b.qs[32 * h + 16 * part..][..16];
+            let hm = &b.hmask[16 * part..][..16];
+            let yq = &y.qs[16 * is..][..16];
+            let mut dot = 0i32;
+            for ((&q, &hm), &a) in q.iter().zip(hm).zip(yq) {
+                let low = ((q >> (2 * s)) & 3) as i32;
+                let high = if (hm >> bit) & 1 != 0 { 0 } else { 4 };
+                dot += (low - high) * a as i8 as i32;
+            }
+            isum += scale(&b.scales, is) * dot;
+        }
+        sumf += f16_to_f32(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+    }
+    sumf
 }

@@ -1,6 +1,7 @@
 //! Q4_0: 32 elements per block, symmetric 4-bit, `x = d * (q - 8)`.
 
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_0::BlockQ8_0;
+use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -55,4 +56,23 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ4_0]) {
             *byte = q(x[j]) | (q(x[j + QK / 2]) << 4);
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q4_0_q8_0`): an
+/// exact integer dot product per block, scaled by `d_w * d_a` and summed in f32.
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut sumi = 0i32;
+        for (j, &q) in b.qs.iter().enumerate() {
+            let (y0, y1) = (y.qs[j] as i8 as i32, y.qs[j + QK / 2] as i8 as i32);
+            sumi += ((q & 0x0F) as i32 - 8) * y0 + ((q >> 4) as i32 - 8) * y1;
+        }
+        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d));
+    }
+    sumf
 }

@@ -1,6 +1,7 @@
 //! Q4_1: 32 elements per block, asymmetric 4-bit, `x = d * q + m`.
 
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_1::BlockQ8_1;
+use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -59,4 +60,24 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ4_1]) {
             *byte = q(x[j]) | (q(x[j + QK / 2]) << 4);
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q4_1_q8_1`): per
+/// block `d_w d_a Σ q·a_q + m_w s_a`, where `s_a = d_a Σ a_q` is precomputed in the activation.
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut sumi = 0i32;
+        for (j, &q) in b.qs.iter().enumerate() {
+            let (y0, y1) = (y.qs[j] as i8 as i32, y.qs[j + QK / 2] as i8 as i32);
+            sumi += (q & 0x0F) as i32 * y0 + (q >> 4) as i32 * y1;
+        }
+        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d))
+            + f16_to_f32(b.m) * f16_to_f32(y.s);
+    }
+    sumf
 }

@@ -1,6 +1,7 @@
 //! Q5_0: 32 elements per block, symmetric 5-bit, `x = d * (q - 16)`.
 
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_0::BlockQ8_0;
+use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -62,4 +63,26 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ5_0]) {
         }
         b.qh = qh.to_le_bytes();
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q5_0_q8_0`).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let qh = u32::from_le_bytes(b.qh);
+        let mut sumi = 0i32;
+        for (j, &q) in b.qs.iter().enumerate() {
+            let h0 = ((qh >> j) & 1) as i32;
+            let h1 = ((qh >> (j + QK / 2)) & 1) as i32;
+            let q0 = ((q & 0x0F) as i32 | (h0 << 4)) - 16;
+            let q1 = ((q >> 4) as i32 | (h1 << 4)) - 16;
+            sumi += q0 * y.qs[j] as i8 as i32 + q1 * y.qs[j + QK / 2] as i8 as i32;
+        }
+        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d));
+    }
+    sumf
 }

@@ -1,9 +1,10 @@
 //! Q5_K: 256-element super-blocks of 8 sub-blocks of 32, asymmetric 5-bit,
 //! `x = d * sc * q - dmin * m` with a 6-bit scale `sc` and min `m` per sub-block.
 
-use super::k_common::{Qkx2Search, get_scale_min_k4};
+use super::k_common::{Qkx2Search, get_scale_min_k4, scales_mins_k4};
 use super::q4_k::{pack_super_scales, requantize, search_sub_blocks};
-use super::{Block, GgmlType, QK_K, f16_to_f32};
+use super::q8_k::BlockQ8_K;
+use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32};
 
 /// One Q5_K super-block (176 bytes).
 #[repr(C)]
@@ -83,4 +84,37 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ5_K]) {
             }
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q5_K_q8_K`), with
+/// Q4_K's final formula (see `q4_k::vec_dot_scalar`).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let (sc, mn) = scales_mins_k4(&b.scales);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..8 {
+            let (q, shift) = (&b.qs[32 * (j / 2)..][..32], 4 * (j % 2));
+            let yq = &y.qs[32 * j..][..32];
+            let dot: i32 = q
+                .iter()
+                .zip(&b.qh)
+                .zip(yq)
+                .map(|((&q, &h), &a)| {
+                    let v = ((q >> shift) & 0x0F) | (((h >> j) & 1) << 4);
+                    v as i32 * a as i8 as i32
+                })
+                .sum();
+            isum += sc[j] as i32 * dot;
+            msum += mn[j] as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+        }
+        let ad = f32::from_le_bytes(y.d);
+        let (d, dmin) = (f16_to_f32(b.d) * ad, f16_to_f32(b.dmin) * ad);
+        sumf += d * isum as f32 - dmin * msum as f32;
+    }
+    sumf
 }

@@ -2,7 +2,8 @@
 //! `x = d * sc * (q - 32)` with a signed 8-bit scale `sc` per sub-block.
 
 use super::k_common::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
-use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+use super::q8_k::BlockQ8_K;
+use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32, f32_to_f16};
 
 /// One Q6_K super-block (210 bytes).
 #[repr(C)]
@@ -106,4 +107,33 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ6_K]) {
             }
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q6_K_q8_K`): per
+/// super-block the exact `isum = Σ sc·((q − 32)·a)`, then `sumf += d·d_a·isum` in f32 (the SIMD
+/// kernels agree bit for bit).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ6_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut isum = 0i32;
+        for is in 0..QK_K / 16 {
+            // Element e = 16*is + i = 128*h + 32*s + l, as in `dequantize`.
+            let (h, s, l0) = (is / 8, (is / 2) % 4, 16 * (is % 2));
+            let ql = &b.ql[64 * h + 32 * (s % 2) + l0..][..16];
+            let qh = &b.qh[32 * h + l0..][..16];
+            let yq = &y.qs[16 * is..][..16];
+            let mut dot = 0i32;
+            for ((&ql, &qh), &a) in ql.iter().zip(qh).zip(yq) {
+                let q = ((ql >> (4 * (s / 2))) & 0x0F) | (((qh >> (2 * s)) & 3) << 4);
+                dot += (q as i32 - 32) * a as i8 as i32;
+            }
+            isum += (b.scales[is] as i8) as i32 * dot;
+        }
+        sumf += f16_to_f32(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+    }
+    sumf
 }
