@@ -82,7 +82,13 @@ pub(crate) fn quantize_block(x: &[f32], qs: &mut [u8; QK]) -> (f32, i32) {
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mul = _mm256_set1_ps(id);
-    let q = v.map(|v| _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(v, mul))));
+    // Clamped like `as i8` (which saturates): `id` overflows to infinity when the block's
+    // largest magnitude is subnormal.
+    let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
+    let q = v.map(|v| {
+        let r = round_half_away(_mm256_mul_ps(v, mul));
+        _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi))
+    });
     let sum = hsum_epi32(_mm256_add_epi32(
         _mm256_add_epi32(q[0], q[1]),
         _mm256_add_epi32(q[2], q[3]),
