@@ -103,11 +103,25 @@ pub(crate) fn bits_to_bytes(bits: u32) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel)
 }
 
-/// `[lo ×8 i16 | hi ×8 i16]`: one scale per 128-bit half (a 16-element sub-block each).
+/// Sixteen i16 scales (`cvtepi8_epi16` of a K-quant's sub-block scales) as two registers that
+/// hold scales 0..8 and 8..16 in both 128-bit lanes, for [`pick_scale_pair`].
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(crate) fn scales_2x8(lo: i16, hi: i16) -> __m256i {
-    _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
+pub(crate) fn split_scales(sc16: __m256i) -> [__m256i; 2] {
+    [
+        _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16)),
+        _mm256_broadcastsi128_si256(_mm256_extracti128_si256::<1>(sc16)),
+    ]
+}
+
+/// From one half of [`split_scales`]: `[s[2j] ×8 | s[2j+1] ×8]` (`j` in 0..4), the scales of
+/// two 16-element sub-blocks, with one `vpshufb`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn pick_scale_pair(half: __m256i, j: usize) -> __m256i {
+    let pair = |i: usize| (2 * i) as i16 | (((2 * i + 1) as i16) << 8);
+    let idx = _mm256_set_m128i(_mm_set1_epi16(pair(2 * j + 1)), _mm_set1_epi16(pair(2 * j)));
+    _mm256_shuffle_epi8(half, idx)
 }
 
 /// Sixteen i16 (little-endian bytes, e.g. Q8_K's `bsums`).
@@ -121,14 +135,6 @@ pub(crate) fn ld_i16x16(s: &[u8]) -> __m256i {
 // AVX-512 (F, BW, VL, DQ, VNNI)
 // ---------------------------------------------------------------------------------------------
 
-/// Loads 64 bytes.
-#[inline]
-#[target_feature(enable = "avx512f")]
-pub(crate) fn ld512(s: &[u8]) -> __m512i {
-    assert!(s.len() >= 64);
-    // SAFETY: 64 readable bytes checked above; unaligned load.
-    unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
-}
 
 /// Two 32-byte loads side by side.
 #[inline]
@@ -137,30 +143,6 @@ pub(crate) fn ld256x2(lo: &[u8], hi: &[u8]) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(ld256(lo)), ld256(hi))
 }
 
-/// Two blocks of 16 packed nibbles to 64 bytes: `[lo(a) | hi(a) | lo(b) | hi(b)]`, i.e. the
-/// element order of two consecutive 32-element blocks.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) fn unpack_nibbles_x2(a: &[u8], b: &[u8]) -> __m512i {
-    let v = _mm256_set_m128i(ld128(b), ld128(a));
-    let m = _mm256_set1_epi8(0x0F);
-    let lo = _mm256_and_si256(v, m);
-    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m);
-    let idx = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-    _mm512_permutex2var_epi64(_mm512_castsi256_si512(lo), idx, _mm512_castsi256_si512(hi))
-}
-
-/// The products `dw0*da0` and `dw1*da1` of two f16 pairs, broadcast as `[p0 ×8 | p1 ×8]`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,f16c")]
-pub(crate) fn f16_products_2x8(dw0: [u8; 2], dw1: [u8; 2], da0: [u8; 2], da1: [u8; 2]) -> __m512 {
-    let u = |b: [u8; 2]| u16::from_le_bytes(b) as i16;
-    let h = _mm_setr_epi16(u(dw0), u(dw1), u(da0), u(da1), 0, 0, 0, 0);
-    let f = _mm_cvtph_ps(h);
-    let p = _mm_mul_ps(f, _mm_movehl_ps(f, f));
-    let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(p))
-}
 
 /// Signed × signed byte dot products (4 per i32 lane) with VNNI: `|x| · (y * sign(x))`.
 /// `y` must not hold -128; `x` may (|−128| = 128 is a valid unsigned operand).
@@ -181,15 +163,6 @@ pub(crate) fn dpbusd_i8i8_256(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(acc, _mm256_abs_epi8(x), ys)
 }
 
-/// The 16 i32 lanes folded to 8 (low half + high half).
-#[inline]
-#[target_feature(enable = "avx512f")]
-pub(crate) fn fold_epi32(v: __m512i) -> __m256i {
-    _mm256_add_epi32(
-        _mm512_castsi512_si256(v),
-        _mm512_extracti64x4_epi64::<1>(v),
-    )
-}
 
 /// Sum of the 16 lanes.
 #[inline]
@@ -202,24 +175,119 @@ pub(crate) fn hsum512_ps(v: __m512) -> f32 {
     hsum_ps(x)
 }
 
-/// Broadcasts 4 i16 scales, one per 128-bit lane: lane `k` holds `sc[k]` eight times.
+// ---------------------------------------------------------------------------------------------
+// Drivers for the 32-element block formats
+// ---------------------------------------------------------------------------------------------
+
+/// `[x0·y0, x1·y1, ·, ·]` for two f16 pairs. The four values are packed in a general-purpose
+/// register and converted with one `vmovq` + `vcvtph2ps` (element inserts would crowd the
+/// shuffle port).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) fn scales_4x8(s0: i16, s1: i16, s2: i16, s3: i16) -> __m512i {
-    let v = _mm_setr_epi16(s0, s1, s2, s3, 0, 0, 0, 0);
-    #[rustfmt::skip]
-    let idx = _mm512_setr_epi64(
-        0x0000_0000_0000_0000, 0x0000_0000_0000_0000,
-        0x0001_0001_0001_0001, 0x0001_0001_0001_0001,
-        0x0002_0002_0002_0002, 0x0002_0002_0002_0002,
-        0x0003_0003_0003_0003, 0x0003_0003_0003_0003,
-    );
-    _mm512_permutexvar_epi16(idx, _mm512_castsi128_si512(v))
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn f16_pair_products(x0: [u8; 2], x1: [u8; 2], y0: [u8; 2], y1: [u8; 2]) -> __m128 {
+    let u = |b: [u8; 2]| u16::from_le_bytes(b) as u64;
+    let bits = u(x0) | (u(x1) << 16) | (u(y0) << 32) | (u(y1) << 48);
+    let v = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64));
+    _mm_mul_ps(v, _mm_movehl_ps(v, v))
 }
 
-/// `[a ×16 i16 | b ×16 i16]`: one scale per 256-bit half (a 32-element sub-block each).
+/// Sums lanes 0 and 1.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) fn scales_2x16(a: i16, b: i16) -> __m512i {
-    _mm512_inserti64x4::<1>(_mm512_set1_epi16(a), _mm256_set1_epi16(b))
+#[target_feature(enable = "avx2")]
+fn sum01(v: __m128) -> f32 {
+    _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
+}
+
+/// The AVX2 loop of a 32-element block format: two blocks per step into two accumulators.
+/// `dot` gives a block's integer dot product as 8 i32 partial sums, `d` its two f16 scales
+/// (weight, activation); with `OFFSET`, `offset` gives the f16 pair whose product is added per
+/// block (Q4_1/Q5_1: the weight's min and the activation's `s`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn drive32_avx2<W, A, const OFFSET: bool>(
+    w: &[W],
+    a: &[A],
+    dot: impl Fn(&W, &A) -> __m256i,
+    d: impl Fn(&W, &A) -> [[u8; 2]; 2],
+    offset: impl Fn(&W, &A) -> [[u8; 2]; 2],
+) -> f32 {
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut accm = _mm_setzero_ps();
+    let (wp, ap) = (w.chunks_exact(2), a.chunks_exact(2));
+    let (wr, ar) = (wp.remainder(), ap.remainder());
+    for (b, y) in wp.zip(ap) {
+        let (s0, s1) = (dot(&b[0], &y[0]), dot(&b[1], &y[1]));
+        let ([dw0, da0], [dw1, da1]) = (d(&b[0], &y[0]), d(&b[1], &y[1]));
+        let p = f16_pair_products(dw0, dw1, da0, da1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_broadcastss_ps(p), acc0);
+        let p1 = _mm_movehdup_ps(p);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_broadcastss_ps(p1), acc1);
+        if OFFSET {
+            let ([m0, s0], [m1, s1]) = (offset(&b[0], &y[0]), offset(&b[1], &y[1]));
+            accm = _mm_add_ps(accm, f16_pair_products(m0, m1, s0, s1));
+        }
+    }
+    let mut sum = hsum_ps(_mm256_add_ps(acc0, acc1)) + sum01(accm);
+    for (b, y) in wr.iter().zip(ar) {
+        let [dw, da] = d(b, y);
+        sum += hsum_epi32(dot(b, y)) as f32 * (f16(dw) * f16(da));
+        if OFFSET {
+            let [m, s] = offset(b, y);
+            sum += f16(m) * f16(s);
+        }
+    }
+    sum
+}
+
+/// The AVX-512 loop of a 32-element block format: two blocks per 512-bit vector, two such
+/// pairs per step into two accumulators. `dot2` gives the integer dot products of a pair of
+/// blocks as 16 i32 partial sums (8 per block), `dot1` one block's as 8; `d` and `offset` as in
+/// [`drive32_avx2`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
+    w: &[W],
+    a: &[A],
+    dot2: impl Fn(&[W], &[A]) -> __m512i,
+    dot1: impl Fn(&W, &A) -> __m256i,
+    d: impl Fn(&W, &A) -> [[u8; 2]; 2],
+    offset: impl Fn(&W, &A) -> [[u8; 2]; 2],
+) -> f32 {
+    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut accm = _mm_setzero_ps();
+    let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let mut pair = |b: &[W], y: &[A]| {
+        let s = dot2(b, y);
+        let ([dw0, da0], [dw1, da1]) = (d(&b[0], &y[0]), d(&b[1], &y[1]));
+        let p = f16_pair_products(dw0, dw1, da0, da1);
+        let p = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(p));
+        if OFFSET {
+            let ([m0, s0], [m1, s1]) = (offset(&b[0], &y[0]), offset(&b[1], &y[1]));
+            accm = _mm_add_ps(accm, f16_pair_products(m0, m1, s0, s1));
+        }
+        (_mm512_cvtepi32_ps(s), p)
+    };
+    let (wq, aq) = (w.chunks_exact(4), a.chunks_exact(4));
+    let (wr, ar) = (wq.remainder(), aq.remainder());
+    for (b, y) in wq.zip(aq) {
+        let (s0, p0) = pair(&b[..2], &y[..2]);
+        acc0 = _mm512_fmadd_ps(s0, p0, acc0);
+        let (s1, p1) = pair(&b[2..], &y[2..]);
+        acc1 = _mm512_fmadd_ps(s1, p1, acc1);
+    }
+    if wr.len() >= 2 {
+        let (s0, p0) = pair(&wr[..2], &ar[..2]);
+        acc0 = _mm512_fmadd_ps(s0, p0, acc0);
+    }
+    let mut sum = hsum512_ps(_mm512_add_ps(acc0, acc1)) + sum01(accm);
+    if wr.len() % 2 == 1 {
+        let (b, y) = (&wr[wr.len() - 1], &ar[ar.len() - 1]);
+        let [dw, da] = d(b, y);
+        sum += hsum_epi32(dot1(b, y)) as f32 * (f16(dw) * f16(da));
+        if OFFSET {
+            let [m, s] = offset(b, y);
+            sum += f16(m) * f16(s);
+        }
+    }
+    sum
 }

@@ -86,7 +86,7 @@ pub fn vec_dot_f32_scalar(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Scalar `Σ w·a` over `n` f16 values (ggml's `vec_dot_f16`): widened to f32, summed in f32 over
 /// eight interleaved lanes.
 pub fn vec_dot_f16_scalar(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_lanes::<2>(n, w, a, super::f16_to_f32)
+    dot_lanes::<2>(n, w, a, super::f16_to_f32_fast)
 }
 
 /// Scalar `Σ w·a` over `n` bf16 values (ggml's `vec_dot_bf16`): widened to f32 (exact), summed

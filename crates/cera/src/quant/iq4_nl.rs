@@ -3,7 +3,9 @@
 
 use super::k_common::{best_index_int8, iq4_block_scale};
 use super::q8_0::BlockQ8_0;
-use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 const QK: usize = 32;
 
@@ -70,13 +72,14 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
-        let mut sumi = 0i32;
-        for (j, &q) in b.qs.iter().enumerate() {
-            let (y0, y1) = (y.qs[j] as i8 as i32, y.qs[j + QK / 2] as i8 as i32);
-            sumi += KVALUES_IQ4NL[(q & 0x0F) as usize] as i32 * y0
-                + KVALUES_IQ4NL[(q >> 4) as usize] as i32 * y1;
+        let mut q = [0i8; QK];
+        let (lo, hi) = q.split_at_mut(QK / 2);
+        for ((&x, l), h) in b.qs.iter().zip(lo).zip(hi) {
+            *l = KVALUES_IQ4NL[(x & 0x0F) as usize];
+            *h = KVALUES_IQ4NL[(x >> 4) as usize];
         }
-        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d));
+        let sumi = dot_codes(&q, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d));
     }
     sumf
 }

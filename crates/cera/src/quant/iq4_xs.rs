@@ -4,7 +4,9 @@
 use super::iq4_nl::{KVALUES_IQ4NL, NTRY};
 use super::k_common::{best_index_int8, iq4_block_scale, nearest_int};
 use super::q8_k::BlockQ8_K;
-use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One IQ4_XS super-block (136 bytes).
 #[repr(C)]
@@ -118,15 +120,16 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockIQ4_XS], a: &[BlockQ8_K]) -> f32 {
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
         let ls = sub_scales(b);
         let mut isum = 0i32;
-        for (ib, (q, yq)) in b.qs.chunks_exact(16).zip(y.qs.chunks_exact(32)).enumerate() {
-            let mut dot = 0i32;
-            for (j, &q) in q.iter().enumerate() {
-                dot += KVALUES_IQ4NL[(q & 0x0F) as usize] as i32 * yq[j] as i8 as i32
-                    + KVALUES_IQ4NL[(q >> 4) as usize] as i32 * yq[j + 16] as i8 as i32;
+        for (ib, (qs, yq)) in b.qs.chunks_exact(16).zip(y.qs.chunks_exact(32)).enumerate() {
+            let mut q = [0i8; 32];
+            let (lo, hi) = q.split_at_mut(16);
+            for ((&x, l), h) in qs.iter().zip(lo).zip(hi) {
+                *l = KVALUES_IQ4NL[(x & 0x0F) as usize];
+                *h = KVALUES_IQ4NL[(x >> 4) as usize];
             }
-            isum += ls[ib] as i32 * dot;
+            isum += ls[ib] as i32 * dot_codes(&q, yq);
         }
-        sumf += f16_to_f32(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+        sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
     }
     sumf
 }

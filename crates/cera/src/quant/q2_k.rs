@@ -3,7 +3,9 @@
 
 use super::k_common::{Qkx2Search, make_qkx2_quants, nearest_int, pack_2bit};
 use super::q8_k::BlockQ8_K;
-use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q2_K super-block (84 bytes).
 #[repr(C)]
@@ -120,21 +122,22 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ2_K], a: &[BlockQ8_K]) -> f32 {
     let nb = dot_blocks(n, QK_K, w.len(), a.len());
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        // Element 128h + 32s + l: bits 2s..2s+2 of qs[32h + l].
+        let mut q = [0i8; QK_K];
+        for (j, q) in q.chunks_exact_mut(32).enumerate() {
+            let (h, s) = (j / 4, j % 4);
+            for (q, &x) in q.iter_mut().zip(&b.qs[32 * h..32 * h + 32]) {
+                *q = ((x >> (2 * s)) & 3) as i8;
+            }
+        }
         let (mut isum, mut msum) = (0i32, 0i32);
         for (is, &sc) in b.scales.iter().enumerate() {
-            let (h, s, part) = (is / 8, (is / 2) % 4, is % 2);
-            let q = &b.qs[32 * h + 16 * part..][..16];
-            let yq = &y.qs[16 * is..][..16];
-            let dot: i32 = q
-                .iter()
-                .zip(yq)
-                .map(|(&q, &a)| ((q >> (2 * s)) & 3) as i32 * a as i8 as i32)
-                .sum();
-            isum += (sc & 0x0F) as i32 * dot;
+            let r = 16 * is..16 * is + 16;
+            isum += (sc & 0x0F) as i32 * dot_codes(&q[r.clone()], &y.qs[r]);
             msum += (sc >> 4) as i32 * y.bsum(is) as i32;
         }
         let ad = f32::from_le_bytes(y.d);
-        let (d, dmin) = (f16_to_f32(b.d) * ad, f16_to_f32(b.dmin) * ad);
+        let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
         sumf += d * isum as f32 - dmin * msum as f32;
     }
     sumf

@@ -1,9 +1,11 @@
 //! Q3_K: 256-element super-blocks of 16 sub-blocks of 16, symmetric 3-bit,
 //! `x = d * (sc - 32) * q` with a 6-bit scale `sc` per sub-block and `q` in -4..3.
 
-use super::k_common::{make_q3_quants, nearest_int, pack_2bit};
+use super::k_common::{make_q3_quants, nearest_int, pack_2bit, scales_q3k};
 use super::q8_k::BlockQ8_K;
-use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q3_K super-block (110 bytes).
 #[repr(C)]
@@ -137,22 +139,23 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ3_K], a: &[BlockQ8_K]) -> f32 {
     let nb = dot_blocks(n, QK_K, w.len(), a.len());
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
-        let mut isum = 0i32;
-        for is in 0..QK_K / 16 {
-            let (h, s, part) = (is / 8, (is / 2) % 4, is % 2);
-            let bit = is / 2;
-            let q = &b.qs[32 * h + 16 * part..][..16];
-            let hm = &b.hmask[16 * part..][..16];
-            let yq = &y.qs[16 * is..][..16];
-            let mut dot = 0i32;
-            for ((&q, &hm), &a) in q.iter().zip(hm).zip(yq) {
-                let low = ((q >> (2 * s)) & 3) as i32;
-                let high = if (hm >> bit) & 1 != 0 { 0 } else { 4 };
-                dot += (low - high) * a as i8 as i32;
+        let sc = scales_q3k(&b.scales);
+        // Element 128h + 32s + l: bits 2s..2s+2 of qs[32h + l], high bit 4h + s of hmask[l].
+        let mut q = [0i8; QK_K];
+        for (j, q) in q.chunks_exact_mut(32).enumerate() {
+            let (h, s) = (j / 4, j % 4);
+            let qs = &b.qs[32 * h..32 * h + 32];
+            for ((q, &x), &m) in q.iter_mut().zip(qs).zip(&b.hmask) {
+                let low = ((x >> (2 * s)) & 3) as i8;
+                *q = low - (((m >> j) & 1) ^ 1) as i8 * 4;
             }
-            isum += scale(&b.scales, is) * dot;
         }
-        sumf += f16_to_f32(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+        let mut isum = 0i32;
+        for (is, &sc) in sc.iter().enumerate() {
+            let r = 16 * is..16 * is + 16;
+            isum += sc as i32 * dot_codes(&q[r.clone()], &y.qs[r]);
+        }
+        sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
     }
     sumf
 }

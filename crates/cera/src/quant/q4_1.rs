@@ -1,7 +1,9 @@
 //! Q4_1: 32 elements per block, asymmetric 4-bit, `x = d * q + m`.
 
 use super::q8_1::BlockQ8_1;
-use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 const QK: usize = 32;
 
@@ -71,13 +73,15 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
-        let mut sumi = 0i32;
-        for (j, &q) in b.qs.iter().enumerate() {
-            let (y0, y1) = (y.qs[j] as i8 as i32, y.qs[j + QK / 2] as i8 as i32);
-            sumi += (q & 0x0F) as i32 * y0 + (q >> 4) as i32 * y1;
+        let mut q = [0i8; QK];
+        let (lo, hi) = q.split_at_mut(QK / 2);
+        for ((&x, l), h) in b.qs.iter().zip(lo).zip(hi) {
+            *l = (x & 0x0F) as i8;
+            *h = (x >> 4) as i8;
         }
-        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d))
-            + f16_to_f32(b.m) * f16_to_f32(y.s);
+        let sumi = dot_codes(&q, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d))
+            + f16_to_f32_fast(b.m) * f16_to_f32_fast(y.s);
     }
     sumf
 }

@@ -6,7 +6,9 @@ use super::k_common::{
     scales_mins_k4,
 };
 use super::q8_k::BlockQ8_K;
-use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q4_K super-block (144 bytes).
 #[repr(C)]
@@ -178,20 +180,21 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
         let (sc, mn) = scales_mins_k4(&b.scales);
+        let mut q = [0i8; QK_K];
+        for (q, x) in q.chunks_exact_mut(64).zip(b.qs.chunks_exact(32)) {
+            let (lo, hi) = q.split_at_mut(32);
+            for ((&x, l), h) in x.iter().zip(lo).zip(hi) {
+                *l = (x & 0x0F) as i8;
+                *h = (x >> 4) as i8;
+            }
+        }
         let (mut isum, mut msum) = (0i32, 0i32);
         for j in 0..8 {
-            let (q, shift) = (&b.qs[32 * (j / 2)..][..32], 4 * (j % 2));
-            let yq = &y.qs[32 * j..][..32];
-            let dot: i32 = q
-                .iter()
-                .zip(yq)
-                .map(|(&q, &a)| ((q >> shift) & 0x0F) as i32 * a as i8 as i32)
-                .sum();
-            isum += sc[j] as i32 * dot;
+            isum += sc[j] as i32 * dot_codes(&q[32 * j..32 * j + 32], &y.qs[32 * j..32 * j + 32]);
             msum += mn[j] as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
         }
         let ad = f32::from_le_bytes(y.d);
-        let (d, dmin) = (f16_to_f32(b.d) * ad, f16_to_f32(b.dmin) * ad);
+        let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
         sumf += d * isum as f32 - dmin * msum as f32;
     }
     sumf

@@ -1,7 +1,9 @@
 //! Q5_0: 32 elements per block, symmetric 5-bit, `x = d * (q - 16)`.
 
 use super::q8_0::BlockQ8_0;
-use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 const QK: usize = 32;
 
@@ -74,15 +76,16 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
         let qh = u32::from_le_bytes(b.qh);
-        let mut sumi = 0i32;
-        for (j, &q) in b.qs.iter().enumerate() {
-            let h0 = ((qh >> j) & 1) as i32;
-            let h1 = ((qh >> (j + QK / 2)) & 1) as i32;
-            let q0 = ((q & 0x0F) as i32 | (h0 << 4)) - 16;
-            let q1 = ((q >> 4) as i32 | (h1 << 4)) - 16;
-            sumi += q0 * y.qs[j] as i8 as i32 + q1 * y.qs[j + QK / 2] as i8 as i32;
+        let mut q = [0i8; QK];
+        let (lo, hi) = q.split_at_mut(QK / 2);
+        for (j, ((&x, l), h)) in b.qs.iter().zip(lo).zip(hi).enumerate() {
+            let h0 = (((qh >> j) & 1) << 4) as u8;
+            let h1 = (((qh >> (j + QK / 2)) & 1) << 4) as u8;
+            *l = ((x & 0x0F) | h0) as i8 - 16;
+            *h = ((x >> 4) | h1) as i8 - 16;
         }
-        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d));
+        let sumi = dot_codes(&q, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d));
     }
     sumf
 }

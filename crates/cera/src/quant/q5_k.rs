@@ -4,7 +4,7 @@
 use super::k_common::{Qkx2Search, get_scale_min_k4, scales_mins_k4};
 use super::q4_k::{pack_super_scales, requantize, search_sub_blocks};
 use super::q8_k::BlockQ8_K;
-use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32};
+use super::{Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast};
 
 /// One Q5_K super-block (176 bytes).
 #[repr(C)]
@@ -96,24 +96,21 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
         let (sc, mn) = scales_mins_k4(&b.scales);
+        let mut q = [0i8; QK_K];
+        for (c, (q, x)) in q.chunks_exact_mut(64).zip(b.qs.chunks_exact(32)).enumerate() {
+            let (lo, hi) = q.split_at_mut(32);
+            for (((&x, &h), l), hq) in x.iter().zip(&b.qh).zip(lo).zip(hi) {
+                *l = ((x & 0x0F) | (((h >> (2 * c)) & 1) << 4)) as i8;
+                *hq = ((x >> 4) | (((h >> (2 * c + 1)) & 1) << 4)) as i8;
+            }
+        }
         let (mut isum, mut msum) = (0i32, 0i32);
         for j in 0..8 {
-            let (q, shift) = (&b.qs[32 * (j / 2)..][..32], 4 * (j % 2));
-            let yq = &y.qs[32 * j..][..32];
-            let dot: i32 = q
-                .iter()
-                .zip(&b.qh)
-                .zip(yq)
-                .map(|((&q, &h), &a)| {
-                    let v = ((q >> shift) & 0x0F) | (((h >> j) & 1) << 4);
-                    v as i32 * a as i8 as i32
-                })
-                .sum();
-            isum += sc[j] as i32 * dot;
+            isum += sc[j] as i32 * dot_codes(&q[32 * j..32 * j + 32], &y.qs[32 * j..32 * j + 32]);
             msum += mn[j] as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
         }
         let ad = f32::from_le_bytes(y.d);
-        let (d, dmin) = (f16_to_f32(b.d) * ad, f16_to_f32(b.dmin) * ad);
+        let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
         sumf += d * isum as f32 - dmin * msum as f32;
     }
     sumf

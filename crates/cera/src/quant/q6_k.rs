@@ -3,7 +3,9 @@
 
 use super::k_common::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 use super::q8_k::BlockQ8_K;
-use super::{Block, GgmlType, QK_K, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q6_K super-block (210 bytes).
 #[repr(C)]
@@ -119,21 +121,23 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ6_K], a: &[BlockQ8_K]) -> f32 {
     let nb = dot_blocks(n, QK_K, w.len(), a.len());
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
-        let mut isum = 0i32;
-        for is in 0..QK_K / 16 {
-            // Element e = 16*is + i = 128*h + 32*s + l, as in `dequantize`.
-            let (h, s, l0) = (is / 8, (is / 2) % 4, 16 * (is % 2));
-            let ql = &b.ql[64 * h + 32 * (s % 2) + l0..][..16];
-            let qh = &b.qh[32 * h + l0..][..16];
-            let yq = &y.qs[16 * is..][..16];
-            let mut dot = 0i32;
-            for ((&ql, &qh), &a) in ql.iter().zip(qh).zip(yq) {
-                let q = ((ql >> (4 * (s / 2))) & 0x0F) | (((qh >> (2 * s)) & 3) << 4);
-                dot += (q as i32 - 32) * a as i8 as i32;
+        let mut q = [0i8; QK_K];
+        for (h, q) in q.chunks_exact_mut(128).enumerate() {
+            let (ql, qh) = (&b.ql[64 * h..64 * h + 64], &b.qh[32 * h..32 * h + 32]);
+            for l in 0..32 {
+                let (a, b, hb) = (ql[l], ql[l + 32], qh[l]);
+                q[l] = ((a & 0x0F) | ((hb & 3) << 4)) as i8 - 32;
+                q[l + 32] = ((b & 0x0F) | (((hb >> 2) & 3) << 4)) as i8 - 32;
+                q[l + 64] = ((a >> 4) | (((hb >> 4) & 3) << 4)) as i8 - 32;
+                q[l + 96] = ((b >> 4) | (((hb >> 6) & 3) << 4)) as i8 - 32;
             }
-            isum += (b.scales[is] as i8) as i32 * dot;
         }
-        sumf += f16_to_f32(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+        let mut isum = 0i32;
+        for (is, &sc) in b.scales.iter().enumerate() {
+            let r = 16 * is..16 * is + 16;
+            isum += sc as i8 as i32 * dot_codes(&q[r.clone()], &y.qs[r]);
+        }
+        sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
     }
     sumf
 }

@@ -1,6 +1,8 @@
 //! Q8_0: 32 elements per block, symmetric 8-bit, `x = d * q`.
 
-use super::{Block, GgmlType, dot_blocks, f16_to_f32, f32_to_f16};
+use super::{
+    Block, GgmlType, dot_blocks, dot_i8, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 const QK: usize = 32;
 
@@ -54,13 +56,8 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
-        let sumi: i32 = b
-            .qs
-            .iter()
-            .zip(&y.qs)
-            .map(|(&x, &y)| x as i8 as i32 * y as i8 as i32)
-            .sum();
-        sumf += sumi as f32 * (f16_to_f32(b.d) * f16_to_f32(y.d));
+        let sumi = dot_i8(&b.qs, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d));
     }
     sumf
 }

@@ -1,4 +1,4 @@
-//! Q4_1 × Q8_1 dot products on x86-64 (AVX2, AVX-512 VNNI): per block
+//! Q4_1 × Q8_1 dot products on x86-64 (AVX2; AVX-512 VL + VNNI on 256-bit vectors): per block
 //! `d_w d_a Σ q·a + m_w s_a`, the nibbles unsigned.
 
 use std::arch::x86_64::*;
@@ -12,43 +12,24 @@ use crate::quant::q8_1::BlockQ8_1;
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
-    let mut acc = [_mm256_setzero_ps(); 2];
-    let mut summ = 0.0f32;
-    for (i, (b, y)) in w[..nb].iter().zip(&a[..nb]).enumerate() {
-        let s = dot_u8i8(unpack_nibbles(&b.qs), ld256(&y.qs));
-        let d = _mm256_set1_ps(f16(b.d) * f16(y.d));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[i & 1]);
-        summ += f16(b.m) * f16(y.s);
-    }
-    hsum_ps(_mm256_add_ps(acc[0], acc[1])) + summ
+    drive32_avx2::<_, _, true>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| dot_u8i8(unpack_nibbles(&b.qs), ld256(&y.qs)),
+        |b, y| [b.d, y.d],
+        |b, y| [b.m, y.s],
+    )
 }
 
-/// AVX-512 `Σ w·a`: two blocks per 512-bit vector through `vpdpbusd`.
+/// AVX-512 tier `Σ w·a`: 256-bit vectors, `vpdpbusd` for `Σ q·a`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
-    let (w, a) = (&w[..nb], &a[..nb]);
-    let zero = _mm512_setzero_si512();
-    let mut acc = _mm512_setzero_ps();
-    let mut summ = 0.0f32;
-    let (wp, ap) = (w.chunks_exact(2), a.chunks_exact(2));
-    let (wr, ar) = (wp.remainder(), ap.remainder());
-    for (b, y) in wp.zip(ap) {
-        let q = unpack_nibbles_x2(&b[0].qs, &b[1].qs);
-        let s = _mm512_dpbusd_epi32(zero, q, ld256x2(&y[0].qs, &y[1].qs));
-        let d = f16_products_2x8(b[0].d, b[1].d, y[0].d, y[1].d);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc);
-        summ += f16(b[0].m) * f16(y[0].s) + f16(b[1].m) * f16(y[1].s);
-    }
-    let mut sum = hsum512_ps(acc);
-    for (b, y) in wr.iter().zip(ar) {
-        let s = _mm256_dpbusd_epi32(
-            _mm256_setzero_si256(),
-            unpack_nibbles(&b.qs),
-            ld256(&y.qs),
-        );
-        sum += hsum_epi32(s) as f32 * (f16(b.d) * f16(y.d));
-        summ += f16(b.m) * f16(y.s);
-    }
-    sum + summ
+    drive32_avx2::<_, _, true>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_nibbles(&b.qs), ld256(&y.qs)),
+        |b, y| [b.d, y.d],
+        |b, y| [b.m, y.s],
+    )
 }

@@ -1,4 +1,4 @@
-//! Q5_0 × Q8_0 dot products on x86-64 (AVX2, AVX-512 VNNI). The 5-bit codes are used unsigned
+//! Q5_0 × Q8_0 dot products on x86-64 (AVX2; AVX-512 VL + VNNI on 256-bit vectors). The 5-bit codes are used unsigned
 //! (0..32) and the offset comes off as `16·Σa`.
 
 use std::arch::x86_64::*;
@@ -19,61 +19,50 @@ pub(crate) fn codes(qs: &[u8], qh: [u8; 4]) -> __m256i {
     _mm256_or_si256(unpack_nibbles(qs), hb)
 }
 
-/// The 64 unsigned 5-bit codes of two blocks (AVX-512: the fifth bits go through a mask).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) fn codes_x2(qs0: &[u8], qh0: [u8; 4], qs1: &[u8], qh1: [u8; 4]) -> __m512i {
-    let bits = u32::from_le_bytes(qh0) as u64 | (u32::from_le_bytes(qh1) as u64) << 32;
-    let nib = unpack_nibbles_x2(qs0, qs1);
-    _mm512_mask_add_epi8(nib, bits, nib, _mm512_set1_epi8(0x10))
-}
 
 /// AVX2 `Σ w·a` (`vpmaddubsw`; pair sums stay below 31·127·2).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
     let off = _mm256_set1_epi8(16);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    for (i, (b, y)) in w[..nb].iter().zip(&a[..nb]).enumerate() {
-        let q = codes(&b.qs, b.qh);
-        let ay = ld256(&y.qs);
-        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, ay), _mm256_maddubs_epi16(off, ay));
-        let s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-        let d = _mm256_set1_ps(f16(b.d) * f16(y.d));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[i & 1]);
-    }
-    hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+    drive32_avx2::<_, _, false>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| {
+            let (q, ay) = (codes(&b.qs, b.qh), ld256(&y.qs));
+            let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, ay), _mm256_maddubs_epi16(off, ay));
+            _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+        },
+        |b, y| [b.d, y.d],
+        |_, _| [[0; 2]; 2],
+    )
 }
 
-/// AVX-512 `Σ w·a`: two blocks per 512-bit vector, `vpdpbusd` for `Σ q·a` and `16·Σ a`.
+
+/// The 32 unsigned 5-bit codes of a block (AVX512-BW/VL: the fifth bits through a mask).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(crate) fn codes_mask(qs: &[u8], qh: [u8; 4]) -> __m256i {
+    let nib = unpack_nibbles(qs);
+    _mm256_mask_add_epi8(nib, u32::from_le_bytes(qh), nib, _mm256_set1_epi8(0x10))
+}
+
+/// AVX-512 tier `Σ w·a`: 256-bit vectors, `vpdpbusd` for `Σ q·a` and `16·Σ a`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
-    let (w, a) = (&w[..nb], &a[..nb]);
-    let zero = _mm512_setzero_si512();
-    let off = _mm512_set1_epi8(16);
-    let mut acc = _mm512_setzero_ps();
-    let (wp, ap) = (w.chunks_exact(2), a.chunks_exact(2));
-    let (wr, ar) = (wp.remainder(), ap.remainder());
-    for (b, y) in wp.zip(ap) {
-        let q = codes_x2(&b[0].qs, b[0].qh, &b[1].qs, b[1].qh);
-        let ay = ld256x2(&y[0].qs, &y[1].qs);
-        let s = _mm512_sub_epi32(
-            _mm512_dpbusd_epi32(zero, q, ay),
-            _mm512_dpbusd_epi32(zero, off, ay),
-        );
-        let d = f16_products_2x8(b[0].d, b[1].d, y[0].d, y[1].d);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc);
-    }
-    let mut sum = hsum512_ps(acc);
-    for (b, y) in wr.iter().zip(ar) {
-        let z = _mm256_setzero_si256();
-        let ay = ld256(&y.qs);
-        let s = _mm256_sub_epi32(
-            _mm256_dpbusd_epi32(z, codes(&b.qs, b.qh), ay),
-            _mm256_dpbusd_epi32(z, _mm256_set1_epi8(16), ay),
-        );
-        sum += hsum_epi32(s) as f32 * (f16(b.d) * f16(y.d));
-    }
-    sum
+    let off = _mm256_set1_epi8(16);
+    drive32_avx2::<_, _, false>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| {
+            let (z, ay) = (_mm256_setzero_si256(), ld256(&y.qs));
+            _mm256_sub_epi32(
+                _mm256_dpbusd_epi32(z, codes_mask(&b.qs, b.qh), ay),
+                _mm256_dpbusd_epi32(z, off, ay),
+            )
+        },
+        |b, y| [b.d, y.d],
+        |_, _| [[0; 2]; 2],
+    )
 }

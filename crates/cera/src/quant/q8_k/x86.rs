@@ -43,13 +43,14 @@ pub(crate) fn quantize_avx2(src: &[f32], out: &mut [BlockQ8_K]) {
             .zip(b.qs.chunks_exact_mut(32))
             .enumerate()
         {
-            let q: [__m256i; 4] = std::array::from_fn(|k| {
+            let conv = |k: usize| {
                 let v = _mm256_mul_ps(ld_ps(&c[8 * k..]), mul);
                 let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
                 // NaN lanes to 0 (what `nearest_int` gives for the canonical NaN).
                 let r = _mm256_and_ps(r, _mm256_cmp_ps::<_CMP_ORD_Q>(v, v));
                 _mm256_cvtps_epi32(r)
-            });
+            };
+            let q = [conv(0), conv(1), conv(2), conv(3)];
             let packed = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
             // SAFETY: `qs` is a 32-byte chunk; unaligned store.
             unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), packed) };
