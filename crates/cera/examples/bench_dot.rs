@@ -131,8 +131,15 @@ fn main() {
     for ty in formats {
         let w = aligned(&mut wbuf, &weights(ty, &mut rng));
         let act_ty = KernelTable::vec_dot_type(ty).unwrap();
-        let act = aligned(&mut abuf, &vec![0u8; KernelTable::act_row_bytes(ty, K).unwrap()]);
-        print!("{:>7} {:>9.2}", ty.name(), w.len() as f64 / (1 << 20) as f64);
+        let act = aligned(
+            &mut abuf,
+            &vec![0u8; KernelTable::act_row_bytes(ty, K).unwrap()],
+        );
+        print!(
+            "{:>7} {:>9.2}",
+            ty.name(),
+            w.len() as f64 / (1 << 20) as f64
+        );
         for t in &tables {
             t.quantize_row(act_ty, &x, act);
             let dt = time_gemv(t, ty, w, act, &mut out);

@@ -7,8 +7,8 @@
 pub mod error;
 pub mod fetch;
 pub mod gguf;
-pub mod keys;
 pub mod kernels;
+pub mod keys;
 pub mod quant;
 
 pub use error::{Error, Result};

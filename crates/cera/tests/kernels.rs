@@ -62,7 +62,11 @@ impl Rng {
     /// Roughly normal (sum of four uniforms), with an occasional outlier.
     fn weight(&mut self) -> f32 {
         let s: f32 = (0..4).map(|_| self.uniform()).sum::<f32>() * 0.5;
-        if self.next() % 97 == 0 { s * 8.0 } else { s }
+        if self.next().is_multiple_of(97) {
+            s * 8.0
+        } else {
+            s
+        }
     }
 
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
@@ -175,7 +179,11 @@ fn check_case(tables: &[KernelTable], c: &Case, worst: &mut Worst) {
                 }
             }
 
-            let reference: f64 = wd.iter().zip(&c.x).map(|(&w, &x)| w as f64 * x as f64).sum();
+            let reference: f64 = wd
+                .iter()
+                .zip(&c.x)
+                .map(|(&w, &x)| w as f64 * x as f64)
+                .sum();
             let mag: f64 = wd
                 .iter()
                 .zip(&c.x)
@@ -210,7 +218,18 @@ fn dot_products_three_way() {
             let w = quant::quantize_to_vec(ty, &wf).unwrap();
             let wd = quant::dequantize_to_vec(ty, &w, rows * k).unwrap();
             let x = rng.vec(k, 3.0);
-            check_case(&tables, &Case { ty, k, rows, w, wd, x }, &mut worst);
+            check_case(
+                &tables,
+                &Case {
+                    ty,
+                    k,
+                    rows,
+                    w,
+                    wd,
+                    x,
+                },
+                &mut worst,
+            );
         }
         eprintln!(
             "{ty:>6}: max |simd − scalar| / Σ|w·a| = {:.2e}, max |dot − ref| / Σ|w·x| = {:.2e}",
@@ -254,7 +273,18 @@ fn dot_products_on_random_blocks() {
             }
             let wd = quant::dequantize_to_vec(ty, &w, rows * k).unwrap();
             let x = rng.vec(k, 1.0);
-            check_case(&tables, &Case { ty, k, rows, w, wd, x }, &mut worst);
+            check_case(
+                &tables,
+                &Case {
+                    ty,
+                    k,
+                    rows,
+                    w,
+                    wd,
+                    x,
+                },
+                &mut worst,
+            );
         }
         eprintln!(
             "{ty:>6} (random blocks): max |simd − scalar| / Σ|w·a| = {:.2e}, max |dot − ref| / Σ|w·x| = {:.2e}",

@@ -198,7 +198,10 @@ impl KernelTable {
         let f = self.quant[act_ty.id() as usize]
             .unwrap_or_else(|| panic!("{act_ty} is not an activation type"));
         let bytes = act_ty.bytes_for(x.len() as u64).unwrap_or_else(|| {
-            panic!("{} elements is not a whole number of {act_ty} blocks", x.len())
+            panic!(
+                "{} elements is not a whole number of {act_ty} blocks",
+                x.len()
+            )
         });
         assert_eq!(
             out.len() as u64,
@@ -271,20 +274,50 @@ impl KernelTable {
         t.set_dot(F32, float::vec_dot_f32_scalar);
         t.set_dot(F16, float::vec_dot_f16_scalar);
         t.set_dot(BF16, float::vec_dot_bf16_scalar);
-        t.set_dot(Q4_0, scalar_dot!(q4_0::BlockQ4_0, q8_0::BlockQ8_0, q4_0::vec_dot_scalar));
-        t.set_dot(Q4_1, scalar_dot!(q4_1::BlockQ4_1, q8_1::BlockQ8_1, q4_1::vec_dot_scalar));
-        t.set_dot(Q5_0, scalar_dot!(q5_0::BlockQ5_0, q8_0::BlockQ8_0, q5_0::vec_dot_scalar));
-        t.set_dot(Q5_1, scalar_dot!(q5_1::BlockQ5_1, q8_1::BlockQ8_1, q5_1::vec_dot_scalar));
-        t.set_dot(Q8_0, scalar_dot!(q8_0::BlockQ8_0, q8_0::BlockQ8_0, q8_0::vec_dot_scalar));
+        t.set_dot(
+            Q4_0,
+            scalar_dot!(q4_0::BlockQ4_0, q8_0::BlockQ8_0, q4_0::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q4_1,
+            scalar_dot!(q4_1::BlockQ4_1, q8_1::BlockQ8_1, q4_1::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q5_0,
+            scalar_dot!(q5_0::BlockQ5_0, q8_0::BlockQ8_0, q5_0::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q5_1,
+            scalar_dot!(q5_1::BlockQ5_1, q8_1::BlockQ8_1, q5_1::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q8_0,
+            scalar_dot!(q8_0::BlockQ8_0, q8_0::BlockQ8_0, q8_0::vec_dot_scalar),
+        );
         t.set_dot(
             IQ4_NL,
             scalar_dot!(iq4_nl::BlockIQ4_NL, q8_0::BlockQ8_0, iq4_nl::vec_dot_scalar),
         );
-        t.set_dot(Q2_K, scalar_dot!(q2_k::BlockQ2_K, q8_k::BlockQ8_K, q2_k::vec_dot_scalar));
-        t.set_dot(Q3_K, scalar_dot!(q3_k::BlockQ3_K, q8_k::BlockQ8_K, q3_k::vec_dot_scalar));
-        t.set_dot(Q4_K, scalar_dot!(q4_k::BlockQ4_K, q8_k::BlockQ8_K, q4_k::vec_dot_scalar));
-        t.set_dot(Q5_K, scalar_dot!(q5_k::BlockQ5_K, q8_k::BlockQ8_K, q5_k::vec_dot_scalar));
-        t.set_dot(Q6_K, scalar_dot!(q6_k::BlockQ6_K, q8_k::BlockQ8_K, q6_k::vec_dot_scalar));
+        t.set_dot(
+            Q2_K,
+            scalar_dot!(q2_k::BlockQ2_K, q8_k::BlockQ8_K, q2_k::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q3_K,
+            scalar_dot!(q3_k::BlockQ3_K, q8_k::BlockQ8_K, q3_k::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q4_K,
+            scalar_dot!(q4_k::BlockQ4_K, q8_k::BlockQ8_K, q4_k::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q5_K,
+            scalar_dot!(q5_k::BlockQ5_K, q8_k::BlockQ8_K, q5_k::vec_dot_scalar),
+        );
+        t.set_dot(
+            Q6_K,
+            scalar_dot!(q6_k::BlockQ6_K, q8_k::BlockQ8_K, q6_k::vec_dot_scalar),
+        );
         t.set_dot(
             IQ4_XS,
             scalar_dot!(iq4_xs::BlockIQ4_XS, q8_k::BlockQ8_K, iq4_xs::vec_dot_scalar),

@@ -135,14 +135,12 @@ pub(crate) fn ld_i16x16(s: &[u8]) -> __m256i {
 // AVX-512 (F, BW, VL, DQ, VNNI)
 // ---------------------------------------------------------------------------------------------
 
-
 /// Two 32-byte loads side by side.
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub(crate) fn ld256x2(lo: &[u8], hi: &[u8]) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(ld256(lo)), ld256(hi))
 }
-
 
 /// Signed × signed byte dot products (4 per i32 lane) with VNNI: `|x| · (y * sign(x))`.
 /// `y` must not hold -128; `x` may (|−128| = 128 is a valid unsigned operand).
@@ -162,7 +160,6 @@ pub(crate) fn dpbusd_i8i8_256(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
     let ys = _mm256_mask_sub_epi8(y, neg, _mm256_setzero_si256(), y);
     _mm256_dpbusd_epi32(acc, _mm256_abs_epi8(x), ys)
 }
-
 
 /// Sum of the 16 lanes.
 #[inline]

@@ -3,9 +3,7 @@
 
 use super::k_common::{best_index_int8, iq4_block_scale};
 use super::q8_0::BlockQ8_0;
-use super::{
-    Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
-};
+use super::{Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 

@@ -1,9 +1,7 @@
 //! Q4_0: 32 elements per block, symmetric 4-bit, `x = d * (q - 8)`.
 
 use super::q8_0::BlockQ8_0;
-use super::{
-    Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
-};
+use super::{Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 

@@ -1,9 +1,7 @@
 //! Q4_1: 32 elements per block, asymmetric 4-bit, `x = d * q + m`.
 
 use super::q8_1::BlockQ8_1;
-use super::{
-    Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
-};
+use super::{Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 

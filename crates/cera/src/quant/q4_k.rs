@@ -2,8 +2,7 @@
 //! `x = d * sc * q - dmin * m` with a 6-bit scale `sc` and min `m` per sub-block.
 
 use super::k_common::{
-    Qkx2Search, get_scale_min_k4, make_qkx2_quants, nearest_int, pack_scale_min_k4,
-    scales_mins_k4,
+    Qkx2Search, get_scale_min_k4, make_qkx2_quants, nearest_int, pack_scale_min_k4, scales_mins_k4,
 };
 use super::q8_k::BlockQ8_K;
 use super::{

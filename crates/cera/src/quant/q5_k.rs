@@ -97,7 +97,11 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
         let (sc, mn) = scales_mins_k4(&b.scales);
         let mut q = [0i8; QK_K];
-        for (c, (q, x)) in q.chunks_exact_mut(64).zip(b.qs.chunks_exact(32)).enumerate() {
+        for (c, (q, x)) in q
+            .chunks_exact_mut(64)
+            .zip(b.qs.chunks_exact(32))
+            .enumerate()
+        {
             let (lo, hi) = q.split_at_mut(32);
             for (((&x, &h), l), hq) in x.iter().zip(&b.qh).zip(lo).zip(hi) {
                 *l = ((x & 0x0F) | (((h >> (2 * c)) & 1) << 4)) as i8;

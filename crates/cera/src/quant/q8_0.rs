@@ -1,8 +1,6 @@
 //! Q8_0: 32 elements per block, symmetric 8-bit, `x = d * q`.
 
-use super::{
-    Block, GgmlType, dot_blocks, dot_i8, f16_to_f32, f16_to_f32_fast, f32_to_f16,
-};
+use super::{Block, GgmlType, dot_blocks, dot_i8, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 

@@ -203,9 +203,7 @@ pub(crate) fn vec_dot_bf16_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// AVX512-BF16 `Σ w·a` over `n` bf16 values: `vdpbf16ps` multiplies 32 pairs per instruction
 /// into f32 accumulators. (The instruction flushes bf16 subnormals to zero and rounds its pair
 /// sums to nearest even, so the result can differ from the widening kernels in the last bits.)
-#[target_feature(
-    enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c"
-)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")]
 pub(crate) fn vec_dot_bf16_avx512bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
     check(n, 2, w, a);
     // SAFETY (all loads): `check` guarantees 2n bytes; the mask covers only elements below n.

@@ -25,7 +25,12 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f32 
     drive32_avx2::<_, _, false>(
         &w[..nb],
         &a[..nb],
-        |b, y| dot_i8i8(_mm256_shuffle_epi8(table, unpack_nibbles(&b.qs)), ld256(&y.qs)),
+        |b, y| {
+            dot_i8i8(
+                _mm256_shuffle_epi8(table, unpack_nibbles(&b.qs)),
+                ld256(&y.qs),
+            )
+        },
         |b, y| [b.d, y.d],
         |_, _| [[0; 2]; 2],
     )
@@ -44,7 +49,10 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f3
         |b, y| {
             let (z, ay) = (_mm256_setzero_si256(), ld256(&y.qs));
             let u = _mm256_shuffle_epi8(table, unpack_nibbles(&b.qs));
-            _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, ay), _mm256_dpbusd_epi32(z, off, ay))
+            _mm256_sub_epi32(
+                _mm256_dpbusd_epi32(z, u, ay),
+                _mm256_dpbusd_epi32(z, off, ay),
+            )
         },
         |b, y| [b.d, y.d],
         |_, _| [[0; 2]; 2],

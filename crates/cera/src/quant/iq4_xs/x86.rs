@@ -48,7 +48,9 @@ fn dot(
 /// AVX2 `Σ w·a`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockIQ4_XS], a: &[BlockQ8_K]) -> f32 {
-    dot(n, w, a, |acc, p, s| _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)))
+    dot(n, w, a, |acc, p, s| {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+    })
 }
 
 /// AVX-512 tier `Σ w·a`: 256-bit vectors with `vpdpwssd`.

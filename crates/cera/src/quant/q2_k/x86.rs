@@ -40,10 +40,26 @@ fn dot(
             let q1 = _mm256_and_si256(_mm256_srli_epi16::<2>(qs), m3);
             let q2 = _mm256_and_si256(_mm256_srli_epi16::<4>(qs), m3);
             let q3 = _mm256_and_si256(_mm256_srli_epi16::<6>(qs), m3);
-            acc0 = mac(acc0, _mm256_maddubs_epi16(q0, yq(0)), pick_scale_pair(sc, 0));
-            acc1 = mac(acc1, _mm256_maddubs_epi16(q1, yq(1)), pick_scale_pair(sc, 1));
-            acc0 = mac(acc0, _mm256_maddubs_epi16(q2, yq(2)), pick_scale_pair(sc, 2));
-            acc1 = mac(acc1, _mm256_maddubs_epi16(q3, yq(3)), pick_scale_pair(sc, 3));
+            acc0 = mac(
+                acc0,
+                _mm256_maddubs_epi16(q0, yq(0)),
+                pick_scale_pair(sc, 0),
+            );
+            acc1 = mac(
+                acc1,
+                _mm256_maddubs_epi16(q1, yq(1)),
+                pick_scale_pair(sc, 1),
+            );
+            acc0 = mac(
+                acc0,
+                _mm256_maddubs_epi16(q2, yq(2)),
+                pick_scale_pair(sc, 2),
+            );
+            acc1 = mac(
+                acc1,
+                _mm256_maddubs_epi16(q3, yq(3)),
+                pick_scale_pair(sc, 3),
+            );
         }
         let isum = hsum_epi32(_mm256_add_epi32(acc0, acc1));
         let ad = f32::from_le_bytes(y.d);
@@ -56,7 +72,9 @@ fn dot(
 /// AVX2 `Σ w·a`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ2_K], a: &[BlockQ8_K]) -> f32 {
-    dot(n, w, a, |acc, p, s| _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)))
+    dot(n, w, a, |acc, p, s| {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+    })
 }
 
 /// AVX-512 tier `Σ w·a`: 256-bit vectors with `vpdpwssd`.

@@ -34,7 +34,10 @@ fn scales(q: &[u8; 12]) -> __m128i {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn scale_bsum(sc: __m128i, bsums: &[u8]) -> i32 {
-    hsum_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), ld_i16x16(bsums)))
+    hsum_epi32(_mm256_madd_epi16(
+        _mm256_cvtepi8_epi16(sc),
+        ld_i16x16(bsums),
+    ))
 }
 
 /// The kernel body; `mac(acc, p, s)` adds the i16 pairs of `p` times the scales `s` to `acc`.
@@ -82,7 +85,9 @@ fn dot(
 /// AVX2 `Σ w·a`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ3_K], a: &[BlockQ8_K]) -> f32 {
-    dot(n, w, a, |acc, p, s| _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)))
+    dot(n, w, a, |acc, p, s| {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+    })
 }
 
 /// AVX-512 tier `Σ w·a`: 256-bit vectors with `vpdpwssd`.

@@ -19,7 +19,6 @@ pub(crate) fn codes(qs: &[u8], qh: [u8; 4]) -> __m256i {
     _mm256_or_si256(unpack_nibbles(qs), hb)
 }
 
-
 /// AVX2 `Σ w·a` (`vpmaddubsw`; pair sums stay below 31·127·2).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
@@ -37,7 +36,6 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
         |_, _| [[0; 2]; 2],
     )
 }
-
 
 /// The 32 unsigned 5-bit codes of a block (AVX512-BW/VL: the fifth bits through a mask).
 #[inline]

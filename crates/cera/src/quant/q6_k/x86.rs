@@ -62,10 +62,26 @@ fn dot(
                 _mm256_srli_epi16::<2>(_mm256_and_si256(qh, mc0)),
             );
             let yq = |s: usize| ld256(&y.qs[128 * h + 32 * s..]);
-            acc0 = mac(acc0, _mm256_maddubs_epi16(q0, yq(0)), pick_scale_pair(sc, 0));
-            acc1 = mac(acc1, _mm256_maddubs_epi16(q1, yq(1)), pick_scale_pair(sc, 1));
-            acc0 = mac(acc0, _mm256_maddubs_epi16(q2, yq(2)), pick_scale_pair(sc, 2));
-            acc1 = mac(acc1, _mm256_maddubs_epi16(q3, yq(3)), pick_scale_pair(sc, 3));
+            acc0 = mac(
+                acc0,
+                _mm256_maddubs_epi16(q0, yq(0)),
+                pick_scale_pair(sc, 0),
+            );
+            acc1 = mac(
+                acc1,
+                _mm256_maddubs_epi16(q1, yq(1)),
+                pick_scale_pair(sc, 1),
+            );
+            acc0 = mac(
+                acc0,
+                _mm256_maddubs_epi16(q2, yq(2)),
+                pick_scale_pair(sc, 2),
+            );
+            acc1 = mac(
+                acc1,
+                _mm256_maddubs_epi16(q3, yq(3)),
+                pick_scale_pair(sc, 3),
+            );
         }
         let isum = hsum_epi32(_mm256_add_epi32(acc0, acc1)) - 32 * scale_bsum(&b.scales, &y.bsums);
         sumf += f16(b.d) * f32::from_le_bytes(y.d) * isum as f32;
@@ -76,7 +92,9 @@ fn dot(
 /// AVX2 `Σ w·a`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ6_K], a: &[BlockQ8_K]) -> f32 {
-    dot(n, w, a, |acc, p, s| _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)))
+    dot(n, w, a, |acc, p, s| {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+    })
 }
 
 /// AVX-512 tier `Σ w·a`: 256-bit vectors with `vpdpwssd`.
