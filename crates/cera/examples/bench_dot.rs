@@ -7,7 +7,7 @@
 //!
 //! The matrix is 896 rows × 4864 columns (Qwen2.5-0.5B's FFN down projection). GB/s counts the
 //! weight bytes streamed per second (the activation row is quantized once per product and
-//! stays in L1). Each figure is the fastest of many single products (~150 ms of repeats), so a
+//! stays in L1); a second table times the activation quantizers. Each figure is the fastest of many single products (~150 ms of repeats), so a
 //! shared machine's other load costs little.
 
 use std::time::{Duration, Instant};
@@ -145,6 +145,28 @@ fn main() {
             let dt = time_gemv(t, ty, w, act, &mut out);
             let gbs = w.len() as f64 / dt.as_secs_f64() / 1e9;
             print!(" {:>9.2} ({:>5.2})", gbs, dt.as_secs_f64() * 1e3);
+        }
+        println!();
+    }
+
+    println!();
+    println!("quantize_row of {K} f32 activations, µs");
+    print!("{:>7}", "act");
+    for t in &tiers {
+        print!(" {:>8}", t.name());
+    }
+    println!();
+    for act_ty in [F16, BF16, Q8_0, Q8_1, Q8_K] {
+        print!("{:>7}", act_ty.name());
+        let mut act = vec![0u8; act_ty.bytes_for(K as u64).unwrap() as usize];
+        for t in &tables {
+            let mut best = Duration::MAX;
+            for _ in 0..200 {
+                let t0 = Instant::now();
+                t.quantize_row(act_ty, &x, &mut act);
+                best = best.min(t0.elapsed());
+            }
+            print!(" {:>8.2}", best.as_secs_f64() * 1e6);
         }
         println!();
     }

@@ -462,3 +462,87 @@ fn gemv_row_count_mismatch_panics() {
     let mut out = [0.0f32; 2];
     KernelTable::get().gemv(Q8_0, 32, &[0u8; 34], &[0u8; 34], &mut out);
 }
+
+/// `CERA_CPU_TIER` through the process-wide table: the test runs its own binary again with the
+/// variable set (the table is built once per process), and the child checks the tier it got.
+#[test]
+fn cpu_tier_env_override() {
+    if let Ok(expect) = std::env::var("CERA_TEST_EXPECT_TIER") {
+        assert_eq!(KernelTable::get().tier().name(), expect);
+        return;
+    }
+    let detected = CpuTier::detect();
+    let mut cases: Vec<(String, CpuTier, Option<&str>)> = CpuTier::supported()
+        .into_iter()
+        .map(|t| (t.name().to_uppercase(), t, None))
+        .collect();
+    cases.push(("sse9".into(), detected, Some("unknown tier")));
+    if detected < CpuTier::Avx512 {
+        cases.push(("avx512".into(), detected, Some("does not support")));
+    }
+    let exe = std::env::current_exe().unwrap();
+    for (req, expect, message) in cases {
+        let out = std::process::Command::new(&exe)
+            .args(["--exact", "cpu_tier_env_override", "--nocapture"])
+            .env("CERA_CPU_TIER", &req)
+            .env("CERA_TEST_EXPECT_TIER", expect.name())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "CERA_CPU_TIER={req}: {stderr}");
+        match message {
+            Some(m) => assert!(stderr.contains(m), "CERA_CPU_TIER={req}: {stderr}"),
+            None => assert!(!stderr.contains("error:"), "CERA_CPU_TIER={req}: {stderr}"),
+        }
+    }
+}
+
+/// The three-way check on real weights: the first tensors of each type in the two models (up to
+/// 96 rows each), against random activations. Models come through the project's fetch step.
+#[test]
+fn real_model_tensors() {
+    use cera::fetch;
+    use cera::gguf::GgufFile;
+    let tables = tables();
+    let mut rng = Rng(0x4ea1);
+    for name in [
+        "smollm2-135m-instruct-q4_1",
+        "qwen2.5-coder-0.5b-instruct-q4_k_m",
+    ] {
+        let entry = fetch::lookup(name).unwrap();
+        let path = fetch::ensure(entry, &mut |_| {})
+            .unwrap_or_else(|e| panic!("could not fetch test model {name}: {e}"));
+        let g = GgufFile::open(path).unwrap();
+        let mut per_type = std::collections::BTreeMap::<&str, usize>::new();
+        for t in &g.tensors {
+            let seen = per_type.entry(t.ty.name()).or_default();
+            if KernelTable::vec_dot_type(t.ty).is_none() || *seen >= 3 {
+                continue;
+            }
+            *seen += 1;
+            let (k, rows) = t.rows();
+            let (k, rows) = (k as usize, (rows as usize).min(96));
+            let wb = t.ty.bytes_for(k as u64).unwrap() as usize;
+            let w = g.tensor_data(t)[..rows * wb].to_vec();
+            let wd = quant::dequantize_to_vec(t.ty, &w, rows * k).unwrap();
+            let x = rng.vec(k, 1.0);
+            let mut worst = Worst::default();
+            check_case(
+                &tables,
+                &Case {
+                    ty: t.ty,
+                    k,
+                    rows,
+                    w,
+                    wd,
+                    x,
+                },
+                &mut worst,
+            );
+            eprintln!(
+                "{name} {} ({}, k = {k}): simd {:.1e}, reference {:.1e}",
+                t.name, t.ty, worst.simd, worst.reference
+            );
+        }
+    }
+}

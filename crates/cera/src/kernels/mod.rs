@@ -25,7 +25,23 @@
 //! SIMD kernels reduce it per super-block and apply the scalar reference's float formula, so
 //! every tier gives the same bits. For the 32-element formats and F32/F16/BF16 the SIMD kernels
 //! sum the per-block terms in vector lanes, in another order than the scalar loop; the results
-//! differ by float rounding only (the tests bound it at `1e-5 · Σ|w·a|`).
+//! differ by float rounding only (the tests bound it at `2e-5 · Σ|w·a|`).
+//!
+//! # The tiers' kernels
+//! - `Scalar`: `quant::<format>::vec_dot_scalar`, which decode a block's codes into an `i8` array
+//!   and take plain `i8·i8` dot products the compiler vectorizes for the baseline target.
+//! - `Avx2`: `vpmaddubsw` (unsigned codes × signed activations, or `|w|·(a·sign w)` for signed
+//!   weights) then `vpmaddwd`; F16C for the f16 scales and F16 rows.
+//! - `Avx512`: the same data flow with AVX512-VNNI doing the multiply-adds (`vpdpbusd` for the
+//!   32-element formats, `vpdpwssd` for the K-quants' scale step) and AVX512-BW masks where they
+//!   save work (Q5_0/Q5_1's fifth bits). These kernels use **256-bit** vectors (the AVX512-VL
+//!   encodings): on the Intel Xeon we measured, 512-bit versions of the same kernels were 10–30%
+//!   slower than even the AVX2 ones (512-bit integer multiplies issue on one port, and any
+//!   512-bit instruction in flight switches off another vector port), while the 256-bit VNNI
+//!   ones are 5–20% faster than AVX2. Q8_0 (no unpacking) and F32/F16/BF16 do run on 512-bit
+//!   vectors, where that measured faster; BF16 uses `vdpbf16ps` when the host has AVX512-BF16.
+//!   On AMD Zen 4, which executes 512-bit instructions as two 256-bit halves, the same choice
+//!   costs nothing.
 
 pub mod cpu;
 #[cfg(target_arch = "x86_64")]
@@ -378,7 +394,8 @@ impl KernelTable {
     }
 
     /// The AVX-512 tier keeps the AVX2 activation quantizers (they are a small part of a
-    /// matrix-vector product) and replaces every dot product.
+    /// matrix-vector product) and replaces every dot product (see the module docs for why most
+    /// of them work on 256-bit vectors).
     #[cfg(target_arch = "x86_64")]
     fn fill_avx512(&mut self) {
         use GgmlType::*;
