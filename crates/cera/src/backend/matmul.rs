@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{Cpu, SyncPtr};
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
+use crate::kernels::KernelTable;
 use crate::quant::GgmlType;
 
 /// A 2-D weight: `rows` outputs × `cols` inputs, row-major, in ggml blocks, borrowed from the
@@ -133,13 +134,10 @@ impl Cpu {
     ) -> Result<()> {
         scratch.ty = None;
         for (w, out) in ops.iter_mut() {
-            let act_ty = self
-                .table
-                .vec_dot_type(w.ty)
-                .ok_or(Error::QuantUnsupported {
-                    ty: w.ty,
-                    op: "matrix multiplication",
-                })?;
+            let act_ty = KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {
+                ty: w.ty,
+                op: "matrix multiplication",
+            })?;
             if x.len() != n_tokens * w.cols {
                 return Err(Error::QuantShape {
                     ty: w.ty,

@@ -40,9 +40,11 @@ impl Model {
     pub fn load(file: Arc<GgufFile>) -> Result<Model> {
         let arch = Arch::from_name(file.architecture()?)?;
         // every weight must be of a type we can compute with; say which one is not
-        let table = crate::kernels::KernelTable::get();
         for t in &file.tensors {
-            if t.shape.len() >= 2 && t.shape[1] > 1 && table.vec_dot_type(t.ty).is_none() {
+            if t.shape.len() >= 2
+                && t.shape[1] > 1
+                && crate::kernels::KernelTable::vec_dot_type(t.ty).is_none()
+            {
                 return Err(Error::QuantUnsupported {
                     ty: t.ty,
                     op: "matrix multiplication (tensor in this model)",

@@ -2,7 +2,8 @@
 //! `x = d * KVALUES_IQ4NL[q]`.
 
 use super::k_common::{best_index_int8, iq4_block_scale};
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_0::BlockQ8_0;
+use super::{Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -59,4 +60,24 @@ pub fn quantize(src: &[f32], out: &mut [BlockIQ4_NL]) {
             *byte = q(x[j]) | (q(x[j + QK / 2]) << 4);
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_iq4_nl_q8_0`).
+pub fn vec_dot_scalar(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut q = [0i8; QK];
+        let (lo, hi) = q.split_at_mut(QK / 2);
+        for ((&x, l), h) in b.qs.iter().zip(lo).zip(hi) {
+            *l = KVALUES_IQ4NL[(x & 0x0F) as usize];
+            *h = KVALUES_IQ4NL[(x >> 4) as usize];
+        }
+        let sumi = dot_codes(&q, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d));
+    }
+    sumf
 }

@@ -3,7 +3,10 @@
 
 use super::iq4_nl::{KVALUES_IQ4NL, NTRY};
 use super::k_common::{best_index_int8, iq4_block_scale, nearest_int};
-use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+use super::q8_k::BlockQ8_K;
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One IQ4_XS super-block (136 bytes).
 #[repr(C)]
@@ -92,4 +95,41 @@ pub fn quantize(src: &[f32], out: &mut [BlockIQ4_XS]) {
         }
         b.scales_h = scales_h.to_le_bytes();
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// The eight sub-block scales with the bias of 32 removed (`-32..32`).
+#[inline]
+pub(crate) fn sub_scales(b: &BlockIQ4_XS) -> [i16; 8] {
+    let scales_h = u16::from_le_bytes(b.scales_h);
+    std::array::from_fn(|ib| {
+        let lo = (b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0F;
+        let hi = ((scales_h >> (2 * ib)) & 3) as u8;
+        (lo | (hi << 4)) as i16 - 32
+    })
+}
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_iq4_xs_q8_K`): per
+/// super-block the exact `isum = Σ (ls − 32)·(v·a)`, then `sumf += d·d_a·isum` in f32 (the SIMD
+/// kernels agree bit for bit).
+pub fn vec_dot_scalar(n: usize, w: &[BlockIQ4_XS], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let ls = sub_scales(b);
+        let mut isum = 0i32;
+        for (ib, (qs, yq)) in b.qs.chunks_exact(16).zip(y.qs.chunks_exact(32)).enumerate() {
+            let mut q = [0i8; 32];
+            let (lo, hi) = q.split_at_mut(16);
+            for ((&x, l), h) in qs.iter().zip(lo).zip(hi) {
+                *l = KVALUES_IQ4NL[(x & 0x0F) as usize];
+                *h = KVALUES_IQ4NL[(x >> 4) as usize];
+            }
+            isum += ls[ib] as i32 * dot_codes(&q, yq);
+        }
+        sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+    }
+    sumf
 }

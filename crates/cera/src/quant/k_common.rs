@@ -238,6 +238,44 @@ pub(super) fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// All eight scales and mins of a Q4_K/Q5_K scale field at once (the same values as
+/// [`get_scale_min_k4`] for `j` in 0..8), with 32-bit word operations.
+#[inline]
+pub(super) fn scales_mins_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (w0, w1, w2) = (w(0), w(1), w(2));
+    let (low6, low4, top2) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+    let sc_lo = w0 & low6;
+    let mn_lo = w1 & low6;
+    let sc_hi = (w2 & low4) | (((w0 >> 6) & top2) << 4);
+    let mn_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
+    let join = |a: u32, b: u32| (a as u64 | (b as u64) << 32).to_le_bytes();
+    (join(sc_lo, sc_hi), join(mn_lo, mn_hi))
+}
+
+/// The sixteen Q3_K sub-block scales with the bias of 32 removed (`-32..32`), with 32-bit word
+/// operations: bytes 0..8 hold the low nibbles, byte `8 + i` the top bits of scales `i`, `i + 4`,
+/// `i + 8`, `i + 12`.
+#[inline]
+pub(super) fn scales_q3k(q: &[u8; 12]) -> [i8; 16] {
+    let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (w0, w1, w2) = (w(0), w(1), w(2));
+    let (low4, top2) = (0x0f0f_0f0fu32, 0x0303_0303u32);
+    let words = [
+        (w0 & low4) | ((w2 & top2) << 4),
+        (w1 & low4) | (((w2 >> 2) & top2) << 4),
+        ((w0 >> 4) & low4) | (((w2 >> 4) & top2) << 4),
+        ((w1 >> 4) & low4) | (((w2 >> 6) & top2) << 4),
+    ];
+    let mut out = [0i8; 16];
+    for (o, word) in out.chunks_exact_mut(4).zip(words) {
+        for (o, b) in o.iter_mut().zip(word.to_le_bytes()) {
+            *o = b as i8 - 32;
+        }
+    }
+    out
+}
+
 /// Packs eight 6-bit scales and mins the way [`get_scale_min_k4`] reads them.
 pub(super) fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
     let mut q = [0u8; 12];
@@ -351,6 +389,20 @@ mod tests {
         let q = pack_scale_min_k4(&ls, &lm);
         for j in 0..8 {
             assert_eq!(get_scale_min_k4(j, &q), (ls[j], lm[j]), "j = {j}");
+        }
+    }
+
+    #[test]
+    fn scales_mins_k4_matches_per_index() {
+        let mut q = [0u8; 12];
+        for seed in 0..200u32 {
+            for (i, b) in q.iter_mut().enumerate() {
+                *b = (seed.wrapping_mul(2_654_435_761).rotate_left(i as u32 * 3) >> 7) as u8;
+            }
+            let (sc, mn) = scales_mins_k4(&q);
+            for j in 0..8 {
+                assert_eq!(get_scale_min_k4(j, &q), (sc[j], mn[j]), "j = {j}");
+            }
         }
     }
 

@@ -3,13 +3,16 @@
 //! One file per block format. Each holds a `#[repr(C)]` block struct made only of byte arrays
 //! (alignment 1, every bit pattern valid, so it can be viewed straight out of an mmap), a
 //! compile-time size check, the scalar dequantizer and, where we support it, the reference
-//! quantizer. SIMD dot-product kernels live beside them later; this module is the f32 reference.
+//! quantizer, and the scalar dot product against the format's activation type (`vec_dot_scalar`).
+//! SIMD versions of the dot products live in a submodule per instruction set beside the format
+//! (`q4_0/x86.rs` for AVX2 and AVX-512; a `neon.rs` would sit next to it); `crate::kernels` picks
+//! one per type at run time.
 
 use std::fmt;
 
 use crate::error::{Error, Result};
 
-mod float;
+pub(crate) mod float;
 pub mod iq1_m;
 pub mod iq1_s;
 pub mod iq2_s;
@@ -198,6 +201,22 @@ pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> &mut [B] {
     unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<B>(), bytes.len() / size) }
 }
 
+/// Number of blocks in an `n`-element dot product; panics unless `n` is a whole number of
+/// `elems`-element blocks and both operands (`w` and `a` blocks long) hold that many.
+#[inline]
+pub(crate) fn dot_blocks(n: usize, elems: usize, w: usize, a: usize) -> usize {
+    assert!(
+        n.is_multiple_of(elems),
+        "dot product length {n} is not a multiple of the block size {elems}"
+    );
+    let nb = n / elems;
+    assert!(
+        w >= nb && a >= nb,
+        "dot product operands hold {w} and {a} blocks, {nb} needed"
+    );
+    nb
+}
+
 /// Views blocks as raw bytes.
 pub fn blocks_as_bytes<B: Block>(blocks: &[B]) -> &[u8] {
     // SAFETY: `Block` types have no padding, so every byte is initialised.
@@ -209,6 +228,41 @@ pub fn blocks_as_bytes<B: Block>(blocks: &[B]) -> &[u8] {
 #[inline]
 pub(crate) fn f16_to_f32(bits: [u8; 2]) -> f32 {
     half::f16::from_bits(u16::from_le_bytes(bits)).to_f32()
+}
+
+/// f16 to f32 without branches or a library call, for the scalar dot products (the same value as
+/// [`f16_to_f32`] for every non-NaN input; NaN stays NaN). The f16 exponent and mantissa are
+/// placed in an f32 and scaled by 2^112, which is exact for normal and subnormal values alike.
+#[inline]
+pub(crate) fn f16_to_f32_fast(bits: [u8; 2]) -> f32 {
+    let h = u16::from_le_bytes(bits) as u32;
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7fff;
+    let v = if em >= 0x7c00 {
+        f32::from_bits(0x7f80_0000 | ((em & 0x3ff) << 13))
+    } else {
+        f32::from_bits(em << 13) * f32::from_bits(0x7780_0000)
+    };
+    f32::from_bits(v.to_bits() | sign)
+}
+
+/// `Σ a_i·b_i` over bytes holding i8 values (quants as the blocks store them), in i32. Written
+/// so the compiler vectorizes it on any target.
+#[inline]
+pub(crate) fn dot_i8(a: &[u8], b: &[u8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| x as i8 as i32 * y as i8 as i32)
+        .sum()
+}
+
+/// `Σ q_i·a_i` of decoded codes against bytes holding i8 values, in i32 (vectorizable).
+#[inline]
+pub(crate) fn dot_codes(q: &[i8], a: &[u8]) -> i32 {
+    q.iter()
+        .zip(a)
+        .map(|(&x, &y)| x as i32 * y as i8 as i32)
+        .sum()
 }
 
 #[inline]
@@ -367,4 +421,22 @@ pub fn quantize_to_vec(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>> {
     let mut out = vec![0u8; n as usize];
     quantize(ty, src, &mut out)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_f16_conversion_is_exact() {
+        for h in 0..=u16::MAX {
+            let b = h.to_le_bytes();
+            let (fast, reference) = (f16_to_f32_fast(b), f16_to_f32(b));
+            if reference.is_nan() {
+                assert!(fast.is_nan(), "{h:#06x}");
+            } else {
+                assert_eq!(fast.to_bits(), reference.to_bits(), "{h:#06x}");
+            }
+        }
+    }
 }

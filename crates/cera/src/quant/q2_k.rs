@@ -2,7 +2,10 @@
 //! `x = d * sc * q - dmin * m` with a 4-bit scale `sc` and min `m` per sub-block.
 
 use super::k_common::{Qkx2Search, make_qkx2_quants, nearest_int, pack_2bit};
-use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+use super::q8_k::BlockQ8_K;
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q2_K super-block (84 bytes).
 #[repr(C)]
@@ -107,4 +110,35 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ2_K]) {
         }
         pack_2bit(&levels, &mut b.qs);
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q2_K_q8_K`): per
+/// super-block the exact `isum = Σ sc·(q·a)` and `msum = Σ m·bsum`, then
+/// `sumf += d·d_a·isum − dmin·d_a·msum` in f32 (the SIMD kernels agree bit for bit).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ2_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        // Element 128h + 32s + l: bits 2s..2s+2 of qs[32h + l].
+        let mut q = [0i8; QK_K];
+        for (j, q) in q.chunks_exact_mut(32).enumerate() {
+            let (h, s) = (j / 4, j % 4);
+            for (q, &x) in q.iter_mut().zip(&b.qs[32 * h..32 * h + 32]) {
+                *q = ((x >> (2 * s)) & 3) as i8;
+            }
+        }
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for (is, &sc) in b.scales.iter().enumerate() {
+            let r = 16 * is..16 * is + 16;
+            isum += (sc & 0x0F) as i32 * dot_codes(&q[r.clone()], &y.qs[r]);
+            msum += (sc >> 4) as i32 * y.bsum(is) as i32;
+        }
+        let ad = f32::from_le_bytes(y.d);
+        let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
+        sumf += d * isum as f32 - dmin * msum as f32;
+    }
+    sumf
 }

@@ -1,8 +1,11 @@
 //! Q3_K: 256-element super-blocks of 16 sub-blocks of 16, symmetric 3-bit,
 //! `x = d * (sc - 32) * q` with a 6-bit scale `sc` per sub-block and `q` in -4..3.
 
-use super::k_common::{make_q3_quants, nearest_int, pack_2bit};
-use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+use super::k_common::{make_q3_quants, nearest_int, pack_2bit, scales_q3k};
+use super::q8_k::BlockQ8_K;
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q3_K super-block (110 bytes).
 #[repr(C)]
@@ -124,4 +127,35 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ3_K]) {
         }
         pack_2bit(&levels, &mut b.qs);
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q3_K_q8_K`): per
+/// super-block the exact `isum = Σ (sc − 32)·(q·a)` with `q` in -4..4, then
+/// `sumf += d·d_a·isum` in f32 (the SIMD kernels agree bit for bit).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ3_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let sc = scales_q3k(&b.scales);
+        // Element 128h + 32s + l: bits 2s..2s+2 of qs[32h + l], high bit 4h + s of hmask[l].
+        let mut q = [0i8; QK_K];
+        for (j, q) in q.chunks_exact_mut(32).enumerate() {
+            let (h, s) = (j / 4, j % 4);
+            let qs = &b.qs[32 * h..32 * h + 32];
+            for ((q, &x), &m) in q.iter_mut().zip(qs).zip(&b.hmask) {
+                let low = ((x >> (2 * s)) & 3) as i8;
+                *q = low - (((m >> j) & 1) ^ 1) as i8 * 4;
+            }
+        }
+        let mut isum = 0i32;
+        for (is, &sc) in sc.iter().enumerate() {
+            let r = 16 * is..16 * is + 16;
+            isum += sc as i32 * dot_codes(&q[r.clone()], &y.qs[r]);
+        }
+        sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+    }
+    sumf
 }

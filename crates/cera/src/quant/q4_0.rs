@@ -1,6 +1,7 @@
 //! Q4_0: 32 elements per block, symmetric 4-bit, `x = d * (q - 8)`.
 
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_0::BlockQ8_0;
+use super::{Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -55,4 +56,25 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ4_0]) {
             *byte = q(x[j]) | (q(x[j + QK / 2]) << 4);
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q4_0_q8_0`): an
+/// exact integer dot product per block, scaled by `d_w * d_a` and summed in f32.
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut q = [0i8; QK];
+        let (lo, hi) = q.split_at_mut(QK / 2);
+        for ((&x, l), h) in b.qs.iter().zip(lo).zip(hi) {
+            *l = (x & 0x0F) as i8 - 8;
+            *h = (x >> 4) as i8 - 8;
+        }
+        let sumi = dot_codes(&q, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d));
+    }
+    sumf
 }

@@ -1,6 +1,7 @@
 //! Q4_1: 32 elements per block, asymmetric 4-bit, `x = d * q + m`.
 
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_1::BlockQ8_1;
+use super::{Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -59,4 +60,26 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ4_1]) {
             *byte = q(x[j]) | (q(x[j + QK / 2]) << 4);
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q4_1_q8_1`): per
+/// block `d_w d_a Σ q·a_q + m_w s_a`, where `s_a = d_a Σ a_q` is precomputed in the activation.
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut q = [0i8; QK];
+        let (lo, hi) = q.split_at_mut(QK / 2);
+        for ((&x, l), h) in b.qs.iter().zip(lo).zip(hi) {
+            *l = (x & 0x0F) as i8;
+            *h = (x >> 4) as i8;
+        }
+        let sumi = dot_codes(&q, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d))
+            + f16_to_f32_fast(b.m) * f16_to_f32_fast(y.s);
+    }
+    sumf
 }

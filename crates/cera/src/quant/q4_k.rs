@@ -2,9 +2,12 @@
 //! `x = d * sc * q - dmin * m` with a 6-bit scale `sc` and min `m` per sub-block.
 
 use super::k_common::{
-    Qkx2Search, get_scale_min_k4, make_qkx2_quants, nearest_int, pack_scale_min_k4,
+    Qkx2Search, get_scale_min_k4, make_qkx2_quants, nearest_int, pack_scale_min_k4, scales_mins_k4,
 };
-use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+use super::q8_k::BlockQ8_K;
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q4_K super-block (144 bytes).
 #[repr(C)]
@@ -162,4 +165,36 @@ pub(super) fn requantize(
             *l = nearest_int((v + dm) / dl).clamp(0, nmax) as u8;
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q4_K_q8_K`). Per
+/// super-block the integer sums `Σ sc·(q·a)` and `Σ m·bsum` are exact, then
+/// `sumf += d·d_a·isum − dmin·d_a·msum` in f32; the SIMD kernels use the same final formula, so
+/// they agree with this one bit for bit.
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let (sc, mn) = scales_mins_k4(&b.scales);
+        let mut q = [0i8; QK_K];
+        for (q, x) in q.chunks_exact_mut(64).zip(b.qs.chunks_exact(32)) {
+            let (lo, hi) = q.split_at_mut(32);
+            for ((&x, l), h) in x.iter().zip(lo).zip(hi) {
+                *l = (x & 0x0F) as i8;
+                *h = (x >> 4) as i8;
+            }
+        }
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..8 {
+            isum += sc[j] as i32 * dot_codes(&q[32 * j..32 * j + 32], &y.qs[32 * j..32 * j + 32]);
+            msum += mn[j] as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+        }
+        let ad = f32::from_le_bytes(y.d);
+        let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
+        sumf += d * isum as f32 - dmin * msum as f32;
+    }
+    sumf
 }

@@ -1,6 +1,7 @@
 //! Q5_0: 32 elements per block, symmetric 5-bit, `x = d * (q - 16)`.
 
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::q8_0::BlockQ8_0;
+use super::{Block, GgmlType, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -62,4 +63,27 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ5_0]) {
         }
         b.qh = qh.to_le_bytes();
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q5_0_q8_0`).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let qh = u32::from_le_bytes(b.qh);
+        let mut q = [0i8; QK];
+        let (lo, hi) = q.split_at_mut(QK / 2);
+        for (j, ((&x, l), h)) in b.qs.iter().zip(lo).zip(hi).enumerate() {
+            let h0 = (((qh >> j) & 1) << 4) as u8;
+            let h1 = (((qh >> (j + QK / 2)) & 1) << 4) as u8;
+            *l = ((x & 0x0F) | h0) as i8 - 16;
+            *h = ((x >> 4) | h1) as i8 - 16;
+        }
+        let sumi = dot_codes(&q, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d));
+    }
+    sumf
 }

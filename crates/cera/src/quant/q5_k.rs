@@ -1,9 +1,10 @@
 //! Q5_K: 256-element super-blocks of 8 sub-blocks of 32, asymmetric 5-bit,
 //! `x = d * sc * q - dmin * m` with a 6-bit scale `sc` and min `m` per sub-block.
 
-use super::k_common::{Qkx2Search, get_scale_min_k4};
+use super::k_common::{Qkx2Search, get_scale_min_k4, scales_mins_k4};
 use super::q4_k::{pack_super_scales, requantize, search_sub_blocks};
-use super::{Block, GgmlType, QK_K, f16_to_f32};
+use super::q8_k::BlockQ8_K;
+use super::{Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast};
 
 /// One Q5_K super-block (176 bytes).
 #[repr(C)]
@@ -83,4 +84,38 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ5_K]) {
             }
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q5_K_q8_K`), with
+/// Q4_K's final formula (see `q4_k::vec_dot_scalar`).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let (sc, mn) = scales_mins_k4(&b.scales);
+        let mut q = [0i8; QK_K];
+        for (c, (q, x)) in q
+            .chunks_exact_mut(64)
+            .zip(b.qs.chunks_exact(32))
+            .enumerate()
+        {
+            let (lo, hi) = q.split_at_mut(32);
+            for (((&x, &h), l), hq) in x.iter().zip(&b.qh).zip(lo).zip(hi) {
+                *l = ((x & 0x0F) | (((h >> (2 * c)) & 1) << 4)) as i8;
+                *hq = ((x >> 4) | (((h >> (2 * c + 1)) & 1) << 4)) as i8;
+            }
+        }
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..8 {
+            isum += sc[j] as i32 * dot_codes(&q[32 * j..32 * j + 32], &y.qs[32 * j..32 * j + 32]);
+            msum += mn[j] as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+        }
+        let ad = f32::from_le_bytes(y.d);
+        let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
+        sumf += d * isum as f32 - dmin * msum as f32;
+    }
+    sumf
 }

@@ -2,7 +2,10 @@
 //! `x = d * sc * (q - 32)` with a signed 8-bit scale `sc` per sub-block.
 
 use super::k_common::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
-use super::{Block, GgmlType, QK_K, f16_to_f32, f32_to_f16};
+use super::q8_k::BlockQ8_K;
+use super::{
+    Block, GgmlType, QK_K, dot_blocks, dot_codes, f16_to_f32, f16_to_f32_fast, f32_to_f16,
+};
 
 /// One Q6_K super-block (210 bytes).
 #[repr(C)]
@@ -106,4 +109,35 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ6_K]) {
             }
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q6_K_q8_K`): per
+/// super-block the exact `isum = Σ sc·((q − 32)·a)`, then `sumf += d·d_a·isum` in f32 (the SIMD
+/// kernels agree bit for bit).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ6_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let mut q = [0i8; QK_K];
+        for (h, q) in q.chunks_exact_mut(128).enumerate() {
+            let (ql, qh) = (&b.ql[64 * h..64 * h + 64], &b.qh[32 * h..32 * h + 32]);
+            for l in 0..32 {
+                let (a, b, hb) = (ql[l], ql[l + 32], qh[l]);
+                q[l] = ((a & 0x0F) | ((hb & 3) << 4)) as i8 - 32;
+                q[l + 32] = ((b & 0x0F) | (((hb >> 2) & 3) << 4)) as i8 - 32;
+                q[l + 64] = ((a >> 4) | (((hb >> 4) & 3) << 4)) as i8 - 32;
+                q[l + 96] = ((b >> 4) | (((hb >> 6) & 3) << 4)) as i8 - 32;
+            }
+        }
+        let mut isum = 0i32;
+        for (is, &sc) in b.scales.iter().enumerate() {
+            let r = 16 * is..16 * is + 16;
+            isum += sc as i8 as i32 * dot_codes(&q[r.clone()], &y.qs[r]);
+        }
+        sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+    }
+    sumf
 }

@@ -1,6 +1,6 @@
 //! Q8_0: 32 elements per block, symmetric 8-bit, `x = d * q`.
 
-use super::{Block, GgmlType, f16_to_f32, f32_to_f16};
+use super::{Block, GgmlType, dot_blocks, dot_i8, f16_to_f32, f16_to_f32_fast, f32_to_f16};
 
 const QK: usize = 32;
 
@@ -44,4 +44,18 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ8_0]) {
             *q = (v * id).round() as i8 as u8;
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+/// Scalar reference for `Σ w·a` over the first `n` elements (ggml's `vec_dot_q8_0_q8_0`).
+pub fn vec_dot_scalar(n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let sumi = dot_i8(&b.qs, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d));
+    }
+    sumf
 }

@@ -51,3 +51,6 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ8_1]) {
         b.s = f32_to_f16(sum as f32 * d);
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;

@@ -74,3 +74,6 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ8_K]) {
         b.d = (1.0 / iscale).to_le_bytes();
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;

@@ -1,0 +1,181 @@
+//! CPU feature detection: which kernel tier the host can run, and the `CERA_CPU_TIER` override.
+
+use std::fmt;
+
+/// A set of kernels, by the instructions they need. Tiers are ordered: a host that runs one
+/// runs every lower one.
+///
+/// | tier | needs |
+/// | --- | --- |
+/// | `Scalar` | nothing: portable Rust, every target |
+/// | `Avx2` | x86-64 with AVX2, FMA and F16C (Haswell, Zen 1 and later) |
+/// | `Avx512` | `Avx2` plus AVX-512 F, BW, VL, DQ and VNNI (Ice Lake, Cascade Lake, Sapphire Rapids, Zen 4 and later); the BF16 dot product also uses AVX512-BF16 (`vdpbf16ps`) where the host has it and widens to f32 otherwise |
+///
+/// An aarch64 NEON tier (dot product extension `sdot` for the quantized formats) belongs here
+/// as a further variant; until then aarch64 hosts use `Scalar`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CpuTier {
+    Scalar,
+    Avx2,
+    Avx512,
+}
+
+/// The environment variable that can force a lower tier (`scalar`, `avx2`, `avx512`).
+pub const TIER_ENV: &str = "CERA_CPU_TIER";
+
+impl CpuTier {
+    /// Every tier, lowest first.
+    pub const ALL: [CpuTier; 3] = [CpuTier::Scalar, CpuTier::Avx2, CpuTier::Avx512];
+
+    /// The name `CERA_CPU_TIER` takes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CpuTier::Scalar => "scalar",
+            CpuTier::Avx2 => "avx2",
+            CpuTier::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses a tier name, case-insensitively.
+    pub fn from_name(name: &str) -> Option<CpuTier> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(name.trim()))
+    }
+
+    /// Whether this host can run the tier's kernels.
+    pub fn is_supported(self) -> bool {
+        match self {
+            CpuTier::Scalar => true,
+            CpuTier::Avx2 => has_avx2(),
+            CpuTier::Avx512 => has_avx2() && has_avx512(),
+        }
+    }
+
+    /// The highest tier this host supports.
+    pub fn detect() -> CpuTier {
+        Self::ALL
+            .into_iter()
+            .rev()
+            .find(|t| t.is_supported())
+            .unwrap_or(CpuTier::Scalar)
+    }
+
+    /// Every tier this host supports, lowest first.
+    pub fn supported() -> Vec<CpuTier> {
+        Self::ALL.into_iter().filter(|t| t.is_supported()).collect()
+    }
+}
+
+impl fmt::Display for CpuTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx512() -> bool {
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512dq")
+        && is_x86_feature_detected!("avx512vnni")
+}
+
+/// Whether the host has AVX512-BF16 (`vdpbf16ps`), used by the `Avx512` tier's BF16 kernel.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx512_bf16() -> bool {
+    is_x86_feature_detected!("avx512bf16")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn has_avx2() -> bool {
+    false
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn has_avx512() -> bool {
+    false
+}
+
+/// Picks the tier from the value of `CERA_CPU_TIER` (if set) and the detected one. A request
+/// for a lower (or the same) tier wins; an unknown name or a tier the host lacks falls back to
+/// `detected`, with a message for stderr.
+pub fn select_tier(requested: Option<&str>, detected: CpuTier) -> (CpuTier, Option<String>) {
+    let Some(req) = requested.map(str::trim).filter(|r| !r.is_empty()) else {
+        return (detected, None);
+    };
+    match CpuTier::from_name(req) {
+        Some(t) if t <= detected => (t, None),
+        Some(t) => (
+            detected,
+            Some(format!(
+                "error: {TIER_ENV}={req}: this CPU does not support the {t} tier; using {detected}"
+            )),
+        ),
+        None => (
+            detected,
+            Some(format!(
+                "error: {TIER_ENV}={req}: unknown tier (expected scalar, avx2 or avx512); using {detected}"
+            )),
+        ),
+    }
+}
+
+/// The tier for this process: the detected one, lowered by `CERA_CPU_TIER` if set. Messages
+/// about an unusable setting go to stderr.
+pub fn tier_from_env() -> CpuTier {
+    let requested = std::env::var(TIER_ENV).ok();
+    let (tier, msg) = select_tier(requested.as_deref(), CpuTier::detect());
+    if let Some(msg) = msg {
+        eprintln!("{msg}");
+    }
+    tier
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for t in CpuTier::ALL {
+            assert_eq!(CpuTier::from_name(t.name()), Some(t));
+        }
+        assert_eq!(CpuTier::from_name("AVX512"), Some(CpuTier::Avx512));
+        assert_eq!(CpuTier::from_name("sse"), None);
+    }
+
+    #[test]
+    fn selection() {
+        use CpuTier::*;
+        assert_eq!(select_tier(None, Avx2), (Avx2, None));
+        assert_eq!(select_tier(Some(""), Avx2), (Avx2, None));
+        assert_eq!(select_tier(Some("scalar"), Avx512), (Scalar, None));
+        assert_eq!(select_tier(Some("AVX2"), Avx512), (Avx2, None));
+        assert_eq!(select_tier(Some("avx512"), Avx512), (Avx512, None));
+        let (t, msg) = select_tier(Some("avx512"), Avx2);
+        assert_eq!(t, Avx2);
+        assert!(msg.unwrap().contains("does not support"));
+        let (t, msg) = select_tier(Some("neon"), Scalar);
+        assert_eq!(t, Scalar);
+        assert!(msg.unwrap().contains("unknown tier"));
+    }
+
+    #[test]
+    fn detection_is_consistent() {
+        let d = CpuTier::detect();
+        assert!(d.is_supported());
+        assert!(CpuTier::Scalar.is_supported());
+        for t in CpuTier::ALL {
+            assert_eq!(t.is_supported(), t <= d, "{t}");
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Small x86-64 SIMD building blocks shared by the per-format kernels in `quant/<format>/x86.rs`.
+//!
+//! Every helper is `#[inline]` with the narrowest feature set it needs, so it inlines into any
+//! kernel whose `#[target_feature]` set is a superset (an AVX2 helper inlines into both the AVX2
+//! and the AVX-512 kernels). Loads take slices and assert their length, so the helpers are safe
+//! to call from a function that has the features enabled.
+//!
+//! The feature sets, as string literals in the kernels' attributes:
+//! - AVX2 tier: `avx2,fma,f16c`
+//! - AVX-512 tier: `avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c` (and
+//!   `avx512bf16` on top for the BF16 dot product, which the table only uses when present).
+
+use std::arch::x86_64::*;
+
+// ---------------------------------------------------------------------------------------------
+// AVX2 (+ FMA, F16C)
+// ---------------------------------------------------------------------------------------------
+
+/// Loads 16 bytes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn ld128(s: &[u8]) -> __m128i {
+    assert!(s.len() >= 16);
+    // SAFETY: 16 readable bytes checked above; unaligned load.
+    unsafe { _mm_loadu_si128(s.as_ptr().cast()) }
+}
+
+/// Loads 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn ld256(s: &[u8]) -> __m256i {
+    assert!(s.len() >= 32);
+    // SAFETY: 32 readable bytes checked above; unaligned load.
+    unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
+}
+
+/// Sum of the 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn hsum_ps(v: __m256) -> f32 {
+    let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    let x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    _mm_cvtss_f32(x)
+}
+
+/// Sum of the 8 lanes (wrapping; callers keep sums in range).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn hsum_epi32(v: __m256i) -> i32 {
+    let x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+    let x = _mm_add_epi32(x, _mm_shuffle_epi32::<0b01>(x));
+    _mm_cvtsi128_si32(x)
+}
+
+/// One f16 (little-endian bytes) to f32 with F16C; exact, like `quant::f16_to_f32`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn f16(bits: [u8; 2]) -> f32 {
+    let v = _mm_cvtsi32_si128(u16::from_le_bytes(bits) as i32);
+    _mm_cvtss_f32(_mm_cvtph_ps(v))
+}
+
+/// 16 bytes of packed nibbles to 32 bytes: the low nibbles (elements 0..16 of a 32-block) in
+/// the low half, the high nibbles (elements 16..32) in the high half.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn unpack_nibbles(qs: &[u8]) -> __m256i {
+    let x = ld128(qs);
+    let y = _mm256_set_m128i(_mm_srli_epi16::<4>(x), x);
+    _mm256_and_si256(y, _mm256_set1_epi8(0x0F))
+}
+
+/// Dot products of unsigned × signed bytes, 4 adjacent products summed into each i32 lane.
+/// `vpmaddubsw` saturates its i16 pair sums, so callers keep `u * |s| * 2` below 32768.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn dot_u8i8(u: __m256i, s: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+}
+
+/// Dot products of signed × signed bytes (4 per i32 lane) through `|x| · (y * sign(x))`.
+/// `y` must not hold -128 (our activation quantizers never produce it); `x` may.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn dot_i8i8(x: __m256i, y: __m256i) -> __m256i {
+    dot_u8i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
+/// Each bit of `bits` to a byte: 0xFF where bit `j` is set, 0 elsewhere (byte `j`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn bits_to_bytes(bits: u32) -> __m256i {
+    let v = _mm256_set1_epi32(bits as i32);
+    #[rustfmt::skip]
+    let pick = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+    );
+    let v = _mm256_shuffle_epi8(v, pick);
+    let sel = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel)
+}
+
+/// Sixteen i16 scales (`cvtepi8_epi16` of a K-quant's sub-block scales) as two registers that
+/// hold scales 0..8 and 8..16 in both 128-bit lanes, for [`pick_scale_pair`].
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn split_scales(sc16: __m256i) -> [__m256i; 2] {
+    [
+        _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16)),
+        _mm256_broadcastsi128_si256(_mm256_extracti128_si256::<1>(sc16)),
+    ]
+}
+
+/// From one half of [`split_scales`]: `[s[2j] ×8 | s[2j+1] ×8]` (`j` in 0..4), the scales of
+/// two 16-element sub-blocks, with one `vpshufb`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn pick_scale_pair(half: __m256i, j: usize) -> __m256i {
+    let pair = |i: usize| (2 * i) as i16 | (((2 * i + 1) as i16) << 8);
+    let idx = _mm256_set_m128i(_mm_set1_epi16(pair(2 * j + 1)), _mm_set1_epi16(pair(2 * j)));
+    _mm256_shuffle_epi8(half, idx)
+}
+
+/// Sixteen i16 (little-endian bytes, e.g. Q8_K's `bsums`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn ld_i16x16(s: &[u8]) -> __m256i {
+    ld256(s)
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX-512 (F, BW, VL, DQ, VNNI)
+// ---------------------------------------------------------------------------------------------
+
+/// Two 32-byte loads side by side.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn ld256x2(lo: &[u8], hi: &[u8]) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(ld256(lo)), ld256(hi))
+}
+
+/// Signed × signed byte dot products (4 per i32 lane) with VNNI: `|x| · (y * sign(x))`.
+/// `y` must not hold -128; `x` may (|−128| = 128 is a valid unsigned operand).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn dpbusd_i8i8(acc: __m512i, x: __m512i, y: __m512i) -> __m512i {
+    let neg = _mm512_movepi8_mask(x);
+    let ys = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+    _mm512_dpbusd_epi32(acc, _mm512_abs_epi8(x), ys)
+}
+
+/// Same as [`dpbusd_i8i8`] on 256-bit vectors (AVX512-VL encoding).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) fn dpbusd_i8i8_256(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
+    let neg = _mm256_movepi8_mask(x);
+    let ys = _mm256_mask_sub_epi8(y, neg, _mm256_setzero_si256(), y);
+    _mm256_dpbusd_epi32(acc, _mm256_abs_epi8(x), ys)
+}
+
+/// Sum of the 16 lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn hsum512_ps(v: __m512) -> f32 {
+    let x = _mm256_add_ps(
+        _mm512_castps512_ps256(v),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
+    );
+    hsum_ps(x)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drivers for the 32-element block formats
+// ---------------------------------------------------------------------------------------------
+
+/// `[x0·y0, x1·y1, ·, ·]` for two f16 pairs. The four values are packed in a general-purpose
+/// register and converted with one `vmovq` + `vcvtph2ps` (element inserts would crowd the
+/// shuffle port).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn f16_pair_products(x0: [u8; 2], x1: [u8; 2], y0: [u8; 2], y1: [u8; 2]) -> __m128 {
+    let u = |b: [u8; 2]| u16::from_le_bytes(b) as u64;
+    let bits = u(x0) | (u(x1) << 16) | (u(y0) << 32) | (u(y1) << 48);
+    let v = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64));
+    _mm_mul_ps(v, _mm_movehl_ps(v, v))
+}
+
+/// Sums lanes 0 and 1.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sum01(v: __m128) -> f32 {
+    _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
+}
+
+/// The AVX2 loop of a 32-element block format: two blocks per step into two accumulators.
+/// `dot` gives a block's integer dot product as 8 i32 partial sums, `d` its two f16 scales
+/// (weight, activation); with `OFFSET`, `offset` gives the f16 pair whose product is added per
+/// block (Q4_1/Q5_1: the weight's min and the activation's `s`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn drive32_avx2<W, A, const OFFSET: bool>(
+    w: &[W],
+    a: &[A],
+    dot: impl Fn(&W, &A) -> __m256i,
+    d: impl Fn(&W, &A) -> [[u8; 2]; 2],
+    offset: impl Fn(&W, &A) -> [[u8; 2]; 2],
+) -> f32 {
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut accm = _mm_setzero_ps();
+    let (wp, ap) = (w.chunks_exact(2), a.chunks_exact(2));
+    let (wr, ar) = (wp.remainder(), ap.remainder());
+    for (b, y) in wp.zip(ap) {
+        let (s0, s1) = (dot(&b[0], &y[0]), dot(&b[1], &y[1]));
+        let ([dw0, da0], [dw1, da1]) = (d(&b[0], &y[0]), d(&b[1], &y[1]));
+        let p = f16_pair_products(dw0, dw1, da0, da1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_broadcastss_ps(p), acc0);
+        let p1 = _mm_movehdup_ps(p);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_broadcastss_ps(p1), acc1);
+        if OFFSET {
+            let ([m0, s0], [m1, s1]) = (offset(&b[0], &y[0]), offset(&b[1], &y[1]));
+            accm = _mm_add_ps(accm, f16_pair_products(m0, m1, s0, s1));
+        }
+    }
+    let mut sum = hsum_ps(_mm256_add_ps(acc0, acc1)) + sum01(accm);
+    for (b, y) in wr.iter().zip(ar) {
+        let [dw, da] = d(b, y);
+        sum += hsum_epi32(dot(b, y)) as f32 * (f16(dw) * f16(da));
+        if OFFSET {
+            let [m, s] = offset(b, y);
+            sum += f16(m) * f16(s);
+        }
+    }
+    sum
+}
+
+/// The AVX-512 loop of a 32-element block format: two blocks per 512-bit vector, two such
+/// pairs per step into two accumulators. `dot2` gives the integer dot products of a pair of
+/// blocks as 16 i32 partial sums (8 per block), `dot1` one block's as 8; `d` and `offset` as in
+/// [`drive32_avx2`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
+    w: &[W],
+    a: &[A],
+    dot2: impl Fn(&[W], &[A]) -> __m512i,
+    dot1: impl Fn(&W, &A) -> __m256i,
+    d: impl Fn(&W, &A) -> [[u8; 2]; 2],
+    offset: impl Fn(&W, &A) -> [[u8; 2]; 2],
+) -> f32 {
+    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut accm = _mm_setzero_ps();
+    let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let mut pair = |b: &[W], y: &[A]| {
+        let s = dot2(b, y);
+        let ([dw0, da0], [dw1, da1]) = (d(&b[0], &y[0]), d(&b[1], &y[1]));
+        let p = f16_pair_products(dw0, dw1, da0, da1);
+        let p = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(p));
+        if OFFSET {
+            let ([m0, s0], [m1, s1]) = (offset(&b[0], &y[0]), offset(&b[1], &y[1]));
+            accm = _mm_add_ps(accm, f16_pair_products(m0, m1, s0, s1));
+        }
+        (_mm512_cvtepi32_ps(s), p)
+    };
+    let (wq, aq) = (w.chunks_exact(4), a.chunks_exact(4));
+    let (wr, ar) = (wq.remainder(), aq.remainder());
+    for (b, y) in wq.zip(aq) {
+        let (s0, p0) = pair(&b[..2], &y[..2]);
+        acc0 = _mm512_fmadd_ps(s0, p0, acc0);
+        let (s1, p1) = pair(&b[2..], &y[2..]);
+        acc1 = _mm512_fmadd_ps(s1, p1, acc1);
+    }
+    if wr.len() >= 2 {
+        let (s0, p0) = pair(&wr[..2], &ar[..2]);
+        acc0 = _mm512_fmadd_ps(s0, p0, acc0);
+    }
+    let mut sum = hsum512_ps(_mm512_add_ps(acc0, acc1)) + sum01(accm);
+    if wr.len() % 2 == 1 {
+        let (b, y) = (&wr[wr.len() - 1], &ar[ar.len() - 1]);
+        let [dw, da] = d(b, y);
+        sum += hsum_epi32(dot1(b, y)) as f32 * (f16(dw) * f16(da));
+        if OFFSET {
+            let [m, s] = offset(b, y);
+            sum += f16(m) * f16(s);
+        }
+    }
+    sum
+}

@@ -1,0 +1,236 @@
+//! F32, F16 and BF16 on x86-64: the F16/BF16 activation converters (AVX2) and the dot products
+//! (AVX2; AVX-512, with `vdpbf16ps` for BF16 where the host has AVX512-BF16).
+//!
+//! The rows are raw little-endian bytes (no alignment assumed); each kernel checks the lengths
+//! once and then loads through raw pointers.
+
+use std::arch::x86_64::*;
+
+use crate::kernels::x86::{hsum_ps, hsum512_ps};
+use crate::quant::q8_0::x86::ld_ps;
+
+/// Checks that both rows hold `n` elements of `size` bytes.
+#[inline]
+fn check(n: usize, size: usize, w: &[u8], a: &[u8]) {
+    let bytes = n.checked_mul(size).expect("row size overflows");
+    assert!(
+        w.len() >= bytes && a.len() >= bytes,
+        "dot product rows hold {} and {} bytes, {bytes} needed",
+        w.len(),
+        a.len()
+    );
+}
+
+/// AVX2 version of `float::quantize_f16` (F16C, round to nearest even), same bytes for every
+/// finite input (and on F16C hosts for all inputs, as the `half` crate then uses F16C too).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn quantize_f16_avx2(src: &[f32], dst: &mut [u8]) {
+    let n = src.len().min(dst.len() / 2);
+    let (src, dst) = (&src[..n], &mut dst[..2 * n]);
+    let mut xs = src.chunks_exact(8);
+    let mut ds = dst.chunks_exact_mut(16);
+    for (x, d) in (&mut xs).zip(&mut ds) {
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(ld_ps(x));
+        // SAFETY: `d` is 16 writable bytes; unaligned store.
+        unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), h) };
+    }
+    super::quantize_f16(xs.remainder(), ds.into_remainder());
+}
+
+/// AVX2 version of `float::quantize_bf16`: the same integer round-to-nearest-even and NaN
+/// quieting, so the bytes are identical for every input.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn quantize_bf16_avx2(src: &[f32], dst: &mut [u8]) {
+    let n = src.len().min(dst.len() / 2);
+    let (src, dst) = (&src[..n], &mut dst[..2 * n]);
+    let mut xs = src.chunks_exact(16);
+    let mut ds = dst.chunks_exact_mut(32);
+    let one = _mm256_set1_epi32(1);
+    let bias = _mm256_set1_epi32(0x7fff);
+    let quiet = _mm256_set1_epi32(64);
+    for (x, d) in (&mut xs).zip(&mut ds) {
+        let conv = |v: __m256| {
+            let bits = _mm256_castps_si256(v);
+            let hi = _mm256_srli_epi32::<16>(bits);
+            let round = _mm256_add_epi32(bias, _mm256_and_si256(hi, one));
+            let r = _mm256_srli_epi32::<16>(_mm256_add_epi32(bits, round));
+            let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+            _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan)
+        };
+        let (a, b) = (conv(ld_ps(x)), conv(ld_ps(&x[8..])));
+        // packus works per 128-bit half; permute the 64-bit groups back into order.
+        let p = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b));
+        // SAFETY: `d` is 32 writable bytes; unaligned store.
+        unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), p) };
+    }
+    super::quantize_bf16(xs.remainder(), ds.into_remainder());
+}
+
+/// The loop shared by the AVX2 dot products: 32 elements per step in four accumulators, then 8
+/// at a time, then a scalar tail. `load(i)` returns elements `i..i+8` of a row as f32.
+macro_rules! dot_avx2_body {
+    ($n:expr, $w:expr, $a:expr, $load:expr, $conv:expr) => {{
+        let (n, w, a) = ($n, $w, $a);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (k, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm256_fmadd_ps($load(w, i + 8 * k), $load(a, i + 8 * k), *acc);
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            acc[0] = _mm256_fmadd_ps($load(w, i), $load(a, i), acc[0]);
+            i += 8;
+        }
+        let acc = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let mut sum = hsum_ps(acc);
+        while i < n {
+            sum += $conv(w, i) * $conv(a, i);
+            i += 1;
+        }
+        sum
+    }};
+}
+
+fn scalar_f32(b: &[u8], i: usize) -> f32 {
+    f32::from_le_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+}
+
+fn scalar_f16(b: &[u8], i: usize) -> f32 {
+    crate::quant::f16_to_f32([b[2 * i], b[2 * i + 1]])
+}
+
+fn scalar_bf16(b: &[u8], i: usize) -> f32 {
+    f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16)
+}
+
+/// AVX2 `Σ w·a` over `n` f32 values.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot_f32_avx2(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    check(n, 4, w, a);
+    // SAFETY (all loads): `check` guarantees 4n bytes and every load reads elements i..i+8 < n.
+    let load = |b: &[u8], i: usize| unsafe { _mm256_loadu_ps(b.as_ptr().add(4 * i).cast()) };
+    dot_avx2_body!(n, w, a, load, scalar_f32)
+}
+
+/// AVX2 `Σ w·a` over `n` f16 values (F16C widening).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot_f16_avx2(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    check(n, 2, w, a);
+    // SAFETY (all loads): `check` guarantees 2n bytes and every load reads elements i..i+8 < n.
+    let load = |b: &[u8], i: usize| unsafe {
+        _mm256_cvtph_ps(_mm_loadu_si128(b.as_ptr().add(2 * i).cast()))
+    };
+    dot_avx2_body!(n, w, a, load, scalar_f16)
+}
+
+/// AVX2 `Σ w·a` over `n` bf16 values (widened by a 16-bit shift).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot_bf16_avx2(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    check(n, 2, w, a);
+    // SAFETY (all loads): `check` guarantees 2n bytes and every load reads elements i..i+8 < n.
+    let load = |b: &[u8], i: usize| unsafe {
+        let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(b.as_ptr().add(2 * i).cast()));
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(h))
+    };
+    dot_avx2_body!(n, w, a, load, scalar_bf16)
+}
+
+/// The AVX-512 loop: 64 elements per step in four accumulators, then 16 at a time, then the
+/// rest through a masked load (zeros beyond `n`).
+macro_rules! dot_avx512_body {
+    ($n:expr, $w:expr, $a:expr, $load:expr) => {{
+        let (n, w, a) = ($n, $w, $a);
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 64 <= n {
+            for (k, acc) in acc.iter_mut().enumerate() {
+                let k = i + 16 * k;
+                *acc = _mm512_fmadd_ps($load(w, k, !0), $load(a, k, !0), *acc);
+            }
+            i += 64;
+        }
+        while i + 16 <= n {
+            acc[0] = _mm512_fmadd_ps($load(w, i, !0), $load(a, i, !0), acc[0]);
+            i += 16;
+        }
+        if i < n {
+            let m: __mmask16 = (1u16 << (n - i)) - 1;
+            acc[1] = _mm512_fmadd_ps($load(w, i, m), $load(a, i, m), acc[1]);
+        }
+        hsum512_ps(_mm512_add_ps(
+            _mm512_add_ps(acc[0], acc[1]),
+            _mm512_add_ps(acc[2], acc[3]),
+        ))
+    }};
+}
+
+/// AVX-512 `Σ w·a` over `n` f32 values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn vec_dot_f32_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    check(n, 4, w, a);
+    // SAFETY (all loads): `check` guarantees 4n bytes; the mask covers only elements below n.
+    let load = |b: &[u8], i: usize, m: __mmask16| unsafe {
+        _mm512_maskz_loadu_ps(m, b.as_ptr().add(4 * i).cast())
+    };
+    dot_avx512_body!(n, w, a, load)
+}
+
+/// AVX-512 `Σ w·a` over `n` f16 values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn vec_dot_f16_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    check(n, 2, w, a);
+    // SAFETY (all loads): `check` guarantees 2n bytes; the mask covers only elements below n.
+    let load = |b: &[u8], i: usize, m: __mmask16| unsafe {
+        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b.as_ptr().add(2 * i).cast()))
+    };
+    dot_avx512_body!(n, w, a, load)
+}
+
+/// AVX-512 `Σ w·a` over `n` bf16 values, widened by a shift (hosts without AVX512-BF16).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn vec_dot_bf16_avx512(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    check(n, 2, w, a);
+    // SAFETY (all loads): `check` guarantees 2n bytes; the mask covers only elements below n.
+    let load = |b: &[u8], i: usize, m: __mmask16| unsafe {
+        let h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, b.as_ptr().add(2 * i).cast()));
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(h))
+    };
+    dot_avx512_body!(n, w, a, load)
+}
+
+/// AVX512-BF16 `Σ w·a` over `n` bf16 values: `vdpbf16ps` multiplies 32 pairs per instruction
+/// into f32 accumulators. (The instruction flushes bf16 subnormals to zero and rounds its pair
+/// sums to nearest even, so the result can differ from the widening kernels in the last bits.)
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")]
+pub(crate) fn vec_dot_bf16_avx512bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    check(n, 2, w, a);
+    // SAFETY (all loads): `check` guarantees 2n bytes; the mask covers only elements below n.
+    let load = |b: &[u8], i: usize, m: __mmask32| unsafe {
+        let v = _mm512_maskz_loadu_epi16(m, b.as_ptr().add(2 * i).cast());
+        std::mem::transmute::<__m512i, __m512bh>(v)
+    };
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 128 <= n {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let k = i + 32 * k;
+            *acc = _mm512_dpbf16_ps(*acc, load(w, k, !0), load(a, k, !0));
+        }
+        i += 128;
+    }
+    while i < n {
+        let m: __mmask32 = if n - i >= 32 {
+            !0
+        } else {
+            (1u32 << (n - i)) - 1
+        };
+        acc[0] = _mm512_dpbf16_ps(acc[0], load(w, i, m), load(a, i, m));
+        i += 32;
+    }
+    hsum512_ps(_mm512_add_ps(
+        _mm512_add_ps(acc[0], acc[1]),
+        _mm512_add_ps(acc[2], acc[3]),
+    ))
+}

@@ -1,0 +1,35 @@
+//! Q4_1 × Q8_1 dot products on x86-64 (AVX2; AVX-512 VL + VNNI on 256-bit vectors): per block
+//! `d_w d_a Σ q·a + m_w s_a`, the nibbles unsigned.
+
+use std::arch::x86_64::*;
+
+use super::{BlockQ4_1, QK};
+use crate::kernels::x86::*;
+use crate::quant::dot_blocks;
+use crate::quant::q8_1::BlockQ8_1;
+
+/// AVX2 `Σ w·a`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    drive32_avx2::<_, _, true>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| dot_u8i8(unpack_nibbles(&b.qs), ld256(&y.qs)),
+        |b, y| [b.d, y.d],
+        |b, y| [b.m, y.s],
+    )
+}
+
+/// AVX-512 tier `Σ w·a`: 256-bit vectors, `vpdpbusd` for `Σ q·a`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    drive32_avx2::<_, _, true>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_nibbles(&b.qs), ld256(&y.qs)),
+        |b, y| [b.d, y.d],
+        |b, y| [b.m, y.s],
+    )
+}

@@ -1,0 +1,142 @@
+//! Q8_0 on x86-64: the activation quantizer (AVX2) and Q8_0 × Q8_0 dot products (AVX2;
+//! AVX-512 VNNI on 512-bit vectors).
+
+use std::arch::x86_64::*;
+
+use super::{BlockQ8_0, QK};
+use crate::kernels::x86::*;
+use crate::quant::dot_blocks;
+
+/// Loads 8 floats.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn ld_ps(x: &[f32]) -> __m256 {
+    assert!(x.len() >= 8);
+    // SAFETY: 8 readable floats checked above; unaligned load.
+    unsafe { _mm256_loadu_ps(x.as_ptr()) }
+}
+
+/// Largest lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn hmax_ps(v: __m256) -> f32 {
+    let x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    let x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    _mm_cvtss_f32(x)
+}
+
+/// `|x|`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn abs_ps(x: __m256) -> __m256 {
+    _mm256_andnot_ps(_mm256_set1_ps(-0.0), x)
+}
+
+/// Rounds to the nearest integer, halves away from zero (Rust's `f32::round`, what the
+/// reference quantizers use), exactly: `x - trunc(x)` is exact, so the tie test is too. NaN
+/// lanes become 0 (as `NaN as i8` does).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn round_half_away(x: __m256) -> __m256 {
+    let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(x);
+    let frac = abs_ps(_mm256_sub_ps(x, t));
+    let up = _mm256_cmp_ps::<_CMP_GE_OQ>(frac, _mm256_set1_ps(0.5));
+    let one = _mm256_or_ps(_mm256_and_ps(x, _mm256_set1_ps(-0.0)), _mm256_set1_ps(1.0));
+    let r = _mm256_add_ps(t, _mm256_and_ps(up, one));
+    _mm256_and_ps(r, _mm256_cmp_ps::<_CMP_ORD_Q>(x, x))
+}
+
+/// Four vectors of i32 (in range for i8) to 32 bytes in element order.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn pack_i32x32_to_i8(i0: __m256i, i1: __m256i, i2: __m256i, i3: __m256i) -> __m256i {
+    // packs works per 128-bit half: the result holds 4-element groups in the order
+    // 0 2 4 6 1 3 5 7; the permute puts them back.
+    let a = _mm256_packs_epi32(i0, i1);
+    let b = _mm256_packs_epi32(i2, i3);
+    let v = _mm256_packs_epi16(a, b);
+    _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+/// f32 to f16 bits with F16C (round to nearest even, as `quant::f32_to_f16`).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn f32_to_f16_bits(x: f32) -> [u8; 2] {
+    let h = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(x));
+    (_mm_extract_epi16::<0>(h) as u16).to_le_bytes()
+}
+
+/// One 32-element block, as `q8_0::quantize`: `d = amax / 127`, `q = round(x / d)`. Returns
+/// `d` (before rounding to f16) and the sum of the quants.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn quantize_block(x: &[f32], qs: &mut [u8; QK]) -> (f32, i32) {
+    let v = [ld_ps(x), ld_ps(&x[8..]), ld_ps(&x[16..]), ld_ps(&x[24..])];
+    // `max(|v|, acc)` keeps `acc` when `v` is NaN, like `f32::max` in the reference.
+    let mut m = _mm256_setzero_ps();
+    for v in v {
+        m = _mm256_max_ps(abs_ps(v), m);
+    }
+    let amax = hmax_ps(m);
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mul = _mm256_set1_ps(id);
+    // Clamped like `as i8` (which saturates): `id` overflows to infinity when the block's
+    // largest magnitude is subnormal.
+    let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
+    let conv = |v: __m256| {
+        let r = round_half_away(_mm256_mul_ps(v, mul));
+        _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi))
+    };
+    // (Written out: `array::map` would not inline into this `#[target_feature]` function.)
+    let q = [conv(v[0]), conv(v[1]), conv(v[2]), conv(v[3])];
+    let sum = hsum_epi32(_mm256_add_epi32(
+        _mm256_add_epi32(q[0], q[1]),
+        _mm256_add_epi32(q[2], q[3]),
+    ));
+    let packed = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
+    // SAFETY: `qs` is 32 writable bytes; unaligned store.
+    unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), packed) };
+    (d, sum)
+}
+
+/// AVX2 version of `q8_0::quantize`, byte for byte the same output.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn quantize_avx2(src: &[f32], out: &mut [BlockQ8_0]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, _) = quantize_block(x, &mut b.qs);
+        b.d = f32_to_f16_bits(d);
+    }
+}
+
+/// AVX2 `Σ w·a`: `|w| · (a * sign(w))` through `vpmaddubsw`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    drive32_avx2::<_, _, false>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| dot_i8i8(ld256(&b.qs), ld256(&y.qs)),
+        |b, y| [b.d, y.d],
+        |_, _| [[0; 2]; 2],
+    )
+}
+
+/// AVX-512 tier `Σ w·a`: two blocks per 512-bit vector, `vpdpbusd` on `|w|` and `a * sign(w)`.
+/// (The one format where 512-bit vectors measured faster than 256-bit ones: no unpacking.)
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    drive32_avx512::<_, _, false>(
+        &w[..nb],
+        &a[..nb],
+        |b, y| {
+            let x = ld256x2(&b[0].qs, &b[1].qs);
+            dpbusd_i8i8(_mm512_setzero_si512(), x, ld256x2(&y[0].qs, &y[1].qs))
+        },
+        |b, y| dpbusd_i8i8_256(_mm256_setzero_si256(), ld256(&b.qs), ld256(&y.qs)),
+        |b, y| [b.d, y.d],
+        |_, _| [[0; 2]; 2],
+    )
+}
