@@ -20,7 +20,12 @@ fn main() {
         })
         .collect();
     let model = Model::load(g).unwrap();
-    let cpu = Cpu::new(2);
+    let cpu = Cpu::new(
+        std::env::var("T")
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(2),
+    );
     let mut st = model.new_state(256, KvType::F16);
     let mut logits = Vec::new();
     let t0 = std::time::Instant::now();

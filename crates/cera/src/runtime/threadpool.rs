@@ -1,24 +1,35 @@
 //! A persistent thread pool for the compute kernels: workers spin briefly, then park; the caller
-//! takes part as thread 0; work is split into chunks claimed from an atomic counter.
+//! always takes part; work is split into chunks claimed from an atomic counter.
+//!
+//! Joining a job is optional for workers: when the caller has claimed the last chunk it closes
+//! the job and waits only for workers already inside it. A worker that was descheduled (a
+//! loaded machine) therefore never stalls the caller, which would otherwise wait a whole
+//! scheduler slice for every op.
 //!
 //! One pool belongs to one engine (no process-wide global). Jobs from several sessions are
 //! serialised by a submission lock, so concurrent sessions share the workers safely.
 
+use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 /// How many spin iterations a worker waits for the next job before parking.
-const SPIN_ITERS: u32 = 1 << 16;
+const SPIN_ITERS: u32 = 1 << 15;
 
-type Job = dyn Fn(usize) + Sync;
+/// `state` layout: generation in the high 32 bits, a "closed" flag, and the number of workers
+/// inside the current job in the low bits.
+const CLOSED: u64 = 1 << 31;
+const ACTIVE_MASK: u64 = CLOSED - 1;
+
+type Job<'a> = dyn Fn() + Sync + 'a;
 
 struct Shared {
-    /// The current job, type-erased; valid while `pending > 0` for this generation.
-    job: Mutex<Option<&'static Job>>,
-    generation: AtomicU64,
-    pending: AtomicUsize,
+    state: AtomicU64,
+    /// Points at a `&Job` on the submitting thread's stack, valid while the job is open or
+    /// has active workers.
+    job: AtomicPtr<()>,
     panicked: AtomicBool,
     shutdown: AtomicBool,
     sleepers: AtomicUsize,
@@ -44,9 +55,8 @@ impl ThreadPool {
     pub fn new(n_threads: usize) -> ThreadPool {
         let n_threads = n_threads.max(1);
         let shared = Arc::new(Shared {
-            job: Mutex::new(None),
-            generation: AtomicU64::new(0),
-            pending: AtomicUsize::new(0),
+            state: AtomicU64::new(CLOSED),
+            job: AtomicPtr::new(std::ptr::null_mut()),
             panicked: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
@@ -58,7 +68,7 @@ impl ThreadPool {
                 let s = Arc::clone(&shared);
                 std::thread::Builder::new()
                     .name(format!("cera-worker-{idx}"))
-                    .spawn(move || worker(s, idx))
+                    .spawn(move || worker(s))
                     .expect("spawn worker thread")
             })
             .collect();
@@ -74,56 +84,40 @@ impl ThreadPool {
         self.n_threads
     }
 
-    /// Runs `f(thread_index)` once on each of `n` threads (`n` clamped to the pool size) and
-    /// returns when all have finished.
-    pub fn run_on(&self, n: usize, f: &(dyn Fn(usize) + Sync)) {
-        let n = n.clamp(1, self.n_threads);
-        if n == 1 {
-            f(0);
-            return;
-        }
+    /// Runs `job` on the calling thread and on whichever workers join before it is closed;
+    /// `job` must claim its own work (it is called once per participating thread).
+    fn run_shared(&self, job: &Job<'_>) {
         let _guard = self.submit.lock().unwrap_or_else(|e| e.into_inner());
-        let limited = move |idx: usize| {
-            if idx < n {
-                f(idx)
-            }
-        };
-        let job: &(dyn Fn(usize) + Sync) = &limited;
-        // SAFETY: the reference is only used by workers until `pending` reaches zero, and we
-        // wait for that below before `limited` goes out of scope.
-        let job: &'static Job =
-            unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static Job>(job) };
-        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
-        self.shared
-            .pending
-            .store(self.workers.len(), Ordering::Release);
-        self.shared.generation.fetch_add(1, Ordering::AcqRel);
-        if self.shared.sleepers.load(Ordering::Acquire) > 0 {
-            let _g = self.shared.park.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.wake.notify_all();
+        let s = &*self.shared;
+        let holder: &Job<'_> = job;
+        s.job
+            .store(&holder as *const &Job<'_> as *mut (), Ordering::Release);
+        let epoch = (s.state.load(Ordering::Acquire) >> 32).wrapping_add(1) & 0xffff_ffff;
+        s.state.store(epoch << 32, Ordering::Release);
+        if s.sleepers.load(Ordering::Acquire) > 0 {
+            let _g = s.park.lock().unwrap_or_else(|e| e.into_inner());
+            s.wake.notify_all();
         }
-        let mine = catch_unwind(AssertUnwindSafe(|| job(0)));
+        let mine = catch_unwind(AssertUnwindSafe(job));
+        // close the job, then wait for the workers inside it
+        let mut st = s.state.fetch_or(CLOSED, Ordering::AcqRel) | CLOSED;
         let mut spins = 0u32;
-        while self.shared.pending.load(Ordering::Acquire) != 0 {
+        while st & ACTIVE_MASK != 0 {
             spins += 1;
             if spins < SPIN_ITERS {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
             }
+            st = s.state.load(Ordering::Acquire);
         }
-        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        s.job.store(std::ptr::null_mut(), Ordering::Release);
         if let Err(p) = mine {
             std::panic::resume_unwind(p);
         }
-        if self.shared.panicked.swap(false, Ordering::AcqRel) {
+        if s.panicked.swap(false, Ordering::AcqRel) {
             panic!("a worker thread panicked while running a kernel");
         }
-    }
-
-    /// Runs `f(thread_index)` on every thread of the pool.
-    pub fn run(&self, f: &(dyn Fn(usize) + Sync)) {
-        self.run_on(self.n_threads, f)
     }
 
     /// Calls `f(start..end)` for consecutive chunks of `0..n` of `chunk` items each, spread over
@@ -133,7 +127,7 @@ impl ThreadPool {
         n: usize,
         chunk: usize,
         max_threads: usize,
-        f: &(dyn Fn(std::ops::Range<usize>) + Sync),
+        f: &(dyn Fn(Range<usize>) + Sync),
     ) {
         let chunk = chunk.max(1);
         let n_chunks = n.div_ceil(chunk);
@@ -144,7 +138,12 @@ impl ThreadPool {
             return;
         }
         let next = AtomicUsize::new(0);
-        self.run_on(max_threads.min(n_chunks), &|_| {
+        let seats = AtomicUsize::new(max_threads.min(self.n_threads));
+        self.run_shared(&|| {
+            // cap the number of participants
+            if seats.fetch_sub(1, Ordering::AcqRel) == 0 {
+                return;
+            }
             loop {
                 let c = next.fetch_add(1, Ordering::Relaxed);
                 if c >= n_chunks {
@@ -156,19 +155,29 @@ impl ThreadPool {
     }
 }
 
-fn worker(s: Arc<Shared>, idx: usize) {
+fn worker(s: Arc<Shared>) {
     let mut seen = 0u64;
     loop {
-        // spin, then park until the generation moves
         let mut spins = 0u32;
         loop {
             if s.shutdown.load(Ordering::Acquire) {
                 return;
             }
-            let g = s.generation.load(Ordering::Acquire);
-            if g != seen {
-                seen = g;
-                break;
+            let st = s.state.load(Ordering::Acquire);
+            let epoch = st >> 32;
+            if epoch != seen {
+                if st & CLOSED != 0 {
+                    seen = epoch; // finished without us
+                    continue;
+                }
+                if s.state
+                    .compare_exchange_weak(st, st + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    seen = epoch;
+                    break;
+                }
+                continue;
             }
             spins += 1;
             if spins < SPIN_ITERS {
@@ -177,19 +186,21 @@ fn worker(s: Arc<Shared>, idx: usize) {
             }
             let guard = s.park.lock().unwrap_or_else(|e| e.into_inner());
             s.sleepers.fetch_add(1, Ordering::AcqRel);
-            if s.generation.load(Ordering::Acquire) == seen && !s.shutdown.load(Ordering::Acquire) {
+            let st = s.state.load(Ordering::Acquire);
+            if st >> 32 == seen && !s.shutdown.load(Ordering::Acquire) {
                 let _g = s.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
             }
             s.sleepers.fetch_sub(1, Ordering::AcqRel);
             spins = 0;
         }
-        let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(job) = job
-            && catch_unwind(AssertUnwindSafe(|| job(idx))).is_err()
-        {
+        let p = s.job.load(Ordering::Acquire) as *const &Job<'static>;
+        // SAFETY: we are counted as active, so the submitter keeps the job alive until we
+        // decrement the count below.
+        let job: &Job<'static> = unsafe { *p };
+        if catch_unwind(AssertUnwindSafe(job)).is_err() {
             s.panicked.store(true, Ordering::Release);
         }
-        s.pending.fetch_sub(1, Ordering::AcqRel);
+        s.state.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -228,33 +239,32 @@ mod tests {
     fn many_jobs_in_a_row_and_after_parking() {
         let pool = ThreadPool::new(2);
         let total = AtomicUsize::new(0);
-        for i in 0..2000 {
-            pool.run(&|_| {
-                total.fetch_add(1, Ordering::Relaxed);
+        for i in 0..3000 {
+            pool.for_chunks(64, 1, 2, &|r| {
+                total.fetch_add(r.len(), Ordering::Relaxed);
             });
             if i == 1000 {
                 std::thread::sleep(std::time::Duration::from_millis(50)); // let the worker park
             }
         }
-        assert_eq!(total.load(Ordering::Relaxed), 4000);
+        assert_eq!(total.load(Ordering::Relaxed), 3000 * 64);
     }
 
     #[test]
     fn worker_panic_is_reported_not_hung() {
         let pool = ThreadPool::new(2);
         let r = catch_unwind(AssertUnwindSafe(|| {
-            pool.run(&|idx| {
-                if idx == 1 {
+            pool.for_chunks(1000, 1, 2, &|r| {
+                if r.start == 500 {
                     panic!("boom");
                 }
             })
         }));
         assert!(r.is_err());
-        // the pool still works afterwards
         let n = AtomicUsize::new(0);
-        pool.run(&|_| {
-            n.fetch_add(1, Ordering::Relaxed);
+        pool.for_chunks(10, 1, 2, &|r| {
+            n.fetch_add(r.len(), Ordering::Relaxed);
         });
-        assert_eq!(n.load(Ordering::Relaxed), 2);
+        assert_eq!(n.load(Ordering::Relaxed), 10);
     }
 }
