@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod common;
 mod inspect;
 mod models;
+mod tokenize;
 
 #[derive(Parser)]
 #[command(
@@ -28,6 +29,8 @@ enum Command {
     Pull(models::PullArgs),
     /// List cached models and the catalog.
     Models(models::ListArgs),
+    /// Print the token ids of a text (as `llama-tokenize --ids`).
+    Tokenize(tokenize::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => inspect::run(a),
         Command::Pull(a) => models::pull(a),
         Command::Models(a) => models::list(a),
+        Command::Tokenize(a) => tokenize::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

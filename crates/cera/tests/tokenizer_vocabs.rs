@@ -132,3 +132,73 @@ fn all_vocab_pairs_listed() {
         ]
     );
 }
+
+/// BOS/EOS/EOT ids and the end-of-generation set, as llama.cpp reports them when it loads
+/// each vocabulary (`llama-tokenize -v`: print_info).
+#[test]
+fn special_ids_match_llama_cpp() {
+    #[allow(clippy::type_complexity)]
+    let table: &[(&str, Option<u32>, Option<u32>, Option<u32>, &[u32])] = &[
+        ("aquila", Some(0), Some(0), Some(0), &[0, 100007]),
+        ("baichuan", Some(1), Some(2), None, &[2]),
+        ("bert-bge", Some(101), None, None, &[0]),
+        ("command-r", Some(5), Some(255001), None, &[0, 255001]),
+        (
+            "deepseek-coder",
+            Some(32013),
+            Some(32014),
+            Some(32014),
+            &[32014],
+        ),
+        (
+            "deepseek-llm",
+            Some(100000),
+            Some(100001),
+            Some(100001),
+            &[100001],
+        ),
+        ("falcon", Some(11), Some(11), Some(11), &[11]),
+        ("gemma-4", Some(2), Some(1), None, &[1, 50, 106]),
+        ("gpt-2", Some(50256), Some(50256), Some(50256), &[50256]),
+        ("gpt-neox", Some(0), Some(0), Some(0), &[0]),
+        (
+            "llama-bpe",
+            Some(128000),
+            Some(128001),
+            Some(128009),
+            &[128001, 128009],
+        ),
+        ("llama-spm", Some(1), Some(2), None, &[2]),
+        ("mpt", Some(0), Some(0), Some(0), &[0]),
+        (
+            "phi-3",
+            Some(1),
+            Some(32000),
+            Some(32007),
+            &[2, 32000, 32007],
+        ),
+        (
+            "qwen2",
+            Some(151643),
+            Some(151643),
+            Some(151645),
+            &[128247, 151643, 151645],
+        ),
+        (
+            "qwen35",
+            Some(151643),
+            Some(151643),
+            Some(151645),
+            &[128247, 151643, 151645],
+        ),
+        ("refact", Some(0), Some(0), Some(0), &[0, 4, 18]),
+        ("starcoder", Some(0), Some(0), Some(0), &[0, 4]),
+    ];
+    for &(name, bos, eos, eot, eog) in table {
+        let g = GgufFile::open(models_dir().join(format!("ggml-vocab-{name}.gguf"))).unwrap();
+        let tok = Tokenizer::from_gguf(&g).unwrap();
+        assert_eq!((tok.bos(), tok.eos(), tok.eot()), (bos, eos, eot), "{name}");
+        assert_eq!(tok.eog_ids(), eog, "{name}");
+        assert!(eog.iter().all(|&i| tok.is_eog(i)));
+    }
+}

@@ -13,6 +13,7 @@ use super::vocab::{FxMap, Vocab};
 
 /// The GPT-2 byte→char table: printable Latin-1 bytes map to themselves, the other 68 to
 /// U+0100.. in byte order, so that every byte is a visible, non-space character.
+#[cfg(test)]
 pub(super) fn byte_to_char() -> &'static [char; 256] {
     static T: std::sync::OnceLock<[char; 256]> = std::sync::OnceLock::new();
     T.get_or_init(|| {

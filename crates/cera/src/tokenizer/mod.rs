@@ -27,6 +27,8 @@ use crate::error::Result;
 use crate::gguf::GgufFile;
 
 pub use decode::StreamDecoder;
+/// The Unicode version of the character tables (the one llama.cpp's tables use).
+pub use unicode_data::UNICODE_VERSION;
 pub use vocab::attr;
 
 use bpe::{Bpe, Scratch};
@@ -283,6 +285,11 @@ impl Tokenizer {
     /// Whether `encode(.., add_special = true, ..)` starts with BOS.
     pub fn add_bos(&self) -> bool {
         self.vocab.add_bos
+    }
+
+    /// Whether the model wants a separator token appended (embedding models).
+    pub fn add_sep(&self) -> bool {
+        self.vocab.add_sep
     }
 
     /// Whether `encode(.., add_special = true, ..)` ends with EOS.

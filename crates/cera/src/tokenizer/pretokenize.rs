@@ -29,14 +29,19 @@ pub(super) enum Custom {
     Newlines,
 }
 
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) const GPT2_RE: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) const LLAMA3_RE: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) const QWEN2_RE: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) const QWEN35_RE: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 impl Custom {
     /// The regex this splitter is equivalent to.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn pattern(self) -> &'static str {
         match self {
             Custom::Gpt2 => GPT2_RE,

@@ -22,9 +22,15 @@ fn spm(extra: &[(&str, f32, i32)], meta: &[(&str, bool)]) -> Tokenizer {
     toks.extend(extra.iter().map(|&(t, s, ty)| (t.to_owned(), s, ty)));
     let mut w = GgufWriter::new();
     w.set(k::MODEL, "llama")
-        .set(k::TOKENS, toks.iter().map(|t| t.0.clone()).collect::<Vec<_>>())
+        .set(
+            k::TOKENS,
+            toks.iter().map(|t| t.0.clone()).collect::<Vec<_>>(),
+        )
         .set(k::SCORES, toks.iter().map(|t| t.1).collect::<Vec<f32>>())
-        .set(k::TOKEN_TYPE, toks.iter().map(|t| t.2).collect::<Vec<i32>>());
+        .set(
+            k::TOKEN_TYPE,
+            toks.iter().map(|t| t.2).collect::<Vec<i32>>(),
+        );
     for &(key, v) in meta {
         w.set(key, v);
     }
@@ -180,7 +186,11 @@ fn unknown_pre_tokenizer_warns_and_falls_back() {
     let g = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
     let t = Tokenizer::from_gguf(&g).unwrap();
     assert_eq!(t.pre_tokenizer(), "default");
-    assert!(t.warnings().iter().any(|w| w.contains("martian")), "{:?}", t.warnings());
+    assert!(
+        t.warnings().iter().any(|w| w.contains("martian")),
+        "{:?}",
+        t.warnings()
+    );
     assert_eq!(t.encode("ab", false, false), [97, 98]);
 }
 

@@ -12,6 +12,7 @@ pub(super) type Flags = u16;
 pub(super) const UNDEFINED: Flags = 1 << 0;
 pub(super) const NUMBER: Flags = 1 << 1;
 pub(super) const LETTER: Flags = 1 << 2;
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) const SEPARATOR: Flags = 1 << 3;
 pub(super) const MARK: Flags = 1 << 4;
 pub(super) const PUNCTUATION: Flags = 1 << 5;
@@ -133,7 +134,7 @@ mod tests {
         assert_eq!(flags(0x1F600), SYMBOL);
         assert_eq!(flags(0xE000), CONTROL); // private use
         assert_eq!(flags(0x110000), UNDEFINED);
-        assert_eq!(super::super::unicode_data::UNICODE_VERSION, "15.1.0");
+        assert_eq!(crate::tokenizer::UNICODE_VERSION, "15.1.0");
     }
 
     #[test]

@@ -407,34 +407,29 @@ impl Vocab {
         }
     }
 
-    /// EOT/EOM/FIM ids by well-known texts when the metadata has none (first id wins), and
-    /// the `unused` flag on control tokens named so.
+    /// EOT/EOM/FIM ids by well-known texts when the metadata has none, and the `unused` flag
+    /// on control tokens named so. Where several texts of one list are present, llama.cpp
+    /// takes whichever its hash map yields first; we take the one listed first (so
+    /// `<|eot_id|>`/`<|im_end|>` win over `<|endoftext|>`).
     fn detect_by_text(&mut self, warn: &mut Vec<String>) {
-        for i in 0..self.n() as u32 {
-            let text = self.texts[i as usize].as_str();
-            let s = &mut self.specials;
-            let slots: [(&mut Option<u32>, &[&str]); 7] = [
-                (&mut s.eot, EOT_TEXTS),
-                (&mut s.eom, &["<|eom_id|>"]),
-                (&mut s.fim_pre, FIM_PRE_TEXTS),
-                (&mut s.fim_suf, FIM_SUF_TEXTS),
-                (&mut s.fim_mid, FIM_MID_TEXTS),
-                (&mut s.fim_pad, FIM_PAD_TEXTS),
-                (&mut s.fim_rep, FIM_REP_TEXTS),
-            ];
-            let mut hit = false;
-            for (slot, names) in slots {
-                if slot.is_none() && names.contains(&text) {
-                    *slot = Some(i);
-                    hit = true;
-                }
+        let lists: [(fn(&mut Specials) -> &mut Option<u32>, &[&str]); 8] = [
+            (|s| &mut s.eot, EOT_TEXTS),
+            (|s| &mut s.eom, &["<|eom_id|>"]),
+            (|s| &mut s.fim_pre, FIM_PRE_TEXTS),
+            (|s| &mut s.fim_suf, FIM_SUF_TEXTS),
+            (|s| &mut s.fim_mid, FIM_MID_TEXTS),
+            (|s| &mut s.fim_pad, FIM_PAD_TEXTS),
+            (|s| &mut s.fim_rep, FIM_REP_TEXTS),
+            (|s| &mut s.fim_sep, &["<|file_sep|>"]),
+        ];
+        for (slot, names) in lists {
+            if slot(&mut self.specials).is_some() {
+                continue;
             }
-            if s.fim_sep.is_none() && text == "<|file_sep|>" {
-                s.fim_sep = Some(i);
-                hit = true;
-            }
-            if hit {
-                self.mark_control(i, warn);
+            let found = names.iter().find_map(|t| self.id(t.as_bytes()));
+            if let Some(id) = found {
+                *slot(&mut self.specials) = Some(id);
+                self.mark_control(id, warn);
             }
         }
         for i in 0..self.n() {

@@ -28,8 +28,8 @@ fn corpus() -> Vec<String> {
 /// Characters of every class the patterns distinguish.
 const POOL: &[char] = &[
     'a', 'Z', 's', 't', 'r', 'e', 'v', 'l', 'm', 'd', 'S', 'T', 'L', 'D', '\'', '\'', ' ', ' ',
-    ' ', '\n', '\n', '\r', '\t', '0', '7', '9', '!', '.', ',', '$', '+', '<', '|', '`', '_',
-    '/', '(', '中', 'é', 'ß', 'Ж', '\u{301}', '\u{93F}', '٣', '½', 'Ⅻ', '😀', '\u{200D}', '\u{3000}',
+    ' ', '\n', '\n', '\r', '\t', '0', '7', '9', '!', '.', ',', '$', '+', '<', '|', '`', '_', '/',
+    '(', '中', 'é', 'ß', 'Ж', '\u{301}', '\u{93F}', '٣', '½', 'Ⅻ', '😀', '\u{200D}', '\u{3000}',
     '\u{A0}', '\u{85}', '\u{2028}', '\u{378}', '\u{E000}', '\u{1F}', '\u{B}', '—', '€', '™',
 ];
 
@@ -75,7 +75,10 @@ fn hand_written_equals_regex() {
 
 #[test]
 fn pieces_cover_the_text() {
-    for name in NAMES.iter().chain(&["deepseek-llm", "deepseek-coder", "tekken", "gpt-4o"]) {
+    for name in NAMES
+        .iter()
+        .chain(&["deepseek-llm", "deepseek-coder", "tekken", "gpt-4o"])
+    {
         let p = PreTokenizer::new(&lookup(name).unwrap()).unwrap();
         for t in corpus().iter().chain(&random_strings(300)) {
             assert_eq!(split(&p, t).concat(), *t, "{name}");
@@ -88,7 +91,10 @@ fn known_splits() {
     let p = |n: &str, s: &str| split(&PreTokenizer::new(&lookup(n).unwrap()).unwrap(), s);
     assert_eq!(p("gpt-2", "Hello world  x"), ["Hello", " world", " ", " x"]);
     assert_eq!(p("gpt-2", "it's 12345"), ["it", "'s", " 12345"]);
-    assert_eq!(p("llama3", "IT'S 12345\n\n x"), ["IT", "'S", " ", "123", "45", "\n\n", " x"]);
+    assert_eq!(
+        p("llama3", "IT'S 12345\n\n x"),
+        ["IT", "'S", " ", "123", "45", "\n\n", " x"]
+    );
     assert_eq!(p("qwen2", "ab 123"), ["ab", " ", "1", "2", "3"]);
     assert_eq!(p("starcoder", "abc 12"), ["abc", " ", "1", "2"]);
     assert_eq!(p("qwen35", "e\u{301}x!"), ["e\u{301}x", "!"]);
