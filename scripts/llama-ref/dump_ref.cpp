@@ -8,6 +8,7 @@
 #include "llama.h"
 
 #include <clocale>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -56,6 +57,8 @@ int main(int argc, char ** argv) {
     cp.n_batch = n_prompt;
     cp.n_threads = 2;
     cp.n_threads_batch = 2;
+    // CERA_REF_NO_FA=1: the non-flash attention path (for measuring llama.cpp's own spread)
+    if (getenv("CERA_REF_NO_FA")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot create context\n"); return 1; }
 

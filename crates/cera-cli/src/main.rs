@@ -11,6 +11,7 @@ mod inspect;
 mod models;
 mod perplexity;
 mod run;
+mod tokenize;
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +39,8 @@ enum Command {
     Pull(models::PullArgs),
     /// List cached models and the catalog.
     Models(models::ListArgs),
+    /// Print the token ids of a text (as `llama-tokenize --ids`).
+    Tokenize(tokenize::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => inspect::run(a),
         Command::Pull(a) => models::pull(a),
         Command::Models(a) => models::list(a),
+        Command::Tokenize(a) => tokenize::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

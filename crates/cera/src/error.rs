@@ -80,6 +80,12 @@ pub enum Error {
     #[error("{ty}: {reason}")]
     QuantShape { ty: GgmlType, reason: String },
 
+    // ---- tokenizer ----
+    #[error("tokenizer: {reason}")]
+    Tokenizer { reason: String },
+    #[error("tokenizer model '{model}' is not supported (supported: gpt2, gemma4, llama, bert)")]
+    TokenizerUnsupported { model: String },
+
     // ---- model fetching ----
     #[error("model fetch failed for '{model}': {reason}")]
     Fetch { model: String, reason: String },

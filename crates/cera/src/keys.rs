@@ -37,5 +37,28 @@ pub mod tokenizer {
     pub const MERGES: &str = "tokenizer.ggml.merges";
     pub const BOS_ID: &str = "tokenizer.ggml.bos_token_id";
     pub const EOS_ID: &str = "tokenizer.ggml.eos_token_id";
+    pub const EOT_ID: &str = "tokenizer.ggml.eot_token_id";
+    pub const EOM_ID: &str = "tokenizer.ggml.eom_token_id";
+    pub const UNK_ID: &str = "tokenizer.ggml.unknown_token_id";
+    /// Spelled this way in GGUF files.
+    pub const SEP_ID: &str = "tokenizer.ggml.seperator_token_id";
+    pub const PAD_ID: &str = "tokenizer.ggml.padding_token_id";
+    pub const MASK_ID: &str = "tokenizer.ggml.mask_token_id";
+    pub const FIM_PRE_ID: &str = "tokenizer.ggml.fim_pre_token_id";
+    pub const FIM_SUF_ID: &str = "tokenizer.ggml.fim_suf_token_id";
+    pub const FIM_MID_ID: &str = "tokenizer.ggml.fim_mid_token_id";
+    pub const FIM_PAD_ID: &str = "tokenizer.ggml.fim_pad_token_id";
+    pub const FIM_REP_ID: &str = "tokenizer.ggml.fim_rep_token_id";
+    pub const FIM_SEP_ID: &str = "tokenizer.ggml.fim_sep_token_id";
+    /// Older names of the FIM prefix/suffix/middle ids.
+    pub const PREFIX_ID: &str = "tokenizer.ggml.prefix_token_id";
+    pub const SUFFIX_ID: &str = "tokenizer.ggml.suffix_token_id";
+    pub const MIDDLE_ID: &str = "tokenizer.ggml.middle_token_id";
+    pub const ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
+    pub const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
+    pub const ADD_SEP: &str = "tokenizer.ggml.add_sep_token";
+    pub const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+    pub const NORMALIZER_LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
+    pub const NORMALIZER_STRIP_ACCENTS: &str = "tokenizer.ggml.normalizer.strip_accents";
     pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
 }

@@ -6,9 +6,12 @@
 //! [`tokenizer`] and [`chat`] turn text into tokens and conversations into prompts, [`sample`]
 //! picks tokens, and [`engine`] / [`session`] tie it together. [`fetch`] brings models into the
 //! local cache.
+//! every ggml tensor type, [`tokenizer`] turns text into token ids and back, and [`fetch`] brings
+//! models into the local cache.
 
 pub mod backend;
 pub mod chat;
+pub mod engine;
 pub mod error;
 pub mod fetch;
 pub mod gguf;
@@ -18,5 +21,7 @@ pub mod models;
 pub mod quant;
 pub mod runtime;
 pub mod sample;
+pub mod session;
+pub mod tokenizer;
 
 pub use error::{Error, Result};

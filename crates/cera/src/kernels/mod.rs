@@ -13,11 +13,11 @@
 //! [`CpuTier`].
 //!
 //! # Activation quantization and rounding
-//! The SIMD activation quantizers write exactly the bytes of the reference quantizers in
-//! `quant/`: Q8_0 and Q8_1 round half away from zero (Rust's `f32::round`, as ggml's
-//! `quantize_row_q8_0_ref`; ggml's own AVX path rounds half to even, so its bytes can differ
-//! from ours at exact ties), Q8_K rounds half to even (ggml's `nearest_int`), F16 and BF16
-//! round to nearest even. Activations are expected to be finite; NaN and infinities give
+//! Activations are quantized as ggml's CPU backend quantizes them (not as its `_ref`
+//! functions, which quantize weights): Q8_0 and Q8_1 scale by `127 / amax` and round half to
+//! even (`q8_0::quantize_act`); Q8_K is ggml's `quantize_row_q8_K_ref` (half to even through
+//! `nearest_int`); F16 and BF16 round to nearest even. The SIMD quantizers write the same
+//! bytes as the scalar ones. Matching ggml here is what keeps our logits on llama.cpp's. Activations are expected to be finite; NaN and infinities give
 //! memory-safe but meaningless rows.
 //!
 //! # Accuracy
@@ -283,8 +283,8 @@ impl KernelTable {
         t.set_quant(F32, float::quantize_f32);
         t.set_quant(F16, float::quantize_f16);
         t.set_quant(BF16, float::quantize_bf16);
-        t.set_quant(Q8_0, |x, o| q8_0::quantize(x, quant::as_blocks_mut(o)));
-        t.set_quant(Q8_1, |x, o| q8_1::quantize(x, quant::as_blocks_mut(o)));
+        t.set_quant(Q8_0, |x, o| q8_0::quantize_act(x, quant::as_blocks_mut(o)));
+        t.set_quant(Q8_1, |x, o| q8_1::quantize_act(x, quant::as_blocks_mut(o)));
         t.set_quant(Q8_K, |x, o| q8_k::quantize(x, quant::as_blocks_mut(o)));
 
         t.set_dot(F32, float::vec_dot_f32_scalar);

@@ -59,3 +59,29 @@ pub fn vec_dot_scalar(n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     }
     sumf
 }
+
+/// The activation quantizer of ggml's CPU backend (what llama.cpp runs for every matmul input):
+/// `id = 127 / amax`, `q = round_half_even(x · id)`. It differs from the reference [`quantize`]
+/// (`q = round(x / d)`) in the last bit now and then, which is enough to move logits after 30
+/// layers; matching it keeps our numbers on llama.cpp's.
+pub fn quantize_act(src: &[f32], out: &mut [BlockQ8_0]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, _) = quantize_act_block(x, &mut b.qs);
+        b.d = f32_to_f16(d);
+    }
+}
+
+/// One block of [`quantize_act`]; returns `d` (before f16 rounding) and the sum of the quants.
+pub(crate) fn quantize_act_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
+    let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        let qi = (v * id).round_ties_even().clamp(-128.0, 127.0) as i8;
+        *q = qi as u8;
+        sum += qi as i32;
+    }
+    (d, sum)
+}
+

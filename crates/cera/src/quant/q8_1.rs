@@ -54,3 +54,14 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ8_1]) {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
+
+/// The activation quantizer of ggml's CPU backend, as [`super::q8_0::quantize_act`], plus
+/// `s = d · Σq`.
+pub fn quantize_act(src: &[f32], out: &mut [BlockQ8_1]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, sum) = super::q8_0::quantize_act_block(x, &mut b.qs);
+        b.d = f32_to_f16(d);
+        b.s = f32_to_f16(d * sum as f32);
+    }
+}
+

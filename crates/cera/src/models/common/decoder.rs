@@ -119,6 +119,28 @@ pub struct Scratch {
     out_rows: Vec<f32>,
 }
 
+/// `CERA_DUMP=1` prints each intermediate's sum and first values under llama.cpp's tensor names
+/// (`attn_norm-0`, `Qcur-0`, `ffn_out-3`, …), to diff against `llama-eval-callback`.
+fn dump(name: &str, il: Option<usize>, data: &[f32]) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var_os("CERA_DUMP").is_some()) {
+        return;
+    }
+    let sum: f64 = data.iter().map(|&x| x as f64).sum();
+    let name = match il {
+        Some(i) => format!("{name}-{i}"),
+        None => name.to_owned(),
+    };
+    eprintln!("{name:>16} sum = {sum:>14.6} first = {:?}", &data[..data.len().min(3)]);
+    if std::env::var_os("CERA_DUMP_ROWS").is_some() {
+        let n = data.len() / 5;
+        for r in 0..5.min(data.len() / n.max(1)) {
+            let row = &data[r * n..(r + 1) * n];
+            eprintln!("      [{:10.4} {:10.4} {:10.4} ... {:10.4} {:10.4} {:10.4}]", row[0], row[1], row[2], row[n - 3], row[n - 2], row[n - 1]);
+        }
+    }
+}
+
 fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     v.resize(n, 0.0);
     &mut v[..n]
@@ -163,10 +185,12 @@ impl Decoder {
         if c.embed_scale != 1.0 {
             backend::scale_inplace(x, c.embed_scale);
         }
+        dump("embd", None, x);
 
         for (il, lw) in self.layers.iter().enumerate() {
             self.attention_block(cpu, il, lw, &mut kv[il], n, pos0, sc)?;
-            self.ffn_block(cpu, lw, n, sc)?;
+            self.ffn_block(cpu, il, lw, n, sc)?;
+            dump("l_out", Some(il), &sc.x[..n * d]);
         }
 
         // final norm and output projection, for the rows asked for
@@ -175,6 +199,7 @@ impl Decoder {
         let xo = &sc.x[first * d..n * d];
         let hn = resize(&mut sc.out_rows, rows * d);
         backend::rms_norm(xo, &self.output_norm, c.rms_eps, hn);
+        dump("result_norm", None, hn);
         logits.resize(rows * c.n_vocab, 0.0);
         cpu.matmul(&self.output, hn, rows, &mut sc.acts, logits)?;
         if c.logit_divisor != 1.0 {
@@ -247,6 +272,9 @@ impl Decoder {
             rope.apply(&mut q[t * qd..(t + 1) * qd], c.n_head, c.head_dim, &sc.cs);
             rope.apply(&mut k[t * kd..(t + 1) * kd], n_kv, c.head_dim, &sc.cs);
         }
+        dump("Qcur", Some(il), q);
+        dump("Kcur", Some(il), k);
+        dump("Vcur", Some(il), v);
         kv.store(pos0, k, v);
         let att = resize(&mut sc.att, n * c.n_head * c.head_dim_v);
         let params = AttentionParams {
@@ -259,12 +287,15 @@ impl Decoder {
             window: c.window[il],
         };
         cpu.attention(q, kv, pos0, n, &params, att);
+        dump("kqv_out", Some(il), att);
         let o = resize(&mut sc.o, n * d);
         cpu.matmul(&lw.wo, att, n, &mut sc.acts, o)?;
         if let Some(b) = &lw.bo {
             backend::add_bias(o, b);
         }
+        dump("attn_out", Some(il), o);
         self.residual(lw.attn_post_norm.as_deref(), sc, n);
+        dump("ffn_inp", Some(il), &sc.x[..n * d]);
         Ok(())
     }
 
@@ -281,7 +312,7 @@ impl Decoder {
         backend::add_inplace(&mut sc.x[..n * c.n_embd], o);
     }
 
-    fn ffn_block(&self, cpu: &Cpu, lw: &LayerWeights, n: usize, sc: &mut Scratch) -> Result<()> {
+    fn ffn_block(&self, cpu: &Cpu, il: usize, lw: &LayerWeights, n: usize, sc: &mut Scratch) -> Result<()> {
         let c = &self.cfg;
         let d = c.n_embd;
         let h = resize(&mut sc.h, n * d);
@@ -289,6 +320,7 @@ impl Decoder {
             Some(w) => backend::rms_norm(&sc.x[..n * d], w, c.rms_eps, h),
             None => h.copy_from_slice(&sc.x[..n * d]),
         }
+        dump("ffn_norm", Some(il), h);
         let ff = c.n_ff;
         match &lw.ffn_gate {
             Some(gate_w) => {
@@ -313,9 +345,13 @@ impl Decoder {
             FfnAct::SwiGlu => backend::silu,
             FfnAct::GeGlu => backend::gelu,
         };
+        dump("ffn_gate", Some(il), &sc.gate[..n * ff]);
+        dump("ffn_up", Some(il), &sc.up[..n * ff]);
         backend::glu_inplace(&mut sc.gate[..n * ff], &sc.up[..n * ff], act);
+        dump("ffn_swiglu", Some(il), &sc.gate[..n * ff]);
         let o = resize(&mut sc.o, n * d);
         cpu.matmul(&lw.ffn_down, &sc.gate[..n * ff], n, &mut sc.acts, o)?;
+        dump("ffn_out", Some(il), o);
         self.residual(lw.ffn_post_norm.as_deref(), sc, n);
         Ok(())
     }

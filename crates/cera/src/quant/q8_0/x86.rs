@@ -33,20 +33,6 @@ pub(crate) fn abs_ps(x: __m256) -> __m256 {
     _mm256_andnot_ps(_mm256_set1_ps(-0.0), x)
 }
 
-/// Rounds to the nearest integer, halves away from zero (Rust's `f32::round`, what the
-/// reference quantizers use), exactly: `x - trunc(x)` is exact, so the tie test is too. NaN
-/// lanes become 0 (as `NaN as i8` does).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn round_half_away(x: __m256) -> __m256 {
-    let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(x);
-    let frac = abs_ps(_mm256_sub_ps(x, t));
-    let up = _mm256_cmp_ps::<_CMP_GE_OQ>(frac, _mm256_set1_ps(0.5));
-    let one = _mm256_or_ps(_mm256_and_ps(x, _mm256_set1_ps(-0.0)), _mm256_set1_ps(1.0));
-    let r = _mm256_add_ps(t, _mm256_and_ps(up, one));
-    _mm256_and_ps(r, _mm256_cmp_ps::<_CMP_ORD_Q>(x, x))
-}
-
 /// Four vectors of i32 (in range for i8) to 32 bytes in element order.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -67,7 +53,8 @@ pub(crate) fn f32_to_f16_bits(x: f32) -> [u8; 2] {
     (_mm_extract_epi16::<0>(h) as u16).to_le_bytes()
 }
 
-/// One 32-element block, as `q8_0::quantize`: `d = amax / 127`, `q = round(x / d)`. Returns
+/// One 32-element block, as `q8_0::quantize_act`: `d = amax / 127`,
+/// `q = round_half_even(x · 127 / amax)`. Returns
 /// `d` (before rounding to f16) and the sum of the quants.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -80,13 +67,13 @@ pub(crate) fn quantize_block(x: &[f32], qs: &mut [u8; QK]) -> (f32, i32) {
     }
     let amax = hmax_ps(m);
     let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     let mul = _mm256_set1_ps(id);
     // Clamped like `as i8` (which saturates): `id` overflows to infinity when the block's
     // largest magnitude is subnormal.
     let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
     let conv = |v: __m256| {
-        let r = round_half_away(_mm256_mul_ps(v, mul));
+        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, mul));
         _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi))
     };
     // (Written out: `array::map` would not inline into this `#[target_feature]` function.)
@@ -101,7 +88,7 @@ pub(crate) fn quantize_block(x: &[f32], qs: &mut [u8; QK]) -> (f32, i32) {
     (d, sum)
 }
 
-/// AVX2 version of `q8_0::quantize`, byte for byte the same output.
+/// AVX2 version of `q8_0::quantize_act`, byte for byte the same output.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn quantize_avx2(src: &[f32], out: &mut [BlockQ8_0]) {
     for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {

@@ -1,0 +1,119 @@
+//! Flags shared by the generating commands, named as llama.cpp names them.
+
+use cera::backend::KvType;
+use cera::engine::{EngineOptions, SessionOptions};
+use cera::sample::SamplerConfig;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Model file or catalog name; the default model (fetched on first use) when omitted.
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<String>,
+    /// Context size in tokens (0: the model's, capped at 4096).
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 0)]
+    pub ctx_size: usize,
+    /// Compute threads (default: all cores).
+    #[arg(short = 't', long = "threads")]
+    pub threads: Option<usize>,
+    /// Prompt-processing batch size.
+    #[arg(
+        long = "ubatch-size",
+        visible_alias = "ub",
+        short = 'b',
+        default_value_t = 512
+    )]
+    pub ubatch: usize,
+    /// KV cache element type for keys and values (f16, f32).
+    #[arg(long = "cache-type-k", visible_alias = "ctk", default_value = "f16")]
+    pub cache_type: KvType,
+    /// Print more diagnostics on stderr.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+}
+
+impl ModelArgs {
+    pub fn engine_options(&self) -> EngineOptions {
+        let mut o = EngineOptions::default();
+        o.n_threads = self.threads;
+        o
+    }
+
+    pub fn session_options(&self) -> SessionOptions {
+        let mut o = SessionOptions::default();
+        o.n_ctx = self.ctx_size;
+        o.n_ubatch = self.ubatch;
+        o.kv_type = self.cache_type;
+        o
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Temperature (0: greedy).
+    #[arg(long = "temp", default_value_t = 0.8)]
+    pub temp: f32,
+    /// Top-k sampling (0: off).
+    #[arg(long = "top-k", default_value_t = 40)]
+    pub top_k: usize,
+    /// Top-p (nucleus) sampling (1.0: off).
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Min-p sampling (0.0: off).
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Locally typical sampling (1.0: off).
+    #[arg(long = "typical", default_value_t = 1.0)]
+    pub typical: f32,
+    /// Penalise repeated tokens (1.0: off).
+    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Tokens the penalties look back over.
+    #[arg(long = "repeat-last-n", default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// Frequency penalty (0.0: off).
+    #[arg(long = "frequency-penalty", default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// Presence penalty (0.0: off).
+    #[arg(long = "presence-penalty", default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Random seed (default: random).
+    #[arg(short = 's', long = "seed")]
+    pub seed: Option<u64>,
+    /// Token bias, e.g. `--logit-bias 15043+1` or `--logit-bias 15043-inf` (repeatable).
+    #[arg(short = 'l', long = "logit-bias", value_parser = parse_bias)]
+    pub logit_bias: Vec<(u32, f32)>,
+}
+
+fn parse_bias(s: &str) -> Result<(u32, f32), String> {
+    let at = s
+        .find(['+', '-'])
+        .ok_or_else(|| format!("'{s}': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS"))?;
+    let id: u32 = s[..at]
+        .parse()
+        .map_err(|_| format!("'{s}': bad token id"))?;
+    let bias: f32 = s[at..].parse().map_err(|_| format!("'{s}': bad bias"))?;
+    Ok((id, bias))
+}
+
+impl SamplingArgs {
+    pub fn config(&self) -> SamplerConfig {
+        let mut c = SamplerConfig::default();
+        c.temperature = self.temp;
+        c.top_k = self.top_k;
+        c.top_p = self.top_p;
+        c.min_p = self.min_p;
+        c.typical_p = self.typical;
+        c.repeat_penalty = self.repeat_penalty;
+        c.repeat_last_n = self.repeat_last_n;
+        c.frequency_penalty = self.frequency_penalty;
+        c.presence_penalty = self.presence_penalty;
+        c.logit_bias = self.logit_bias.clone();
+        c.seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
+        c
+    }
+}

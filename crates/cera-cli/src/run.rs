@@ -1,0 +1,160 @@
+//! `cera run`: one prompt in, the model's answer streamed to stdout.
+
+use std::io::{IsTerminal, Read, Write};
+
+use anyhow::{Context, bail};
+use cera::chat::{ChatTemplate, Message, RenderOptions};
+use cera::engine::Engine;
+use cera::session::{Control, GenerateOptions, Summary};
+
+use crate::common::resolve_model;
+use crate::gen_args::{ModelArgs, SamplingArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Prompt text (`-` reads stdin; stdin is also read when no prompt is given and it is not a
+    /// terminal).
+    #[arg(short = 'p', long = "prompt")]
+    pub prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(short = 'f', long = "file", conflicts_with = "prompt")]
+    pub file: Option<std::path::PathBuf>,
+    /// Tokens to generate (-1: until the model stops or the context is full).
+    #[arg(short = 'n', long = "n-predict", default_value_t = -1, allow_negative_numbers = true)]
+    pub n_predict: i64,
+    /// System prompt (chat mode).
+    #[arg(long = "system", visible_alias = "sys")]
+    pub system: Option<String>,
+    /// Feed the prompt as-is (BOS per metadata, special tokens parsed), without the chat
+    /// template, like llama-simple.
+    #[arg(long)]
+    pub raw: bool,
+    /// Stop when this text appears (repeatable).
+    #[arg(short = 'r', long = "reverse-prompt", visible_alias = "stop")]
+    pub stop: Vec<String>,
+    /// Do not stop at end-of-generation tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+}
+
+pub fn read_prompt(
+    prompt: &Option<String>,
+    file: &Option<std::path::PathBuf>,
+) -> anyhow::Result<String> {
+    if let Some(f) = file {
+        return std::fs::read_to_string(f)
+            .with_context(|| format!("reading prompt file {}", f.display()));
+    }
+    match prompt.as_deref() {
+        Some("-") | None => {
+            if prompt.is_none() && std::io::stdin().is_terminal() {
+                bail!("no prompt: pass -p TEXT, -f FILE, or pipe text to stdin");
+            }
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the prompt from stdin")?;
+            Ok(s)
+        }
+        Some(p) => Ok(p.to_owned()),
+    }
+}
+
+/// Renders a one-turn conversation through the model's template.
+pub fn chat_prompt(engine: &Engine, system: Option<&str>, user: &str) -> anyhow::Result<String> {
+    let tmpl = ChatTemplate::from_gguf(engine.gguf())?;
+    let mut msgs = Vec::new();
+    if let Some(s) = system {
+        msgs.push(Message::new("system", s));
+    }
+    msgs.push(Message::new("user", user));
+    let mut opts = RenderOptions::default();
+    opts.add_generation_prompt = true;
+    Ok(tmpl.render(&msgs, &opts)?)
+}
+
+/// Installs a Ctrl-C handler that cancels the session instead of killing the process.
+pub fn cancel_on_ctrl_c(handle: cera::session::CancelHandle) {
+    let _ = ctrlc::set_handler(move || handle.cancel());
+}
+
+pub fn print_summary(s: &Summary, verbose: bool) {
+    eprintln!();
+    eprintln!(
+        "cera: prompt {} tokens in {:.1} ms ({:.1} t/s); generated {} tokens in {:.1} ms ({:.1} t/s); finish: {}",
+        s.prompt_tokens,
+        s.prefill.as_secs_f64() * 1e3,
+        s.prefill_tps(),
+        s.generated_tokens,
+        s.decode.as_secs_f64() * 1e3,
+        s.decode_tps(),
+        s.finish.as_str()
+    );
+    if verbose {
+        eprintln!("cera: generated token ids {:?}", s.tokens);
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let text = read_prompt(&a.prompt, &a.file)?;
+    let path = resolve_model(a.model.model.as_deref())?;
+    let t0 = std::time::Instant::now();
+    let engine = Engine::load(&path, a.model.engine_options())
+        .with_context(|| format!("loading {}", path.display()))?;
+    if a.model.verbose {
+        eprintln!(
+            "cera: loaded {} in {:.0} ms ({} threads, kernels: {:?})",
+            path.display(),
+            t0.elapsed().as_secs_f64() * 1e3,
+            engine.n_threads(),
+            cera::kernels::KernelTable::get().tier()
+        );
+    }
+    let prompt = if a.raw {
+        text
+    } else {
+        chat_prompt(&engine, a.system.as_deref(), &text)?
+    };
+    let mut session = engine.session(a.model.session_options());
+    cancel_on_ctrl_c(session.cancel_handle());
+    let toks = engine.tokenizer().encode(&prompt, true, true);
+    if a.model.verbose {
+        eprintln!("cera: prompt is {} tokens: {:?}", toks.len(), toks);
+    }
+    match session.append_tokens(&toks) {
+        Err(cera::Error::Cancelled) => return Ok(()),
+        r => r?,
+    }
+    let mut opts = GenerateOptions::default();
+    opts.max_tokens = if a.n_predict < 0 {
+        0
+    } else {
+        a.n_predict as usize
+    };
+    opts.sampler = a.sampling.config();
+    opts.stop = a.stop.clone();
+    opts.ignore_eog = a.ignore_eos;
+    if a.n_predict == 0 {
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    let summary = session.generate(&opts, &mut |_tok: u32, piece: &str| {
+        if out
+            .write_all(piece.as_bytes())
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            return Control::Stop; // stdout closed (e.g. piped into head)
+        }
+        Control::Continue
+    })?;
+    if std::io::stdout().is_terminal() {
+        let _ = writeln!(out);
+    }
+    print_summary(&summary, a.model.verbose);
+    Ok(())
+}

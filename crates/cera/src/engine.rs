@@ -1,0 +1,115 @@
+//! The engine: one loaded model (immutable, mmap-backed, `Send + Sync`) with its tokenizer and
+//! chat template, serving any number of sessions.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::backend::{Cpu, KvType};
+use crate::error::Result;
+use crate::gguf::GgufFile;
+use crate::models::Model;
+use crate::session::Session;
+use crate::tokenizer::Tokenizer;
+
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct EngineOptions {
+    /// Compute threads (default: all cores).
+    pub n_threads: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SessionOptions {
+    /// Context length in tokens (0: the model's training context, capped at 4096).
+    pub n_ctx: usize,
+    /// Prefill batch size: the prompt is processed in chunks of this many tokens.
+    pub n_ubatch: usize,
+    pub kv_type: KvType,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            n_ctx: 0,
+            n_ubatch: 512,
+            kv_type: KvType::F16,
+        }
+    }
+}
+
+pub(crate) struct EngineInner {
+    pub(crate) file: Arc<GgufFile>,
+    pub(crate) path: PathBuf,
+    pub(crate) model: Model,
+    pub(crate) tokenizer: Tokenizer,
+    pub(crate) cpu: Cpu,
+    pub(crate) n_ctx_train: usize,
+}
+
+/// A loaded model. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<EngineInner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Engine({})", self.inner.path.display())
+    }
+}
+
+impl Engine {
+    pub fn load(path: impl AsRef<Path>, opts: EngineOptions) -> Result<Engine> {
+        let path = path.as_ref();
+        let file = Arc::new(GgufFile::open(path)?);
+        let tokenizer = Tokenizer::from_gguf(&file)?;
+        let model = Model::load(Arc::clone(&file))?;
+        let arch = file.architecture()?.to_owned();
+        let n_ctx_train = file
+            .get_opt::<usize>(&crate::keys::arch_key(&arch, crate::keys::arch::CONTEXT_LENGTH))?
+            .unwrap_or(4096);
+        let n_threads = opts
+            .n_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                file,
+                path: path.to_path_buf(),
+                model,
+                tokenizer,
+                cpu: Cpu::new(n_threads),
+                n_ctx_train,
+            }),
+        })
+    }
+
+    /// A new, empty session.
+    pub fn session(&self, opts: SessionOptions) -> Session {
+        Session::new(Arc::clone(&self.inner), opts)
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.inner.tokenizer
+    }
+
+    pub fn gguf(&self) -> &GgufFile {
+        &self.inner.file
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.inner.model.n_vocab()
+    }
+
+    pub fn n_ctx_train(&self) -> usize {
+        self.inner.n_ctx_train
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.inner.cpu.n_threads()
+    }
+}
