@@ -21,8 +21,11 @@ pub fn load(file: Arc<GgufFile>, arch: Arch) -> Result<Decoder> {
     let key = |s: &str| arch_key(a, s);
 
     let mut rope = rope_config(g, a, RopeKind::Normal, hp.n_rot, hp.rope_freq_base)?;
-    // Llama 3 per-dimension frequency divisors (one tensor shared by all layers)
-    rope.freq_factors = ld.vector_opt(&tensor(n::ROPE_FREQS, "weight"), hp.n_rot / 2)?;
+    // per-dimension frequency divisors, one tensor shared by all layers: Llama 3's
+    // `rope_freqs`, or with LongRoPE the factors for contexts up to the original length
+    let longrope = g.get_opt::<String>(&key(k::ROPE_SCALING_TYPE))?.as_deref() == Some("longrope");
+    let factors = if longrope { n::ROPE_FACTORS_SHORT } else { n::ROPE_FREQS };
+    rope.freq_factors = ld.vector_opt(&tensor(factors, "weight"), hp.n_rot / 2)?;
     if arch == Arch::Granite && !g.get_opt(&key(k::ROPE_SCALING_FINETUNED))?.unwrap_or(true) {
         // granite uses `rope.scaling.finetuned = false` to switch RoPE off
         rope.n_rot = 0;

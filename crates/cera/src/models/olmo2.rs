@@ -4,8 +4,8 @@
 //! untied output.
 //!
 //! With `attention.sliding_window` > 0 (OLMo 3), three of every four layers are local (or as
-//! `attention.sliding_window_pattern` says); local layers use plain RoPE with base
-//! `rope.freq_base_swa` (default `rope.freq_base`) and no scaling, as llama.cpp does.
+//! `attention.sliding_window_pattern` says); local layers use plain RoPE (the global base, no
+//! scaling), as llama.cpp does.
 
 use std::sync::Arc;
 
@@ -33,10 +33,9 @@ pub fn load(file: Arc<GgufFile>) -> Result<Decoder> {
     cfg.qk_norm = QkNorm::Full;
     let window: usize = g.get_opt(&key(k::SLIDING_WINDOW))?.unwrap_or(0);
     if window > 0 {
-        let base = g
-            .get_opt(&key(k::ROPE_FREQ_BASE_SWA))?
-            .unwrap_or(hp.rope_freq_base);
-        let local_rope = RopeConfig::new(RopeKind::Neox, hp.n_rot, base);
+        // llama.cpp reads `rope.freq_base_swa` for OLMo 3 but its graph rotates local layers
+        // with the global base; so do we
+        let local_rope = RopeConfig::new(RopeKind::Neox, hp.n_rot, hp.rope_freq_base);
         for (il, local) in swa_layers(g, ARCH, hp.n_layer, 4)?.into_iter().enumerate() {
             if local {
                 cfg.window[il] = Some(window);

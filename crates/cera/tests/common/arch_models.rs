@@ -29,6 +29,10 @@ pub struct Variant {
     pub ffn_down_ty: GgmlType,
     /// Type of an untied `output` (None: tied to the token embedding).
     pub output_ty: Option<GgmlType>,
+    /// Type of `token_embd`.
+    pub embd_ty: GgmlType,
+    /// Size of what each block adds to the residual stream, relative to the embedding.
+    pub block_scale: f32,
     /// Extra architecture features, see [`build`].
     pub features: &'static [Feature],
 }
@@ -61,13 +65,12 @@ pub enum Feature {
     Granite(f32, f32, f32, f32),
 }
 
-const fn v(
+fn v(
     name: &'static str,
     arch: &'static str,
     n_layer: usize,
     (n_head, n_head_kv, head_dim): (usize, usize, usize),
     n_ff: usize,
-    ty: GgmlType,
     output_ty: Option<GgmlType>,
     features: &'static [Feature],
 ) -> Variant {
@@ -80,9 +83,11 @@ const fn v(
         n_head_kv,
         head_dim,
         n_ff,
-        ty,
-        ffn_down_ty: ty,
+        ty: GgmlType::F32,
+        ffn_down_ty: GgmlType::F32,
         output_ty,
+        embd_ty: GgmlType::F32,
+        block_scale: 0.7,
         features,
     }
 }
@@ -90,33 +95,56 @@ const fn v(
 use Feature::*;
 use GgmlType::{F32, Q4_0, Q4_K, Q8_0};
 
+/// The quantized variant of a model: layer matrices in `ty` (ffn_down in `down`), the token
+/// embedding in `ty` unless it is also the output, the output in F32, blocks adding 1/50 of the
+/// embedding to the residual stream (F32 variants: 0.7).
+///
+/// Why: quantizing activations to Q8_0 (as both engines do for these weights) is discontinuous,
+/// so the engines' small rounding differences (f16 KV cache, llama.cpp's f16 flash-attention
+/// accumulator, summation order) re-round some activations, each by a whole Q8_0 step; the
+/// difference grows like the square root of its cause through every quantized matmul. With a
+/// Q8_0 output and blocks as large as the embedding, that noise alone reaches ~0.1 std of the
+/// logits on these random models. Embedding lookups and F32 matmuls stay exact, so the logits
+/// are compared tightly, while a wrong block still moves them far more than the tolerance.
+fn quant(mut x: Variant, ty: GgmlType, down: GgmlType) -> Variant {
+    x.ty = ty;
+    x.ffn_down_ty = down;
+    match x.output_ty {
+        None => x.embd_ty = F32,
+        Some(_) => {
+            x.embd_ty = ty;
+            x.output_ty = Some(F32);
+        }
+    }
+    x.block_scale = 0.02;
+    x
+}
+
 /// Every test model. Names are fixture folder names.
 pub fn variants() -> Vec<Variant> {
-    let q4 = |mut x: Variant| {
-        // Q4_0 matrices and embedding, Q4_K ffn_down (256-long rows), like a mixed Q4 file
-        x.ffn_down_ty = Q4_K;
-        x
-    };
+    let q8 = |x: Variant| quant(x, Q8_0, Q8_0);
+    // Q4_0 matrices and embedding, Q4_K ffn_down (256-long rows), like a mixed Q4 file
+    let q4 = |x: Variant| quant(x, Q4_0, Q4_K);
     vec![
-        v("llama_f32", "llama", 2, (4, 2, 32), 128, F32, None, &[]),
-        v("llama_q8_0", "llama", 2, (4, 2, 32), 128, Q8_0, None, &[]),
-        v("llama3_f32", "llama", 2, (4, 2, 32), 128, F32, Some(F32), &[RopeFreqs, RopeBase(500000.0)]),
-        q4(v("llama3_q4_0", "llama", 2, (4, 2, 32), 256, Q4_0, Some(Q8_0), &[RopeFreqs, RopeBase(500000.0)])),
-        v("qwen2_f32", "qwen2", 2, (2, 1, 32), 128, F32, None, &[QkvBias, RopeBase(1000000.0)]),
-        v("qwen2_q8_0", "qwen2", 2, (2, 1, 32), 128, Q8_0, None, &[QkvBias, Yarn(4.0, 32)]),
-        v("qwen3_f32", "qwen3", 2, (4, 2, 32), 128, F32, None, &[RopeBase(1000000.0)]),
-        v("qwen3_q8_0", "qwen3", 2, (4, 2, 32), 128, Q8_0, Some(Q8_0), &[]),
-        v("granite_f32", "granite", 2, (4, 2, 32), 128, F32, None, &[Granite(6.0, 0.5, 0.05, 2.0)]),
-        v("granite_q8_0", "granite", 2, (4, 2, 32), 128, Q8_0, None, &[Granite(6.0, 0.5, 0.05, 2.0)]),
-        v("gemma2_f32", "gemma2", 2, (4, 2, 32), 128, F32, None, &[Window(6), Softcap(3.0, 30.0)]),
+        v("llama_f32", "llama", 2, (4, 2, 32), 128, None, &[]),
+        q8(v("llama_q8_0", "llama", 2, (4, 2, 32), 128, None, &[])),
+        v("llama3_f32", "llama", 2, (4, 2, 32), 128, Some(F32), &[RopeFreqs, RopeBase(500000.0)]),
+        q4(v("llama3_q4_0", "llama", 2, (4, 2, 32), 256, Some(F32), &[RopeFreqs, RopeBase(500000.0)])),
+        v("qwen2_f32", "qwen2", 2, (2, 1, 32), 128, None, &[QkvBias, RopeBase(1000000.0)]),
+        q8(v("qwen2_q8_0", "qwen2", 2, (2, 1, 32), 128, None, &[QkvBias, Yarn(4.0, 32)])),
+        v("qwen3_f32", "qwen3", 2, (4, 2, 32), 128, None, &[RopeBase(1000000.0)]),
+        q8(v("qwen3_q8_0", "qwen3", 2, (4, 2, 32), 128, Some(F32), &[])),
+        v("granite_f32", "granite", 2, (4, 2, 32), 128, None, &[Granite(6.0, 0.5, 0.05, 2.0)]),
+        q8(v("granite_q8_0", "granite", 2, (4, 2, 32), 128, None, &[Granite(6.0, 0.5, 0.05, 2.0)])),
+        v("gemma2_f32", "gemma2", 2, (4, 2, 32), 128, None, &[Window(6), Softcap(3.0, 30.0)]),
         // default soft-caps (50, 30)
-        v("gemma2_q8_0", "gemma2", 3, (4, 2, 32), 128, Q8_0, None, &[Window(6)]),
-        v("gemma3_f32", "gemma3", 6, (4, 2, 32), 128, F32, None, &[Window(8), RopeBase(1000000.0), LinearRope(8.0)]),
-        q4(v("gemma3_q4_0", "gemma3", 4, (4, 2, 32), 256, Q4_0, Some(Q8_0), &[Window(5), SwaPeriod(2), SwaBase(20000.0), FinalSoftcap(20.0)])),
-        v("phi3_f32", "phi3", 2, (2, 1, 32), 128, F32, None, &[LongRope(1.19)]),
-        v("phi3_q8_0", "phi3", 2, (2, 1, 32), 128, Q8_0, None, &[]),
-        v("olmo2_f32", "olmo2", 2, (2, 1, 32), 128, F32, Some(F32), &[RopeBase(500000.0)]),
-        v("olmo2_q8_0", "olmo2", 4, (2, 1, 32), 128, Q8_0, Some(Q8_0), &[Window(8)]),
+        q8(v("gemma2_q8_0", "gemma2", 3, (4, 2, 32), 128, None, &[Window(6)])),
+        v("gemma3_f32", "gemma3", 6, (4, 2, 32), 128, None, &[Window(8), RopeBase(1000000.0), LinearRope(8.0)]),
+        q4(v("gemma3_q4_0", "gemma3", 4, (4, 2, 32), 256, Some(F32), &[Window(5), SwaPeriod(2), SwaBase(20000.0), FinalSoftcap(20.0)])),
+        v("phi3_f32", "phi3", 2, (2, 1, 32), 128, None, &[LongRope(1.19)]),
+        q8(v("phi3_q8_0", "phi3", 2, (2, 1, 32), 128, None, &[])),
+        v("olmo2_f32", "olmo2", 2, (2, 1, 32), 128, Some(F32), &[RopeBase(500000.0)]),
+        q8(v("olmo2_q8_0", "olmo2", 4, (2, 1, 32), 128, Some(F32), &[Window(8)])),
     ]
 }
 
@@ -277,29 +305,37 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
         }
     }
 
-    // The embedded token must stay small next to what the blocks add (RMS ~1), or a tied
-    // output scores the input token highest and greedy decoding repeats it: 0.05 per element
-    // after gemma's sqrt(n_embd) and granite's multiplier when tied, 0.3 when untied.
+    // The embedded token has RMS ~1 in the residual stream (after gemma's sqrt(n_embd) or
+    // granite's multiplier); each block adds `block_scale` of that (see `quant`).
     let input_scale = match (arch, v.features.iter().find(|f| matches!(f, Granite(..)))) {
         ("gemma2" | "gemma3", _) => (d as f32).sqrt(),
         (_, Some(Granite(e, ..))) => *e,
         _ => 1.0,
     };
     let tied = v.output_ty.is_none();
-    let embd_std = if tied { 0.05 } else { 0.3 } / input_scale;
-    b.embedding("token_embd.weight", v.ty, d, n_vocab, embd_std);
+    let embd_std = 1.0 / input_scale;
+    b.embedding("token_embd.weight", v.embd_ty, d, n_vocab, embd_std);
     if let Some(ty) = v.output_ty {
         b.embedding("output.weight", ty, d, n_vocab, 1.0);
     }
     // The final norm's weight sets the logit scale: about 6 standard deviations (before
-    // granite's divisor). Rows have RMS scale ~1.046 (see `embedding`).
+    // granite's divisor; rows have RMS scale ~1.046, see `embedding`). With a tied output its
+    // signs are random: the stream carries the input token, and positive weights would score
+    // that token highest, so greedy decoding would repeat it forever.
     let out_std = if tied { embd_std } else { 1.0 };
     let logit_div = match v.features.iter().find(|f| matches!(f, Granite(..))) {
         Some(Granite(.., l)) => *l,
         _ => 1.0,
     };
     let g = 6.0 * logit_div / ((d as f32).sqrt() * out_std * 1.046);
-    b.vector("output_norm.weight", d, g, 0.25 * g);
+    let mut r = Rng::new(v.name, "output_norm.weight");
+    let norm: Vec<f32> = (0..d)
+        .map(|_| {
+            let m = g * (0.75 + 0.5 * r.unit());
+            if tied && r.unit() < 0.5 { -m } else { m }
+        })
+        .collect();
+    b.tensor("output_norm.weight", F32, &[d], norm);
     if b.has(|f| *f == RopeFreqs) {
         // Llama 3 style: 1 for the fast dimensions rising to 8 for the slow ones
         let n = v.head_dim / 2;
@@ -315,6 +351,10 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
         b.tensor("rope_factors_short.weight", F32, &[n], short);
         b.tensor("rope_factors_long.weight", F32, &[n], long);
     }
+    let residual_scale = match v.features.iter().find(|f| matches!(f, Granite(..))) {
+        Some(Granite(_, r, ..)) => *r,
+        _ => 1.0,
+    };
     let olmo = arch == "olmo2";
     let phi = arch == "phi3";
     for il in 0..v.n_layer {
@@ -346,9 +386,14 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
             }
             _ => {}
         }
-        b.matrix(&t("attn_output.weight"), v.ty, qd, d, 1.0);
-        if gemma || olmo {
-            b.vector(&t("post_attention_norm.weight"), d, 1.0, 0.2);
+        // each block adds `block_scale` of the embedding (post-norm archs: through the
+        // post-norm weight)
+        let post = gemma || olmo;
+        // granite's residual multiplier scales the blocks down: compensate
+        let bs = v.block_scale / residual_scale;
+        b.matrix(&t("attn_output.weight"), v.ty, qd, d, if post { 1.0 } else { 1.2 * bs });
+        if post {
+            b.vector(&t("post_attention_norm.weight"), d, bs, 0.2 * bs);
         }
         if !olmo {
             b.vector(&t("ffn_norm.weight"), d, 1.0, 0.2);
@@ -359,9 +404,9 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
             b.matrix(&t("ffn_gate.weight"), v.ty, d, v.n_ff, 1.0);
             b.matrix(&t("ffn_up.weight"), v.ty, d, v.n_ff, 1.0);
         }
-        b.matrix(&t("ffn_down.weight"), v.ffn_down_ty, v.n_ff, d, 1.0);
-        if gemma || olmo {
-            b.vector(&t("post_ffw_norm.weight"), d, 1.0, 0.2);
+        b.matrix(&t("ffn_down.weight"), v.ffn_down_ty, v.n_ff, d, if post { 1.0 } else { 1.6 * bs });
+        if post {
+            b.vector(&t("post_ffw_norm.weight"), d, bs, 0.2 * bs);
         }
     }
     b.w.to_bytes().expect("serialise test model")

@@ -3,7 +3,7 @@
 
 use super::decoder::{LayerWeights, QkNorm};
 use super::hparams::BaseHparams;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::models::loader::TensorLoader;
 use crate::backend::Weight;
 use crate::models::names::{self as n, layer_tensor, tensor};
@@ -75,6 +75,16 @@ pub fn load_layers(
                     Some(ld.vector(&t(n::ATTN_K_NORM, "weight"), kd)?),
                 ),
             };
+            // FFN biases exist in a few llama-family conversions; we have no use for them, so a
+            // file that has them fails here rather than computing something else
+            for name in [n::FFN_GATE, n::FFN_UP, n::FFN_DOWN] {
+                if ld.has(&t(name, "bias")) {
+                    return Err(Error::Model(format!(
+                        "{}: FFN biases are not supported",
+                        t(name, "bias")
+                    )));
+                }
+            }
             let norm = |name: &str| -> Result<Option<Vec<f32>>> {
                 ld.vector(&t(name, "weight"), d).map(Some)
             };
