@@ -44,8 +44,7 @@ fn check(name: &str, bytes: Vec<u8>) {
         .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
         .unwrap();
     let (mut min_gap, mut stds, mut toks) = (f32::MAX, Vec::new(), Vec::new());
-    let mut pos = prompt.len();
-    for _ in 0..32 {
+    for pos in prompt.len()..prompt.len() + 32 {
         let sd = std_dev(&logits);
         let (a, b) = top2(&logits);
         min_gap = min_gap.min((a - b) / sd);
@@ -55,7 +54,6 @@ fn check(name: &str, bytes: Vec<u8>) {
         model
             .forward(&cpu, &mut st, &[t], pos, false, &mut logits)
             .unwrap();
-        pos += 1;
     }
     let mut distinct = toks.clone();
     distinct.sort();

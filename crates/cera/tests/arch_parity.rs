@@ -64,7 +64,10 @@ fn std_dev(x: &[f32]) -> f32 {
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 struct Step {
@@ -206,24 +209,57 @@ fn prefill_matches_decode(name: &str, model: &Model, cpu: &Cpu, prompt: &[u32], 
 }
 
 #[test]
-fn every_model_has_fixtures() {
-    for v in arch_models::variants() {
+fn every_model_is_tested_and_has_fixtures() {
+    let names: Vec<&str> = arch_models::variants().iter().map(|v| v.name).collect();
+    assert_eq!(names, TESTED, "parity!() must list every test model");
+    for name in names {
         assert!(
-            fixture_dir(v.name).join("model.json").exists(),
-            "{}: no fixtures (run scripts/gen-arch-fixtures.py {})",
-            v.name,
-            v.name
+            fixture_dir(name).join("model.json").exists(),
+            "{name}: no fixtures (run scripts/gen-arch-fixtures.py {name})"
         );
     }
 }
 
+/// A minimal GGUF: an architecture name and one tensor.
+fn tiny_gguf(arch: &str, ty: cera::quant::GgmlType) -> Arc<GgufFile> {
+    let mut w = cera::gguf::GgufWriter::new();
+    w.set("general.architecture", arch);
+    let shape = [256u64, 2];
+    let bytes = ty.bytes_for(512).unwrap() as usize;
+    w.add_tensor_raw("blk.0.attn_q.weight", ty, &shape, vec![0; bytes])
+        .unwrap();
+    Arc::new(GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap())
+}
+
+#[test]
+fn unsupported_architecture_fails_at_load_with_its_name() {
+    let err = Model::load(tiny_gguf("bloom", cera::quant::GgmlType::F32)).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("bloom"), "{msg}");
+    for arch in [
+        "llama", "qwen2", "qwen3", "granite", "gemma2", "gemma3", "phi3", "olmo2",
+    ] {
+        assert!(msg.contains(arch), "{msg}");
+    }
+}
+
+#[test]
+fn unsupported_tensor_type_fails_at_load_with_its_name() {
+    let err = Model::load(tiny_gguf("llama", cera::quant::GgmlType::IQ2_XXS)).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.to_lowercase().contains("iq2_xxs"), "{msg}");
+}
+
 macro_rules! parity {
-    ($($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            check(stringify!($name));
-        }
-    )*};
+    ($($name:ident),* $(,)?) => {
+        const TESTED: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[test]
+            fn $name() {
+                check(stringify!($name));
+            }
+        )*
+    };
 }
 
 parity!(

@@ -59,7 +59,12 @@ impl Weight {
     /// Rows `start..start + n` as a weight of their own, sharing the same bytes (the Q, K and V
     /// parts of a fused `attn_qkv`).
     pub fn slice_rows(&self, start: usize, n: usize, name: &str) -> Weight {
-        assert!(start + n <= self.rows, "{}: rows {start}+{n} of {}", self.name, self.rows);
+        assert!(
+            start + n <= self.rows,
+            "{}: rows {start}+{n} of {}",
+            self.name,
+            self.rows
+        );
         let rb = self.row_bytes();
         Weight {
             file: Arc::clone(&self.file),

@@ -24,7 +24,11 @@ pub fn load(file: Arc<GgufFile>, arch: Arch) -> Result<Decoder> {
     // per-dimension frequency divisors, one tensor shared by all layers: Llama 3's
     // `rope_freqs`, or with LongRoPE the factors for contexts up to the original length
     let longrope = g.get_opt::<String>(&key(k::ROPE_SCALING_TYPE))?.as_deref() == Some("longrope");
-    let factors = if longrope { n::ROPE_FACTORS_SHORT } else { n::ROPE_FREQS };
+    let factors = if longrope {
+        n::ROPE_FACTORS_SHORT
+    } else {
+        n::ROPE_FREQS
+    };
     rope.freq_factors = ld.vector_opt(&tensor(factors, "weight"), hp.n_rot / 2)?;
     if arch == Arch::Granite && !g.get_opt(&key(k::ROPE_SCALING_FINETUNED))?.unwrap_or(true) {
         // granite uses `rope.scaling.finetuned = false` to switch RoPE off

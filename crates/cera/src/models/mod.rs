@@ -120,9 +120,7 @@ pub(crate) fn rope_config(
         Some(f) => f,
         None => g.get_opt(&key(k::ROPE_SCALE_LINEAR))?.unwrap_or(0.0),
     };
-    let attn_factor: f32 = g
-        .get_opt(&key(k::ROPE_SCALING_ATTN_FACTOR))?
-        .unwrap_or(1.0);
+    let attn_factor: f32 = g.get_opt(&key(k::ROPE_SCALING_ATTN_FACTOR))?.unwrap_or(1.0);
     let freq_scale = if factor == 0.0 { 1.0 } else { 1.0 / factor };
     let yarn = |ext_factor: f32| -> Result<RopeScaling> {
         Ok(RopeScaling {

@@ -128,23 +128,140 @@ pub fn variants() -> Vec<Variant> {
     vec![
         v("llama_f32", "llama", 2, (4, 2, 32), 128, None, &[]),
         q8(v("llama_q8_0", "llama", 2, (4, 2, 32), 128, None, &[])),
-        v("llama3_f32", "llama", 2, (4, 2, 32), 128, Some(F32), &[RopeFreqs, RopeBase(500000.0)]),
-        q4(v("llama3_q4_0", "llama", 2, (4, 2, 32), 256, Some(F32), &[RopeFreqs, RopeBase(500000.0)])),
-        v("qwen2_f32", "qwen2", 2, (2, 1, 32), 128, None, &[QkvBias, RopeBase(1000000.0)]),
-        q8(v("qwen2_q8_0", "qwen2", 2, (2, 1, 32), 128, None, &[QkvBias, Yarn(4.0, 32)])),
-        v("qwen3_f32", "qwen3", 2, (4, 2, 32), 128, None, &[RopeBase(1000000.0)]),
+        v(
+            "llama3_f32",
+            "llama",
+            2,
+            (4, 2, 32),
+            128,
+            Some(F32),
+            &[RopeFreqs, RopeBase(500000.0)],
+        ),
+        q4(v(
+            "llama3_q4_0",
+            "llama",
+            2,
+            (4, 2, 32),
+            256,
+            Some(F32),
+            &[RopeFreqs, RopeBase(500000.0)],
+        )),
+        v(
+            "qwen2_f32",
+            "qwen2",
+            2,
+            (2, 1, 32),
+            128,
+            None,
+            &[QkvBias, RopeBase(1000000.0)],
+        ),
+        q8(v(
+            "qwen2_q8_0",
+            "qwen2",
+            2,
+            (2, 1, 32),
+            128,
+            None,
+            &[QkvBias, Yarn(4.0, 32)],
+        )),
+        v(
+            "qwen3_f32",
+            "qwen3",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[RopeBase(1000000.0)],
+        ),
         q8(v("qwen3_q8_0", "qwen3", 2, (4, 2, 32), 128, Some(F32), &[])),
-        v("granite_f32", "granite", 2, (4, 2, 32), 128, None, &[Granite(6.0, 0.5, 0.05, 2.0)]),
-        q8(v("granite_q8_0", "granite", 2, (4, 2, 32), 128, None, &[Granite(6.0, 0.5, 0.05, 2.0)])),
-        v("gemma2_f32", "gemma2", 2, (4, 2, 32), 128, None, &[Window(6), Softcap(3.0, 30.0)]),
+        v(
+            "granite_f32",
+            "granite",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[Granite(6.0, 0.5, 0.05, 2.0)],
+        ),
+        q8(v(
+            "granite_q8_0",
+            "granite",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[Granite(6.0, 0.5, 0.05, 2.0)],
+        )),
+        v(
+            "gemma2_f32",
+            "gemma2",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[Window(6), Softcap(3.0, 30.0)],
+        ),
         // default soft-caps (50, 30)
-        q8(v("gemma2_q8_0", "gemma2", 3, (4, 2, 32), 128, None, &[Window(6)])),
-        v("gemma3_f32", "gemma3", 6, (4, 2, 32), 128, None, &[Window(8), RopeBase(1000000.0), LinearRope(8.0)]),
-        q4(v("gemma3_q4_0", "gemma3", 4, (4, 2, 32), 256, Some(F32), &[Window(5), SwaPeriod(2), SwaBase(20000.0), FinalSoftcap(20.0)])),
-        v("phi3_f32", "phi3", 2, (2, 1, 32), 128, None, &[LongRope(1.19)]),
+        q8(v(
+            "gemma2_q8_0",
+            "gemma2",
+            3,
+            (4, 2, 32),
+            128,
+            None,
+            &[Window(6)],
+        )),
+        v(
+            "gemma3_f32",
+            "gemma3",
+            6,
+            (4, 2, 32),
+            128,
+            None,
+            &[Window(8), RopeBase(1000000.0), LinearRope(8.0)],
+        ),
+        q4(v(
+            "gemma3_q4_0",
+            "gemma3",
+            4,
+            (4, 2, 32),
+            256,
+            Some(F32),
+            &[
+                Window(5),
+                SwaPeriod(2),
+                SwaBase(20000.0),
+                FinalSoftcap(20.0),
+            ],
+        )),
+        v(
+            "phi3_f32",
+            "phi3",
+            2,
+            (2, 1, 32),
+            128,
+            None,
+            &[LongRope(1.19)],
+        ),
         q8(v("phi3_q8_0", "phi3", 2, (2, 1, 32), 128, None, &[])),
-        v("olmo2_f32", "olmo2", 2, (2, 1, 32), 128, Some(F32), &[RopeBase(500000.0)]),
-        q8(v("olmo2_q8_0", "olmo2", 4, (2, 1, 32), 128, Some(F32), &[Window(8)])),
+        v(
+            "olmo2_f32",
+            "olmo2",
+            2,
+            (2, 1, 32),
+            128,
+            Some(F32),
+            &[RopeBase(500000.0)],
+        ),
+        q8(v(
+            "olmo2_q8_0",
+            "olmo2",
+            4,
+            (2, 1, 32),
+            128,
+            Some(F32),
+            &[Window(8)],
+        )),
     ]
 }
 
@@ -213,7 +330,9 @@ impl Builder<'_> {
     /// Vector of `center ± spread` (norm weights, biases).
     fn vector(&mut self, name: &str, n: usize, center: f32, spread: f32) {
         let mut r = Rng::new(self.v.name, name);
-        let vals = (0..n).map(|_| center + spread * (2.0 * r.unit() - 1.0)).collect();
+        let vals = (0..n)
+            .map(|_| center + spread * (2.0 * r.unit() - 1.0))
+            .collect();
         self.tensor(name, F32, &[n], vals);
     }
     /// A `[n_embd, n_vocab]` embedding whose rows have different norms (a few large ones), so
@@ -391,7 +510,13 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
         let post = gemma || olmo;
         // granite's residual multiplier scales the blocks down: compensate
         let bs = v.block_scale / residual_scale;
-        b.matrix(&t("attn_output.weight"), v.ty, qd, d, if post { 1.0 } else { 1.2 * bs });
+        b.matrix(
+            &t("attn_output.weight"),
+            v.ty,
+            qd,
+            d,
+            if post { 1.0 } else { 1.2 * bs },
+        );
         if post {
             b.vector(&t("post_attention_norm.weight"), d, bs, 0.2 * bs);
         }
@@ -404,7 +529,13 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
             b.matrix(&t("ffn_gate.weight"), v.ty, d, v.n_ff, 1.0);
             b.matrix(&t("ffn_up.weight"), v.ty, d, v.n_ff, 1.0);
         }
-        b.matrix(&t("ffn_down.weight"), v.ffn_down_ty, v.n_ff, d, if post { 1.0 } else { 1.6 * bs });
+        b.matrix(
+            &t("ffn_down.weight"),
+            v.ffn_down_ty,
+            v.n_ff,
+            d,
+            if post { 1.0 } else { 1.6 * bs },
+        );
         if post {
             b.vector(&t("post_ffw_norm.weight"), d, bs, 0.2 * bs);
         }

@@ -164,6 +164,7 @@ impl Decoder {
     /// Runs `tokens` at positions `pos0..`, storing their keys and values in `kv`. When
     /// `all_logits` is false only the last token's logits are computed. Logits go to `logits`
     /// (rows of `n_vocab`).
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         cpu: &Cpu,

@@ -64,13 +64,13 @@ impl BaseHparams {
             None => 0,
         };
         for &kv in &n_head_kv {
-            if kv != 0 && n_head % kv != 0 {
+            if kv != 0 && !n_head.is_multiple_of(kv) {
                 return Err(Error::Model(format!(
                     "{n_head} query heads do not divide into {kv} KV heads"
                 )));
             }
         }
-        if n_rot > head_dim || n_rot % 2 != 0 {
+        if n_rot > head_dim || !n_rot.is_multiple_of(2) {
             return Err(Error::Model(format!(
                 "rope dimension count {n_rot} does not fit head size {head_dim}"
             )));
@@ -97,7 +97,12 @@ impl BaseHparams {
 /// in `{arch}.attention.sliding_window_pattern`, or a period `p` (that key as an integer, else
 /// the architecture's default) where every `p`-th layer is global and the others local
 /// (`p == 0`: all local).
-pub fn swa_layers(g: &GgufFile, arch: &str, n_layer: usize, default_period: u32) -> Result<Vec<bool>> {
+pub fn swa_layers(
+    g: &GgufFile,
+    arch: &str,
+    n_layer: usize,
+    default_period: u32,
+) -> Result<Vec<bool>> {
     let key = arch_key(arch, k::SLIDING_WINDOW_PATTERN);
     if let Some(Value::Array(a)) = g.get(&key) {
         let flags = a.to_i64_vec().ok_or_else(|| Error::KeyType {

@@ -3,9 +3,9 @@
 
 use super::decoder::{LayerWeights, QkNorm};
 use super::hparams::BaseHparams;
+use crate::backend::Weight;
 use crate::error::{Error, Result};
 use crate::models::loader::TensorLoader;
-use crate::backend::Weight;
 use crate::models::names::{self as n, layer_tensor, tensor};
 
 /// What a dense architecture's layers contain.
