@@ -276,6 +276,7 @@ parity!(
     gemma2_f32,
     gemma2_q8_0,
     gemma3_f32,
+    gemma3_swa_f32,
     gemma3_q4_0,
     phi3_f32,
     phi3_q8_0,

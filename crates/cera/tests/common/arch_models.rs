@@ -153,7 +153,7 @@ pub fn variants() -> Vec<Variant> {
             (2, 1, 32),
             128,
             None,
-            &[QkvBias, RopeBase(1000000.0)],
+            &[QkvBias, RopeBase(1000000.0), Yarn(4.0, 32)],
         ),
         q8(v(
             "qwen2_q8_0",
@@ -162,7 +162,7 @@ pub fn variants() -> Vec<Variant> {
             (2, 1, 32),
             128,
             None,
-            &[QkvBias, Yarn(4.0, 32)],
+            &[QkvBias],
         )),
         v(
             "qwen3_f32",
@@ -220,6 +220,21 @@ pub fn variants() -> Vec<Variant> {
             None,
             &[Window(8), RopeBase(1000000.0), LinearRope(8.0)],
         ),
+        // the optional keys: layer pattern, local RoPE base, final soft-cap; untied output
+        v(
+            "gemma3_swa_f32",
+            "gemma3",
+            4,
+            (4, 2, 32),
+            128,
+            Some(F32),
+            &[
+                Window(5),
+                SwaPeriod(2),
+                SwaBase(20000.0),
+                FinalSoftcap(20.0),
+            ],
+        ),
         q4(v(
             "gemma3_q4_0",
             "gemma3",
@@ -244,24 +259,17 @@ pub fn variants() -> Vec<Variant> {
             &[LongRope(1.19)],
         ),
         q8(v("phi3_q8_0", "phi3", 2, (2, 1, 32), 128, None, &[])),
+        // with OLMo 3's sliding window (three local layers of four)
         v(
             "olmo2_f32",
-            "olmo2",
-            2,
-            (2, 1, 32),
-            128,
-            Some(F32),
-            &[RopeBase(500000.0)],
-        ),
-        q8(v(
-            "olmo2_q8_0",
             "olmo2",
             4,
             (2, 1, 32),
             128,
             Some(F32),
-            &[Window(8)],
-        )),
+            &[RopeBase(500000.0), Window(8)],
+        ),
+        q8(v("olmo2_q8_0", "olmo2", 2, (2, 1, 32), 128, Some(F32), &[])),
     ]
 }
 
