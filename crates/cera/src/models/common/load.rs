@@ -171,6 +171,14 @@ pub struct Embeddings {
 }
 
 pub fn load_embeddings(ld: &TensorLoader, hp: &BaseHparams, out: Output) -> Result<Embeddings> {
+    // llama.cpp adds an optional `output.bias` for qwen2; no model we know has one, and
+    // ignoring it would compute something else, so say so
+    let bias = tensor(n::OUTPUT, "bias");
+    if ld.has(&bias) {
+        return Err(Error::Model(format!(
+            "{bias}: output biases are not supported"
+        )));
+    }
     let token_embd = ld.matrix(&tensor(n::TOKEN_EMBD, "weight"), hp.n_embd, hp.n_vocab)?;
     let out_name = tensor(n::OUTPUT, "weight");
     let output = match out {
