@@ -32,14 +32,12 @@ fn main() {
     model
         .forward(&cpu, &mut st, &toks, 0, false, &mut logits)
         .unwrap();
-    let mut pos = toks.len();
     for _ in 0..16 {
         let next = argmax(&logits) as u32;
         toks.push(next);
         model
-            .forward(&cpu, &mut st, &[next], pos, false, &mut logits)
+            .forward(&cpu, &mut st, &[next], toks.len() - 1, false, &mut logits)
             .unwrap();
-        pos += 1;
     }
     let text: String = toks
         .iter()

@@ -21,6 +21,31 @@ pub mod arch {
     pub const ROPE_FREQ_BASE: &str = "rope.freq_base";
     pub const ROPE_DIMENSION_COUNT: &str = "rope.dimension_count";
     pub const VOCAB_SIZE: &str = "vocab_size";
+
+    // multipliers and soft-capping (granite, gemma2/3)
+    pub const EMBEDDING_SCALE: &str = "embedding_scale";
+    pub const RESIDUAL_SCALE: &str = "residual_scale";
+    pub const LOGIT_SCALE: &str = "logit_scale";
+    pub const ATTENTION_SCALE: &str = "attention.scale";
+    pub const ATTN_LOGIT_SOFTCAPPING: &str = "attn_logit_softcapping";
+    pub const FINAL_LOGIT_SOFTCAPPING: &str = "final_logit_softcapping";
+
+    // sliding-window attention (gemma2/3, olmo2)
+    pub const SLIDING_WINDOW: &str = "attention.sliding_window";
+    /// A period (`u32`: every n-th layer is global) or one bool per layer.
+    pub const SLIDING_WINDOW_PATTERN: &str = "attention.sliding_window_pattern";
+    /// RoPE base of the sliding-window layers.
+    pub const ROPE_FREQ_BASE_SWA: &str = "rope.freq_base_swa";
+
+    // RoPE scaling
+    pub const ROPE_SCALING_TYPE: &str = "rope.scaling.type";
+    pub const ROPE_SCALING_FACTOR: &str = "rope.scaling.factor";
+    /// Older name of the linear scaling factor.
+    pub const ROPE_SCALE_LINEAR: &str = "rope.scale_linear";
+    pub const ROPE_SCALING_ATTN_FACTOR: &str = "rope.scaling.attn_factor";
+    pub const ROPE_SCALING_ORIG_CTX_LEN: &str = "rope.scaling.original_context_length";
+    /// Granite: false means no RoPE at all.
+    pub const ROPE_SCALING_FINETUNED: &str = "rope.scaling.finetuned";
 }
 
 /// Renders an architecture key: `arch_key("llama", arch::BLOCK_COUNT)` is `llama.block_count`.

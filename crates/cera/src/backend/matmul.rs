@@ -57,6 +57,27 @@ impl Weight {
         self.len / self.rows.max(1)
     }
 
+    /// Rows `start..start + n` as a weight of their own, sharing the same bytes (the Q, K and V
+    /// parts of a fused `attn_qkv`).
+    pub fn slice_rows(&self, start: usize, n: usize, name: &str) -> Weight {
+        assert!(
+            start + n <= self.rows,
+            "{}: rows {start}+{n} of {}",
+            self.name,
+            self.rows
+        );
+        let rb = self.row_bytes();
+        Weight {
+            file: Arc::clone(&self.file),
+            offset: self.offset + start * rb,
+            len: n * rb,
+            name: name.to_owned(),
+            ty: self.ty,
+            rows: n,
+            cols: self.cols,
+        }
+    }
+
     /// Row `r` dequantized into `out` (embedding lookup).
     pub fn row_f32(&self, r: usize, out: &mut [f32]) -> Result<()> {
         let rb = self.row_bytes();

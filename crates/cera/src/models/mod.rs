@@ -2,9 +2,13 @@
 //! shared blocks live in `common/`; names and keys come from [`names`] and [`crate::keys`].
 
 pub mod common;
+pub mod gemma2;
+pub mod gemma3;
 pub mod llama;
 pub mod loader;
 pub mod names;
+pub mod olmo2;
+pub mod phi3;
 pub mod qwen2;
 
 use std::sync::Arc;
@@ -12,7 +16,7 @@ use std::sync::Arc;
 use crate::backend::{Cpu, KvLayer, KvType, RopeConfig, RopeKind, RopeScaling};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::keys::arch_key;
+use crate::keys::{arch as k, arch_key};
 pub use common::decoder::Scratch;
 pub use names::Arch;
 
@@ -54,12 +58,10 @@ impl Model {
         Ok(match arch {
             Arch::Llama | Arch::Granite => Model::Decoder(llama::load(file, arch)?),
             Arch::Qwen2 | Arch::Qwen3 => Model::Decoder(qwen2::load(file, arch)?),
-            other => {
-                return Err(Error::UnsupportedArch {
-                    arch: other.name().to_owned(),
-                    supported: "llama, granite, qwen2, qwen3".into(),
-                });
-            }
+            Arch::Gemma2 => Model::Decoder(gemma2::load(file)?),
+            Arch::Gemma3 => Model::Decoder(gemma3::load(file)?),
+            Arch::Phi3 => Model::Decoder(phi3::load(file)?),
+            Arch::Olmo2 => Model::Decoder(olmo2::load(file)?),
         })
     }
 
@@ -102,7 +104,10 @@ impl Model {
     }
 }
 
-/// RoPE settings from `{arch}.rope.*` (scaling type, factor, YaRN parameters).
+/// RoPE settings from `{arch}.rope.*`, as llama.cpp reads them: the scaling type defaults to
+/// linear (a factor alone scales positions), `longrope` scales like linear (its per-dimension
+/// factors are tensors the architecture loads), YaRN's correction range defaults to the
+/// training context, and `rope.scaling.attn_factor` multiplies cos/sin for every type.
 pub(crate) fn rope_config(
     g: &GgufFile,
     arch: &str,
@@ -110,43 +115,44 @@ pub(crate) fn rope_config(
     n_rot: usize,
     base: f32,
 ) -> Result<RopeConfig> {
+    let key = |s: &str| arch_key(arch, s);
     let mut cfg = RopeConfig::new(kind, n_rot, base);
-    let scaling: Option<String> = g.get_opt(&arch_key(arch, "rope.scaling.type"))?;
-    let factor: f32 = g
-        .get_opt(&arch_key(arch, "rope.scaling.factor"))?
-        .unwrap_or(0.0);
-    match scaling.as_deref() {
-        None | Some("none") => {}
-        Some("linear") => {
-            if factor > 0.0 {
-                cfg.freq_scale = 1.0 / factor;
-            }
+    let scaling: Option<String> = g.get_opt(&key(k::ROPE_SCALING_TYPE))?;
+    let factor: f32 = match g.get_opt(&key(k::ROPE_SCALING_FACTOR))? {
+        Some(f) => f,
+        None => g.get_opt(&key(k::ROPE_SCALE_LINEAR))?.unwrap_or(0.0),
+    };
+    let attn_factor: f32 = g.get_opt(&key(k::ROPE_SCALING_ATTN_FACTOR))?.unwrap_or(1.0);
+    let freq_scale = if factor == 0.0 { 1.0 } else { 1.0 / factor };
+    let yarn = |ext_factor: f32| -> Result<RopeScaling> {
+        Ok(RopeScaling {
+            ext_factor,
+            attn_factor,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            n_ctx_orig: match g.get_opt(&key(k::ROPE_SCALING_ORIG_CTX_LEN))? {
+                Some(n) if n != 0 => n,
+                _ => g.get_opt(&key(k::CONTEXT_LENGTH))?.unwrap_or(0),
+            },
+        })
+    };
+    match scaling.as_deref().unwrap_or("linear") {
+        "none" => {}
+        "linear" | "longrope" => cfg.freq_scale = freq_scale,
+        "yarn" => {
+            cfg.freq_scale = freq_scale;
+            cfg.yarn = Some(yarn(1.0)?);
         }
-        Some("yarn") => {
-            if factor > 0.0 {
-                cfg.freq_scale = 1.0 / factor;
-            }
-            cfg.yarn = Some(RopeScaling {
-                ext_factor: 1.0,
-                attn_factor: g
-                    .get_opt(&arch_key(arch, "rope.scaling.attn_factor"))?
-                    .unwrap_or(1.0),
-                beta_fast: g
-                    .get_opt(&arch_key(arch, "rope.scaling.yarn_beta_fast"))?
-                    .unwrap_or(32.0),
-                beta_slow: g
-                    .get_opt(&arch_key(arch, "rope.scaling.yarn_beta_slow"))?
-                    .unwrap_or(1.0),
-                n_ctx_orig: g
-                    .get_opt(&arch_key(arch, "rope.scaling.original_context_length"))?
-                    .unwrap_or(0),
-            });
-        }
-        Some(other) => {
+        other => {
             return Err(Error::Model(format!(
-                "{arch}.rope.scaling.type '{other}' is not supported"
+                "{} '{other}' is not supported",
+                key(k::ROPE_SCALING_TYPE)
             )));
         }
+    }
+    if cfg.yarn.is_none() && attn_factor != 1.0 {
+        // no extrapolation mix, only the cos/sin multiplier
+        cfg.yarn = Some(yarn(0.0)?);
     }
     Ok(cfg)
 }

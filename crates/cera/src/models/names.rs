@@ -68,6 +68,9 @@ pub const TOKEN_EMBD: &str = "token_embd";
 pub const OUTPUT_NORM: &str = "output_norm";
 pub const OUTPUT: &str = "output";
 pub const ROPE_FREQS: &str = "rope_freqs";
+/// Phi-3 LongRoPE per-dimension frequency divisors beyond / within the original context.
+pub const ROPE_FACTORS_LONG: &str = "rope_factors_long";
+pub const ROPE_FACTORS_SHORT: &str = "rope_factors_short";
 
 /// Per-layer tensors (`blk.N.<name>`).
 pub const ATTN_NORM: &str = "attn_norm";

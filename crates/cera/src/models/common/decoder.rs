@@ -64,6 +64,34 @@ pub struct DecoderConfig {
     pub logit_divisor: f32,
 }
 
+impl DecoderConfig {
+    /// A llama-like stack (pre-norm, SwiGLU, no multipliers, 1/sqrt(head_dim) attention scale,
+    /// full attention, the same RoPE in every layer) that architectures then adjust.
+    pub fn new(hp: &super::BaseHparams, rope: RopeConfig) -> DecoderConfig {
+        DecoderConfig {
+            n_vocab: hp.n_vocab,
+            n_embd: hp.n_embd,
+            n_head: hp.n_head,
+            head_dim: hp.head_dim,
+            head_dim_v: hp.head_dim_v,
+            n_ff: hp.n_ff,
+            rms_eps: hp.rms_eps,
+            norm: NormPlacement::Pre,
+            qk_norm: QkNorm::None,
+            ffn_act: FfnAct::SwiGlu,
+            n_head_kv: hp.n_head_kv.clone(),
+            rope: vec![rope; hp.n_layer],
+            window: vec![None; hp.n_layer],
+            embed_scale: 1.0,
+            residual_scale: 1.0,
+            attn_scale: 1.0 / (hp.head_dim as f32).sqrt(),
+            attn_softcap: None,
+            final_softcap: None,
+            logit_divisor: 1.0,
+        }
+    }
+}
+
 /// One layer's weights. Shapes in ggml order `[in, out]`.
 pub struct LayerWeights {
     /// `[n_embd]`; absent for post-norm models
@@ -158,6 +186,7 @@ impl Decoder {
     /// Runs `tokens` at positions `pos0..`, storing their keys and values in `kv`. When
     /// `all_logits` is false only the last token's logits are computed. Logits go to `logits`
     /// (rows of `n_vocab`).
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         cpu: &Cpu,

@@ -1,7 +1,7 @@
 //! Hyperparameters every transformer GGUF carries, read through the central key table.
 
 use crate::error::{Error, Result};
-use crate::gguf::GgufFile;
+use crate::gguf::{GgufFile, Value};
 use crate::keys::{arch as k, arch_key};
 
 /// The common hyperparameters (`{arch}.*`).
@@ -64,13 +64,13 @@ impl BaseHparams {
             None => 0,
         };
         for &kv in &n_head_kv {
-            if kv != 0 && n_head % kv != 0 {
+            if kv != 0 && !n_head.is_multiple_of(kv) {
                 return Err(Error::Model(format!(
                     "{n_head} query heads do not divide into {kv} KV heads"
                 )));
             }
         }
-        if n_rot > head_dim || n_rot % 2 != 0 {
+        if n_rot > head_dim || !n_rot.is_multiple_of(2) {
             return Err(Error::Model(format!(
                 "rope dimension count {n_rot} does not fit head size {head_dim}"
             )));
@@ -91,4 +91,35 @@ impl BaseHparams {
             rope_freq_base: g.get_opt(&key(k::ROPE_FREQ_BASE))?.unwrap_or(10000.0),
         })
     }
+}
+
+/// Which layers use sliding-window attention, as llama.cpp decides it: either one flag per layer
+/// in `{arch}.attention.sliding_window_pattern`, or a period `p` (that key as an integer, else
+/// the architecture's default) where every `p`-th layer is global and the others local
+/// (`p == 0`: all local).
+pub fn swa_layers(
+    g: &GgufFile,
+    arch: &str,
+    n_layer: usize,
+    default_period: u32,
+) -> Result<Vec<bool>> {
+    let key = arch_key(arch, k::SLIDING_WINDOW_PATTERN);
+    if let Some(Value::Array(a)) = g.get(&key) {
+        let flags = a.to_i64_vec().ok_or_else(|| Error::KeyType {
+            key: key.clone(),
+            expected: "integer or array of flags",
+            found: format!("array[{}]", a.elem_type()),
+        })?;
+        if flags.len() != n_layer {
+            return Err(Error::Model(format!(
+                "{key} has {} entries for {n_layer} layers",
+                flags.len()
+            )));
+        }
+        return Ok(flags.into_iter().map(|f| f != 0).collect());
+    }
+    let p: u32 = g.get_opt(&key)?.unwrap_or(default_period);
+    Ok((0..n_layer as u32)
+        .map(|il| p == 0 || il % p < p - 1)
+        .collect())
 }

@@ -3,15 +3,14 @@
 
 use super::decoder::{LayerWeights, QkNorm};
 use super::hparams::BaseHparams;
-use crate::error::Result;
+use crate::backend::Weight;
+use crate::error::{Error, Result};
 use crate::models::loader::TensorLoader;
-use crate::models::names::{self as n, layer_tensor};
+use crate::models::names::{self as n, layer_tensor, tensor};
 
 /// What a dense architecture's layers contain.
 #[derive(Clone, Copy, Debug)]
 pub struct LayerSpec {
-    /// Q, K, V in one `attn_qkv` tensor (phi3).
-    pub fused_qkv: bool,
     /// gate and up in one `ffn_up` tensor of `2*n_ff` outputs (phi3).
     pub fused_gate_up: bool,
     /// Pre-attention and pre-FFN norms present (false for olmo2).
@@ -33,17 +32,36 @@ pub fn load_layers(
             let t = |name: &str, suffix: &str| layer_tensor(il, name, suffix);
             let kd = hp.n_head_kv[il] * hp.head_dim;
             let vd = hp.n_head_kv[il] * hp.head_dim_v;
-            let (wq, wk, wv) = if spec.fused_qkv {
-                let _qkv = ld.matrix(&t(n::ATTN_QKV, "weight"), d, qd + kd + vd)?;
-                return Err(crate::error::Error::Model(format!(
-                    "{}: fused QKV tensors are not supported yet",
-                    t(n::ATTN_QKV, "weight")
-                )));
+            // Q, K and V come fused in one `attn_qkv` (phi3, some conversions of the others) or
+            // as three tensors; a fused one is split by rows without copying.
+            let qkv_name = t(n::ATTN_QKV, "weight");
+            let (wq, wk, wv, bq, bk, bv) = if ld.has(&qkv_name) {
+                let qkv = ld.matrix(&qkv_name, d, qd + kd + vd)?;
+                let (bq, bk, bv) = match ld.vector_opt(&t(n::ATTN_QKV, "bias"), qd + kd + vd)? {
+                    Some(b) => (
+                        Some(b[..qd].to_vec()),
+                        Some(b[qd..qd + kd].to_vec()),
+                        Some(b[qd + kd..].to_vec()),
+                    ),
+                    None => separate_qkv_biases(ld, &t, qd, kd, vd)?,
+                };
+                (
+                    qkv.slice_rows(0, qd, &format!("{qkv_name}[q]")),
+                    qkv.slice_rows(qd, kd, &format!("{qkv_name}[k]")),
+                    qkv.slice_rows(qd + kd, vd, &format!("{qkv_name}[v]")),
+                    bq,
+                    bk,
+                    bv,
+                )
             } else {
+                let (bq, bk, bv) = separate_qkv_biases(ld, &t, qd, kd, vd)?;
                 (
                     ld.matrix(&t(n::ATTN_Q, "weight"), d, qd)?,
                     ld.matrix(&t(n::ATTN_K, "weight"), d, kd)?,
                     ld.matrix(&t(n::ATTN_V, "weight"), d, vd)?,
+                    bq,
+                    bk,
+                    bv,
                 )
             };
             let (q_norm, k_norm) = match spec.qk_norm {
@@ -57,6 +75,16 @@ pub fn load_layers(
                     Some(ld.vector(&t(n::ATTN_K_NORM, "weight"), kd)?),
                 ),
             };
+            // FFN biases exist in a few llama-family conversions; we have no use for them, so a
+            // file that has them fails here rather than computing something else
+            for name in [n::FFN_GATE, n::FFN_UP, n::FFN_DOWN] {
+                if ld.has(&t(name, "bias")) {
+                    return Err(Error::Model(format!(
+                        "{}: FFN biases are not supported",
+                        t(name, "bias")
+                    )));
+                }
+            }
             let norm = |name: &str| -> Result<Option<Vec<f32>>> {
                 ld.vector(&t(name, "weight"), d).map(Some)
             };
@@ -77,10 +105,9 @@ pub fn load_layers(
                 wq,
                 wk,
                 wv,
-                // biases are optional in every dense family (qwen2 has them)
-                bq: ld.vector_opt(&t(n::ATTN_Q, "bias"), qd)?,
-                bk: ld.vector_opt(&t(n::ATTN_K, "bias"), kd)?,
-                bv: ld.vector_opt(&t(n::ATTN_V, "bias"), vd)?,
+                bq,
+                bk,
+                bv,
                 q_norm,
                 k_norm,
                 wo: ld.matrix(&t(n::ATTN_OUT, "weight"), hp.n_head * hp.head_dim_v, d)?,
@@ -106,4 +133,64 @@ pub fn load_layers(
             })
         })
         .collect()
+}
+
+type QkvBiases = (Option<Vec<f32>>, Option<Vec<f32>>, Option<Vec<f32>>);
+
+/// Q/K/V biases as separate vectors: optional in every dense family (qwen2 has them).
+fn separate_qkv_biases(
+    ld: &TensorLoader,
+    t: &dyn Fn(&str, &str) -> String,
+    qd: usize,
+    kd: usize,
+    vd: usize,
+) -> Result<QkvBiases> {
+    Ok((
+        ld.vector_opt(&t(n::ATTN_Q, "bias"), qd)?,
+        ld.vector_opt(&t(n::ATTN_K, "bias"), kd)?,
+        ld.vector_opt(&t(n::ATTN_V, "bias"), vd)?,
+    ))
+}
+
+/// How an architecture's output projection relates to the token embedding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// `output.weight` if present, else the token embedding (most families).
+    TiedIfAbsent,
+    /// Always the token embedding, even when `output.weight` exists (gemma2).
+    Tied,
+    /// `output.weight` is required (olmo2).
+    Required,
+}
+
+/// The model-level tensors: token embedding, final norm, output projection.
+pub struct Embeddings {
+    pub token_embd: Weight,
+    pub output_norm: Vec<f32>,
+    pub output: Weight,
+}
+
+pub fn load_embeddings(ld: &TensorLoader, hp: &BaseHparams, out: Output) -> Result<Embeddings> {
+    // llama.cpp adds an optional `output.bias` for qwen2; no model we know has one, and
+    // ignoring it would compute something else, so say so
+    let bias = tensor(n::OUTPUT, "bias");
+    if ld.has(&bias) {
+        return Err(Error::Model(format!(
+            "{bias}: output biases are not supported"
+        )));
+    }
+    let token_embd = ld.matrix(&tensor(n::TOKEN_EMBD, "weight"), hp.n_embd, hp.n_vocab)?;
+    let out_name = tensor(n::OUTPUT, "weight");
+    let output = match out {
+        Output::Tied => token_embd.clone(),
+        Output::TiedIfAbsent => ld
+            .matrix_opt(&out_name, hp.n_embd, hp.n_vocab)?
+            .unwrap_or_else(|| token_embd.clone()),
+        Output::Required => ld.matrix(&out_name, hp.n_embd, hp.n_vocab)?,
+    };
+    Ok(Embeddings {
+        output_norm: ld.vector(&tensor(n::OUTPUT_NORM, "weight"), hp.n_embd)?,
+        token_embd,
+        output,
+    })
 }

@@ -1,0 +1,285 @@
+//! Architecture parity with llama.cpp on tiny random-weight models (one or more per architecture:
+//! llama incl. Llama 3 `rope_freqs`, qwen2, qwen3, granite, gemma2, gemma3, phi3, olmo2; F32,
+//! Q8_0 and mixed Q4_0/Q4_K weights).
+//!
+//! The models are rebuilt here by the same generator that made the fixtures
+//! (`tests/common/arch_models.rs`, with the SmolLM2 tokenizer fetched through the project's
+//! fetch step); their sha256 must match the fixture, so a generator change is caught rather than
+//! silently compared against stale references. Fixtures: `scripts/gen-arch-fixtures.py`
+//! (llama.cpp's tokens, last-position logits and 32 greedy steps with top-2 logits per prompt).
+//!
+//! Checks per model and prompt: the last-position logits (same top-1, max|Δ| / std < 2e-2), the
+//! greedy continuation (equal tokens; a divergence is allowed only where llama.cpp's top-2 logits
+//! are within 1e-3, after which the sequences are no longer comparable), and per model that one
+//! batched prefill gives the same logits as feeding the tokens one at a time.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use cera::backend::{Cpu, KvType, argmax};
+use cera::fetch;
+use cera::gguf::GgufFile;
+use cera::models::Model;
+
+#[path = "common/arch_models.rs"]
+mod arch_models;
+
+const LOGIT_TOL: f32 = 2e-2;
+const NEAR_TIE: f32 = 1e-3;
+const PREFILL_DECODE_TOL: f32 = 1e-3;
+
+fn tokenizer() -> &'static GgufFile {
+    static TOK: OnceLock<GgufFile> = OnceLock::new();
+    TOK.get_or_init(|| {
+        let entry = fetch::lookup("smollm2").unwrap();
+        let path = fetch::ensure(entry, &mut |_| {})
+            .unwrap_or_else(|e| panic!("could not fetch SmolLM2 (tokenizer source): {e}"));
+        GgufFile::open(path).unwrap()
+    })
+}
+
+fn fixture_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/arch")
+        .join(name)
+}
+
+fn read_json(p: PathBuf) -> serde_json::Value {
+    let s = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&s).unwrap()
+}
+
+fn read_f32(p: PathBuf) -> Vec<f32> {
+    let b = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn std_dev(x: &[f32]) -> f32 {
+    let n = x.len() as f64;
+    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
+    (x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n).sqrt() as f32
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+struct Step {
+    token: u32,
+    top1: f32,
+    top2: f32,
+}
+
+fn steps(fx: &serde_json::Value) -> Vec<Step> {
+    fx["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| Step {
+            token: s["token"].as_u64().unwrap() as u32,
+            top1: s["top1"].as_f64().unwrap() as f32,
+            top2: s["top2"].as_f64().unwrap() as f32,
+        })
+        .collect()
+}
+
+fn check(name: &str) {
+    let v = arch_models::variant(name);
+    let dir = fixture_dir(name);
+    let meta = read_json(dir.join("model.json"));
+    let bytes = arch_models::build(&v, tokenizer());
+    assert_eq!(
+        arch_models::sha256_hex(&bytes),
+        meta["sha256"].as_str().unwrap(),
+        "{name}: the generator no longer makes the model the fixtures were made from \
+         (re-run scripts/gen-arch-fixtures.py {name})"
+    );
+    let model = Model::load(Arc::new(GgufFile::from_bytes(bytes).unwrap()))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let cpu = Cpu::new(2);
+    let n_prompts = meta["n_prompts"].as_u64().unwrap() as usize;
+    let mut logits = Vec::new();
+    let mut report = Vec::new();
+    let mut worst = 0f32;
+    for i in 0..n_prompts {
+        let fx = read_json(dir.join(format!("{i}.json")));
+        let want = read_f32(dir.join(format!("{i}.logits")));
+        let prompt: Vec<u32> = fx["prompt_tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap() as u32)
+            .collect();
+        let steps = steps(&fx);
+        let mut st = model.new_state(prompt.len() + steps.len() + 8, KvType::F16);
+        model
+            .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
+            .unwrap();
+        let sd = std_dev(&want);
+        assert!(sd > 0.1, "{name} prompt {i}: degenerate reference logits");
+        let rel = max_abs_diff(&logits, &want) / sd;
+        worst = worst.max(rel);
+        assert!(
+            rel < LOGIT_TOL,
+            "{name} prompt {i}: last-position logits max|Δ|/std = {rel:.2e}"
+        );
+
+        // greedy: compare each step; feed the (common) token
+        let mut pos = prompt.len();
+        let mut matched = 0;
+        let mut diverged = None;
+        for (k, s) in steps.iter().enumerate() {
+            let ours = argmax(&logits) as u32;
+            // the reference's winning logit, as we compute it
+            let drift = (logits[s.token as usize] - s.top1).abs() / sd;
+            worst = worst.max(drift);
+            assert!(
+                drift < LOGIT_TOL,
+                "{name} prompt {i} step {k}: logit of token {} is {} here, {} in llama.cpp",
+                s.token,
+                logits[s.token as usize],
+                s.top1
+            );
+            if ours != s.token {
+                assert!(
+                    s.top1 - s.top2 < NEAR_TIE,
+                    "{name} prompt {i} step {k}: greedy token {ours}, llama.cpp {} \
+                     (its top-2 logits {} and {} are not a near-tie)",
+                    s.token,
+                    s.top1,
+                    s.top2
+                );
+                diverged = Some(k);
+                break;
+            }
+            matched += 1;
+            if k + 1 < steps.len() {
+                model
+                    .forward(&cpu, &mut st, &[ours], pos, false, &mut logits)
+                    .unwrap();
+                pos += 1;
+            }
+        }
+        report.push(match diverged {
+            None => format!("{matched}/{}", steps.len()),
+            Some(k) => format!("{matched}/{} (near-tie at {k})", steps.len()),
+        });
+
+        if i == 1 {
+            prefill_matches_decode(name, &model, &cpu, &prompt, &steps);
+        }
+    }
+    println!(
+        "{name:14} greedy {}  max|Δ|/std {worst:.2e}",
+        report.join(", ")
+    );
+}
+
+/// All logits of one batched prefill against feeding the same tokens one at a time.
+fn prefill_matches_decode(name: &str, model: &Model, cpu: &Cpu, prompt: &[u32], steps: &[Step]) {
+    let mut toks = prompt.to_vec();
+    toks.extend(steps.iter().take(8).map(|s| s.token));
+    let n = toks.len();
+    let vocab = model.n_vocab();
+    let mut batch = Vec::new();
+    let mut st = model.new_state(n, KvType::F16);
+    model
+        .forward(cpu, &mut st, &toks, 0, true, &mut batch)
+        .unwrap();
+    assert_eq!(batch.len(), n * vocab);
+    let mut st = model.new_state(n, KvType::F16);
+    let mut one = Vec::new();
+    for (p, &t) in toks.iter().enumerate() {
+        model
+            .forward(cpu, &mut st, &[t], p, false, &mut one)
+            .unwrap();
+        let row = &batch[p * vocab..(p + 1) * vocab];
+        let rel = max_abs_diff(row, &one) / std_dev(row);
+        assert!(
+            rel < PREFILL_DECODE_TOL,
+            "{name}: position {p}: batched prefill and one-at-a-time decode differ by {rel:.2e} std"
+        );
+    }
+}
+
+#[test]
+fn every_model_is_tested_and_has_fixtures() {
+    let names: Vec<&str> = arch_models::variants().iter().map(|v| v.name).collect();
+    assert_eq!(names, TESTED, "parity!() must list every test model");
+    for name in names {
+        assert!(
+            fixture_dir(name).join("model.json").exists(),
+            "{name}: no fixtures (run scripts/gen-arch-fixtures.py {name})"
+        );
+    }
+}
+
+/// A minimal GGUF: an architecture name and one tensor.
+fn tiny_gguf(arch: &str, ty: cera::quant::GgmlType) -> Arc<GgufFile> {
+    let mut w = cera::gguf::GgufWriter::new();
+    w.set("general.architecture", arch);
+    let shape = [256u64, 2];
+    let bytes = ty.bytes_for(512).unwrap() as usize;
+    w.add_tensor_raw("blk.0.attn_q.weight", ty, &shape, vec![0; bytes])
+        .unwrap();
+    Arc::new(GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap())
+}
+
+#[test]
+fn unsupported_architecture_fails_at_load_with_its_name() {
+    let err = Model::load(tiny_gguf("bloom", cera::quant::GgmlType::F32)).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("bloom"), "{msg}");
+    for arch in [
+        "llama", "qwen2", "qwen3", "granite", "gemma2", "gemma3", "phi3", "olmo2",
+    ] {
+        assert!(msg.contains(arch), "{msg}");
+    }
+}
+
+#[test]
+fn unsupported_tensor_type_fails_at_load_with_its_name() {
+    let err = Model::load(tiny_gguf("llama", cera::quant::GgmlType::IQ2_XXS)).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.to_lowercase().contains("iq2_xxs"), "{msg}");
+}
+
+macro_rules! parity {
+    ($($name:ident),* $(,)?) => {
+        const TESTED: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[test]
+            fn $name() {
+                check(stringify!($name));
+            }
+        )*
+    };
+}
+
+parity!(
+    llama_f32,
+    llama_q8_0,
+    llama3_f32,
+    llama3_q4_0,
+    qwen2_f32,
+    qwen2_q8_0,
+    qwen3_f32,
+    qwen3_q8_0,
+    granite_f32,
+    granite_q8_0,
+    gemma2_f32,
+    gemma2_q8_0,
+    gemma3_f32,
+    gemma3_swa_f32,
+    gemma3_q4_0,
+    phi3_f32,
+    phi3_q8_0,
+    olmo2_f32,
+    olmo2_q8_0,
+);

@@ -1,0 +1,561 @@
+//! Tiny random-weight models, one or more per architecture, for parity tests against llama.cpp.
+//!
+//! Shared by `examples/make_test_model.rs` (which writes them for `scripts/gen-arch-fixtures.py`)
+//! and `tests/arch_parity.rs` (which rebuilds them and checks their sha256 against the fixture).
+//! The bytes must not depend on the platform: values come from an integer PRNG and only `+ - * /`
+//! and `sqrt` (correctly rounded everywhere), then the reference quantizers.
+//!
+//! Each model carries the SmolLM2 tokenizer (every `tokenizer.*` key), so llama.cpp can tokenize
+//! the prompts; n_embd stays small to keep the 49152-row embedding cheap.
+#![allow(dead_code)]
+
+use cera::gguf::{GgufFile, GgufWriter, Value};
+use cera::quant::GgmlType;
+
+/// One test model.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub name: &'static str,
+    pub arch: &'static str,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub n_ff: usize,
+    /// Type of the layer matrices and the token embedding.
+    pub ty: GgmlType,
+    /// Type of `ffn_down` (its rows are `n_ff` long, so K-quants fit when n_ff is 256k).
+    pub ffn_down_ty: GgmlType,
+    /// Type of an untied `output` (None: tied to the token embedding).
+    pub output_ty: Option<GgmlType>,
+    /// Type of `token_embd`.
+    pub embd_ty: GgmlType,
+    /// Size of what each block adds to the residual stream, relative to the embedding.
+    pub block_scale: f32,
+    /// Extra architecture features, see [`build`].
+    pub features: &'static [Feature],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Feature {
+    /// Llama 3 `rope_freqs.weight`.
+    RopeFreqs,
+    /// Q/K/V biases.
+    QkvBias,
+    /// `rope.scaling.type = yarn` with this factor and original context.
+    Yarn(f32, u32),
+    /// `rope.scaling.type = linear` with this factor.
+    LinearRope(f32),
+    /// `attention.sliding_window`.
+    Window(u32),
+    /// `attention.sliding_window_pattern` as a period.
+    SwaPeriod(u32),
+    /// `rope.freq_base_swa`.
+    SwaBase(f32),
+    /// `rope.freq_base`.
+    RopeBase(f32),
+    /// Gemma soft-capping keys: attention, final.
+    Softcap(f32, f32),
+    /// Only `final_logit_softcapping` (gemma3).
+    FinalSoftcap(f32),
+    /// Phi-3 LongRoPE factor tensors and `rope.scaling.attn_factor`.
+    LongRope(f32),
+    /// Granite multipliers: embedding, residual, attention, logit.
+    Granite(f32, f32, f32, f32),
+}
+
+fn v(
+    name: &'static str,
+    arch: &'static str,
+    n_layer: usize,
+    (n_head, n_head_kv, head_dim): (usize, usize, usize),
+    n_ff: usize,
+    output_ty: Option<GgmlType>,
+    features: &'static [Feature],
+) -> Variant {
+    Variant {
+        name,
+        arch,
+        n_layer,
+        n_embd: 64,
+        n_head,
+        n_head_kv,
+        head_dim,
+        n_ff,
+        ty: GgmlType::F32,
+        ffn_down_ty: GgmlType::F32,
+        output_ty,
+        embd_ty: GgmlType::F32,
+        block_scale: 0.7,
+        features,
+    }
+}
+
+use Feature::*;
+use GgmlType::{F32, Q4_0, Q4_K, Q8_0};
+
+/// The quantized variant of a model: layer matrices in `ty` (ffn_down in `down`), the token
+/// embedding in `ty` unless it is also the output, the output in F32, blocks adding 1/50 of the
+/// embedding to the residual stream (F32 variants: 0.7).
+///
+/// Why: quantizing activations to Q8_0 (as both engines do for these weights) is discontinuous,
+/// so the engines' small rounding differences (f16 KV cache, llama.cpp's f16 flash-attention
+/// accumulator, summation order) re-round some activations, each by a whole Q8_0 step; the
+/// difference grows like the square root of its cause through every quantized matmul. With a
+/// Q8_0 output and blocks as large as the embedding, that noise alone reaches ~0.1 std of the
+/// logits on these random models. Embedding lookups and F32 matmuls stay exact, so the logits
+/// are compared tightly, while a wrong block still moves them far more than the tolerance.
+fn quant(mut x: Variant, ty: GgmlType, down: GgmlType) -> Variant {
+    x.ty = ty;
+    x.ffn_down_ty = down;
+    match x.output_ty {
+        None => x.embd_ty = F32,
+        Some(_) => {
+            x.embd_ty = ty;
+            x.output_ty = Some(F32);
+        }
+    }
+    x.block_scale = 0.02;
+    x
+}
+
+/// Every test model. Names are fixture folder names.
+pub fn variants() -> Vec<Variant> {
+    let q8 = |x: Variant| quant(x, Q8_0, Q8_0);
+    // Q4_0 matrices and embedding, Q4_K ffn_down (256-long rows), like a mixed Q4 file
+    let q4 = |x: Variant| quant(x, Q4_0, Q4_K);
+    vec![
+        v("llama_f32", "llama", 2, (4, 2, 32), 128, None, &[]),
+        q8(v("llama_q8_0", "llama", 2, (4, 2, 32), 128, None, &[])),
+        v(
+            "llama3_f32",
+            "llama",
+            2,
+            (4, 2, 32),
+            128,
+            Some(F32),
+            &[RopeFreqs, RopeBase(500000.0)],
+        ),
+        q4(v(
+            "llama3_q4_0",
+            "llama",
+            2,
+            (4, 2, 32),
+            256,
+            Some(F32),
+            &[RopeFreqs, RopeBase(500000.0)],
+        )),
+        v(
+            "qwen2_f32",
+            "qwen2",
+            2,
+            (2, 1, 32),
+            128,
+            None,
+            &[QkvBias, RopeBase(1000000.0), Yarn(4.0, 32)],
+        ),
+        q8(v(
+            "qwen2_q8_0",
+            "qwen2",
+            2,
+            (2, 1, 32),
+            128,
+            None,
+            &[QkvBias],
+        )),
+        v(
+            "qwen3_f32",
+            "qwen3",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[RopeBase(1000000.0)],
+        ),
+        q8(v("qwen3_q8_0", "qwen3", 2, (4, 2, 32), 128, Some(F32), &[])),
+        v(
+            "granite_f32",
+            "granite",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[Granite(6.0, 0.5, 0.05, 2.0)],
+        ),
+        q8(v(
+            "granite_q8_0",
+            "granite",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[Granite(6.0, 0.5, 0.05, 2.0)],
+        )),
+        v(
+            "gemma2_f32",
+            "gemma2",
+            2,
+            (4, 2, 32),
+            128,
+            None,
+            &[Window(6), Softcap(3.0, 30.0)],
+        ),
+        // default soft-caps (50, 30)
+        q8(v(
+            "gemma2_q8_0",
+            "gemma2",
+            3,
+            (4, 2, 32),
+            128,
+            None,
+            &[Window(6)],
+        )),
+        v(
+            "gemma3_f32",
+            "gemma3",
+            6,
+            (4, 2, 32),
+            128,
+            None,
+            &[Window(8), RopeBase(1000000.0), LinearRope(8.0)],
+        ),
+        // the optional keys: layer pattern, local RoPE base, final soft-cap; untied output
+        v(
+            "gemma3_swa_f32",
+            "gemma3",
+            4,
+            (4, 2, 32),
+            128,
+            Some(F32),
+            &[
+                Window(5),
+                SwaPeriod(2),
+                SwaBase(20000.0),
+                FinalSoftcap(20.0),
+            ],
+        ),
+        q4(v(
+            "gemma3_q4_0",
+            "gemma3",
+            4,
+            (4, 2, 32),
+            256,
+            Some(F32),
+            &[
+                Window(5),
+                SwaPeriod(2),
+                SwaBase(20000.0),
+                FinalSoftcap(20.0),
+            ],
+        )),
+        v(
+            "phi3_f32",
+            "phi3",
+            2,
+            (2, 1, 32),
+            128,
+            None,
+            &[LongRope(1.19)],
+        ),
+        q8(v("phi3_q8_0", "phi3", 2, (2, 1, 32), 128, None, &[])),
+        // with OLMo 3's sliding window (three local layers of four)
+        v(
+            "olmo2_f32",
+            "olmo2",
+            4,
+            (2, 1, 32),
+            128,
+            Some(F32),
+            &[RopeBase(500000.0), Window(8)],
+        ),
+        q8(v("olmo2_q8_0", "olmo2", 2, (2, 1, 32), 128, Some(F32), &[])),
+    ]
+}
+
+pub fn variant(name: &str) -> Variant {
+    variants()
+        .into_iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no test model {name}"))
+}
+
+/// splitmix64, seeded per tensor from its name, so values do not depend on the order of tensors.
+struct Rng(u64);
+
+impl Rng {
+    fn new(variant: &str, tensor: &str) -> Rng {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in variant.bytes().chain([0]).chain(tensor.bytes()) {
+            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Rng(h)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1), exactly representable.
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// Roughly normal (sum of four uniforms), mean 0, standard deviation 1.
+    fn normal(&mut self) -> f32 {
+        let s = self.unit() + self.unit() + self.unit() + self.unit() - 2.0;
+        s * 1.732_050_8
+    }
+}
+
+struct Builder<'a> {
+    v: &'a Variant,
+    w: GgufWriter,
+}
+
+impl Builder<'_> {
+    fn key(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.v.arch)
+    }
+    fn set(&mut self, suffix: &str, value: impl Into<Value>) {
+        let k = self.key(suffix);
+        self.w.set(k, value);
+    }
+    fn tensor(&mut self, name: &str, ty: GgmlType, shape: &[usize], values: Vec<f32>) {
+        let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+        self.w
+            .add_tensor_f32(name, ty, &shape, &values)
+            .unwrap_or_else(|e| panic!("{}: {name}: {e}", self.v.name));
+    }
+    /// `[cols, rows]` matrix with entries of standard deviation `gain / sqrt(cols)`.
+    fn matrix(&mut self, name: &str, ty: GgmlType, cols: usize, rows: usize, gain: f32) {
+        let mut r = Rng::new(self.v.name, name);
+        let s = gain / (cols as f32).sqrt();
+        let vals = (0..cols * rows).map(|_| r.normal() * s).collect();
+        self.tensor(name, ty, &[cols, rows], vals);
+    }
+    /// Vector of `center ± spread` (norm weights, biases).
+    fn vector(&mut self, name: &str, n: usize, center: f32, spread: f32) {
+        let mut r = Rng::new(self.v.name, name);
+        let vals = (0..n)
+            .map(|_| center + spread * (2.0 * r.unit() - 1.0))
+            .collect();
+        self.tensor(name, F32, &[n], vals);
+    }
+    /// A `[n_embd, n_vocab]` embedding whose rows have different norms (a few large ones), so
+    /// the top logits stand apart and greedy decoding has few near-ties.
+    fn embedding(&mut self, name: &str, ty: GgmlType, n_embd: usize, n_vocab: usize, std: f32) {
+        let mut r = Rng::new(self.v.name, name);
+        let mut vals = Vec::with_capacity(n_embd * n_vocab);
+        for _ in 0..n_vocab {
+            let u = r.unit();
+            let row = std * (0.5 + 2.0 * u * u * u * u);
+            vals.extend((0..n_embd).map(|_| r.normal() * row));
+        }
+        self.tensor(name, ty, &[n_embd, n_vocab], vals);
+    }
+    fn has(&self, f: fn(&Feature) -> bool) -> bool {
+        self.v.features.iter().any(f)
+    }
+}
+
+/// Builds the GGUF of `v` with the tokenizer of `tokenizer` (every `tokenizer.*` key).
+pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
+    let mut b = Builder {
+        v,
+        w: GgufWriter::new(),
+    };
+    let arch = v.arch;
+    b.w.set("general.architecture", arch);
+    // not the arch: llama.cpp changes special-token attributes of models named "phi3"
+    b.w.set("general.name", "cera random-weight test model");
+    let d = v.n_embd;
+    let n_vocab = tokenizer
+        .get_str_array("tokenizer.ggml.tokens")
+        .expect("tokenizer tokens")
+        .len();
+    let (qd, kd) = (v.n_head * v.head_dim, v.n_head_kv * v.head_dim);
+    let gemma = arch.starts_with("gemma");
+    b.set("context_length", 4096u32);
+    b.set("embedding_length", d as u32);
+    b.set("block_count", v.n_layer as u32);
+    b.set("feed_forward_length", v.n_ff as u32);
+    b.set("attention.head_count", v.n_head as u32);
+    b.set("attention.head_count_kv", v.n_head_kv as u32);
+    if v.head_dim != d / v.n_head {
+        b.set("attention.key_length", v.head_dim as u32);
+        b.set("attention.value_length", v.head_dim as u32);
+    }
+    b.set("rope.dimension_count", v.head_dim as u32);
+    b.set(
+        "attention.layer_norm_rms_epsilon",
+        if gemma { 1e-6f32 } else { 1e-5f32 },
+    );
+    for f in v.features {
+        match *f {
+            RopeBase(base) => b.set("rope.freq_base", base),
+            Yarn(factor, orig) => {
+                b.set("rope.scaling.type", "yarn");
+                b.set("rope.scaling.factor", factor);
+                b.set("rope.scaling.original_context_length", orig);
+            }
+            LinearRope(factor) => {
+                b.set("rope.scaling.type", "linear");
+                b.set("rope.scaling.factor", factor);
+            }
+            Window(w) => b.set("attention.sliding_window", w),
+            SwaPeriod(p) => b.set("attention.sliding_window_pattern", p),
+            SwaBase(base) => b.set("rope.freq_base_swa", base),
+            Softcap(attn, fin) => {
+                b.set("attn_logit_softcapping", attn);
+                b.set("final_logit_softcapping", fin);
+            }
+            FinalSoftcap(fin) => b.set("final_logit_softcapping", fin),
+            LongRope(attn_factor) => {
+                b.set("context_length", 131072u32);
+                b.set("rope.scaling.original_context_length", 4096u32);
+                b.set("rope.scaling.attn_factor", attn_factor);
+            }
+            Granite(embd, resid, attn, logit) => {
+                b.set("embedding_scale", embd);
+                b.set("residual_scale", resid);
+                b.set("attention.scale", attn);
+                b.set("logit_scale", logit);
+            }
+            RopeFreqs | QkvBias => {}
+        }
+    }
+    for (k, val) in &tokenizer.metadata {
+        if k.starts_with("tokenizer.") {
+            b.w.set(k.clone(), val.clone());
+        }
+    }
+
+    // The embedded token has RMS ~1 in the residual stream (after gemma's sqrt(n_embd) or
+    // granite's multiplier); each block adds `block_scale` of that (see `quant`).
+    let input_scale = match (arch, v.features.iter().find(|f| matches!(f, Granite(..)))) {
+        ("gemma2" | "gemma3", _) => (d as f32).sqrt(),
+        (_, Some(Granite(e, ..))) => *e,
+        _ => 1.0,
+    };
+    let tied = v.output_ty.is_none();
+    let embd_std = 1.0 / input_scale;
+    b.embedding("token_embd.weight", v.embd_ty, d, n_vocab, embd_std);
+    if let Some(ty) = v.output_ty {
+        b.embedding("output.weight", ty, d, n_vocab, 1.0);
+    }
+    // The final norm's weight sets the logit scale: about 6 standard deviations (before
+    // granite's divisor; rows have RMS scale ~1.046, see `embedding`). With a tied output its
+    // signs are random: the stream carries the input token, and positive weights would score
+    // that token highest, so greedy decoding would repeat it forever.
+    let out_std = if tied { embd_std } else { 1.0 };
+    let logit_div = match v.features.iter().find(|f| matches!(f, Granite(..))) {
+        Some(Granite(.., l)) => *l,
+        _ => 1.0,
+    };
+    let g = 6.0 * logit_div / ((d as f32).sqrt() * out_std * 1.046);
+    let mut r = Rng::new(v.name, "output_norm.weight");
+    let norm: Vec<f32> = (0..d)
+        .map(|_| {
+            let m = g * (0.75 + 0.5 * r.unit());
+            if tied && r.unit() < 0.5 { -m } else { m }
+        })
+        .collect();
+    b.tensor("output_norm.weight", F32, &[d], norm);
+    if b.has(|f| *f == RopeFreqs) {
+        // Llama 3 style: 1 for the fast dimensions rising to 8 for the slow ones
+        let n = v.head_dim / 2;
+        let vals = (0..n)
+            .map(|i| 1.0 + 7.0 * ((i as f32 - n as f32 / 4.0) / (n as f32 / 2.0)).clamp(0.0, 1.0))
+            .collect();
+        b.tensor("rope_freqs.weight", F32, &[n], vals);
+    }
+    if b.has(|f| matches!(f, LongRope(_))) {
+        let n = v.head_dim / 2;
+        let short = (0..n).map(|i| 1.0 + 0.05 * i as f32).collect();
+        let long = (0..n).map(|i| 1.0 + 3.0 * i as f32).collect();
+        b.tensor("rope_factors_short.weight", F32, &[n], short);
+        b.tensor("rope_factors_long.weight", F32, &[n], long);
+    }
+    let residual_scale = match v.features.iter().find(|f| matches!(f, Granite(..))) {
+        Some(Granite(_, r, ..)) => *r,
+        _ => 1.0,
+    };
+    let olmo = arch == "olmo2";
+    let phi = arch == "phi3";
+    for il in 0..v.n_layer {
+        let t = |s: &str| format!("blk.{il}.{s}");
+        if !olmo {
+            b.vector(&t("attn_norm.weight"), d, 1.0, 0.2);
+        }
+        if phi {
+            b.matrix(&t("attn_qkv.weight"), v.ty, d, qd + 2 * kd, 1.0);
+        } else {
+            b.matrix(&t("attn_q.weight"), v.ty, d, qd, 1.0);
+            b.matrix(&t("attn_k.weight"), v.ty, d, kd, 1.0);
+            b.matrix(&t("attn_v.weight"), v.ty, d, kd, 1.0);
+        }
+        if b.has(|f| *f == QkvBias) {
+            b.vector(&t("attn_q.bias"), qd, 0.0, 0.5);
+            b.vector(&t("attn_k.bias"), kd, 0.0, 0.5);
+            // a large V bias is a constant direction in every output: greedy would repeat
+            b.vector(&t("attn_v.bias"), kd, 0.0, 0.1);
+        }
+        match arch {
+            "qwen3" | "gemma3" => {
+                b.vector(&t("attn_q_norm.weight"), v.head_dim, 1.0, 0.3);
+                b.vector(&t("attn_k_norm.weight"), v.head_dim, 1.0, 0.3);
+            }
+            "olmo2" => {
+                b.vector(&t("attn_q_norm.weight"), qd, 1.0, 0.3);
+                b.vector(&t("attn_k_norm.weight"), kd, 1.0, 0.3);
+            }
+            _ => {}
+        }
+        // each block adds `block_scale` of the embedding (post-norm archs: through the
+        // post-norm weight)
+        let post = gemma || olmo;
+        // granite's residual multiplier scales the blocks down: compensate
+        let bs = v.block_scale / residual_scale;
+        b.matrix(
+            &t("attn_output.weight"),
+            v.ty,
+            qd,
+            d,
+            if post { 1.0 } else { 1.2 * bs },
+        );
+        if post {
+            b.vector(&t("post_attention_norm.weight"), d, bs, 0.2 * bs);
+        }
+        if !olmo {
+            b.vector(&t("ffn_norm.weight"), d, 1.0, 0.2);
+        }
+        if phi {
+            b.matrix(&t("ffn_up.weight"), v.ty, d, 2 * v.n_ff, 1.0);
+        } else {
+            b.matrix(&t("ffn_gate.weight"), v.ty, d, v.n_ff, 1.0);
+            b.matrix(&t("ffn_up.weight"), v.ty, d, v.n_ff, 1.0);
+        }
+        b.matrix(
+            &t("ffn_down.weight"),
+            v.ffn_down_ty,
+            v.n_ff,
+            d,
+            if post { 1.0 } else { 1.6 * bs },
+        );
+        if post {
+            b.vector(&t("post_ffw_norm.weight"), d, bs, 0.2 * bs);
+        }
+    }
+    b.w.to_bytes().expect("serialise test model")
+}
+
+/// Hex sha256 of a model's bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
