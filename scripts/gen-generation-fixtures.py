@@ -11,7 +11,7 @@ changes (flash attention off instead of on): max|d|/std and rms|d|/std of the la
 logits, and the first greedy step where the two runs differ. That is the numerical noise floor
 of the reference, against which the Rust test's tolerances are set.
 
-usage: scripts/gen-generation-fixtures.py MODEL_NAME MODEL.gguf
+usage: scripts/gen-generation-fixtures.py MODEL_NAME MODEL.gguf [PROMPT_INDEX ...]
 Needs llama.cpp built by ../shared/tools/build-llama-cpp.sh (not needed by CI).
 """
 import json
@@ -28,7 +28,7 @@ FIX = os.path.join(HERE, "..", "crates", "cera", "tests", "fixtures", "generatio
 def build_dumper() -> str:
     bindir = subprocess.check_output(["bash", os.path.join(HERE, "..", "..", "shared", "tools", "build-llama-cpp.sh")], text=True).strip()
     src = os.path.dirname(os.path.dirname(bindir))  # .../llama.cpp
-    exe = os.path.join(tempfile.gettempdir(), "cera_dump_ref")
+    exe = os.path.join(tempfile.mkdtemp(prefix="cera_dump_"), "dump_ref")
     subprocess.check_call([
         "g++", "-O2", "-std=c++17", f"-I{src}/include", f"-I{src}/ggml/include",
         os.path.join(HERE, "llama-ref", "dump_ref.cpp"), f"-L{bindir}", "-lllama", "-lggml", "-lggml-base",
@@ -43,19 +43,23 @@ def read_f32(path: str) -> list:
 
 
 def main() -> None:
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     name, model = sys.argv[1], sys.argv[2]
+    only = {int(a) for a in sys.argv[3:]}
     exe = build_dumper()
     prompts = json.load(open(os.path.join(FIX, "prompts.json")))
     out_dir = os.path.join(FIX, name)
     os.makedirs(out_dir, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="cera_ref_")
     for i, p in enumerate(prompts):
+        if only and i not in only:
+            continue
         with tempfile.NamedTemporaryFile("wb", delete=False) as f:
             f.write(p.encode("utf-8"))
         base = os.path.join(out_dir, str(i))
         subprocess.check_call([exe, model, f.name, "64", base], stderr=subprocess.DEVNULL)
-        alt = os.path.join(tempfile.gettempdir(), "cera_ref_nofa")
+        alt = os.path.join(scratch, "nofa")
         subprocess.check_call([exe, model, f.name, "64", alt], stderr=subprocess.DEVNULL, env=dict(os.environ, CERA_REF_NO_FA="1"))
         os.unlink(f.name)
         a = read_f32(base + ".logits")

@@ -74,6 +74,11 @@ fn estimate_memory(g: &GgufFile, ctx: Option<u64>) -> MemoryEstimate {
     }
 }
 
+/// Whether a tensor type has a compute kernel (matrix products) in this build.
+fn computable(ty: GgmlType) -> bool {
+    cera::kernels::KernelTable::vec_dot_type(ty).is_some()
+}
+
 fn type_stats(g: &GgufFile) -> BTreeMap<GgmlType, TypeStat> {
     let mut m: BTreeMap<GgmlType, TypeStat> = BTreeMap::new();
     for t in &g.tensors {
@@ -147,7 +152,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     for (ty, s) in &stats {
-        if !ty.can_dequantize() {
+        if !computable(*ty) {
             println!(
                 "  warning: {} tensor(s) of type {ty} cannot be computed with yet (no kernel for {ty})",
                 s.count
@@ -222,9 +227,9 @@ fn to_json(g: &GgufFile, path: &str, ctx: Option<u64>) -> Json {
         })).collect::<Vec<_>>(),
         "types": stats.iter().map(|(ty, s)| json!({
             "type": ty.name(), "count": s.count, "bytes": s.bytes, "params": s.params,
-            "computable": ty.can_dequantize(),
+            "computable": computable(*ty),
         })).collect::<Vec<_>>(),
-        "unsupported_types": stats.keys().filter(|t| !t.can_dequantize()).map(|t| t.name()).collect::<Vec<_>>(),
+        "unsupported_types": stats.keys().filter(|t| !computable(**t)).map(|t| t.name()).collect::<Vec<_>>(),
         "memory": {
             "weights_bytes": mem.weights,
             "kv_cache_n_ctx": mem.kv_cache.map(|k| k.0),

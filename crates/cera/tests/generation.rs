@@ -129,9 +129,11 @@ fn check_model(model: &str) {
         }
         let self_div = sc["first_greedy_divergence"].as_u64().map_or("none".to_string(), |k| k.to_string());
         report.push(format!(
-            "prompt {i}: {matched}/{} greedy tokens equal, logits max|d|/std {:.2e}{note}",
+            "prompt {i}: {matched}/{} greedy tokens equal{note}; logits max|d|/std {:.3} rms {:.4} (llama.cpp FA vs no-FA: max {spread:.3}, rms {:.4}, greedy diverges at {self_div})",
             steps.len(),
-            max_d / std
+            max_d / std,
+            rms_d / std,
+            sc["rms_d_over_std"].as_f64().unwrap()
         ));
     }
     eprintln!("{model}:\n  {}", report.join("\n  "));
