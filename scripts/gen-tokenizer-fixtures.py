@@ -44,6 +44,15 @@ VOCABS = [
     "gemma-4", "gpt-2", "gpt-neox", "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2",
     "qwen35", "refact", "starcoder",
 ]
+# Pre-tokenizers without a llama.cpp test vocabulary, checked on another vocabulary with only
+# tokenizer.ggml.pre changed (gguf-py's gguf_new_metadata.py --pre-tokenizer).
+DERIVED = {
+    "pre-tekken": ("llama-bpe", "tekken"),
+    "pre-lfm2": ("llama-bpe", "lfm2"),
+    "pre-gpt-4o": ("llama-bpe", "gpt-4o"),
+    "pre-deepseek-v3": ("qwen2", "deepseek-v3"),
+}
+GGUF_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(LLAMA))), "gguf-py")
 MODELS = {
     "smollm2-135m-instruct-q4_1": "SmolLM2-135M-Instruct.Q4_1.gguf",
     "qwen2.5-coder-0.5b-instruct-q4_k_m": "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
@@ -151,6 +160,18 @@ def tokenize(model: str, text: str, flags: list[str]) -> list[int]:
     return json.loads(lines[-1])
 
 
+def derive(name: str) -> str:
+    """Writes the vocabulary `name` stands for (a copy with another pre-tokenizer)."""
+    base, pre = DERIVED[name]
+    dst = os.path.join("/tmp", f"cera-fixture-{os.getpid()}-{name}.gguf")
+    if not os.path.exists(dst):
+        script = os.path.join(GGUF_PY, "gguf", "scripts", "gguf_new_metadata.py")
+        subprocess.run([sys.executable, script, os.path.join(DATA, f"ggml-vocab-{base}.gguf"), dst,
+                        "--pre-tokenizer", pre, "--force"], check=True, capture_output=True,
+                       env=dict(os.environ, PYTHONPATH=GGUF_PY))
+    return dst
+
+
 def special_like(s: str) -> bool:
     return "<" in s or "[" in s
 
@@ -169,6 +190,7 @@ def main() -> None:
         f.write("\n")
     targets = [(v, "llama.cpp-data", os.path.join(DATA, f"ggml-vocab-{v}.gguf")) for v in VOCABS]
     targets += [(n, "catalog", os.path.join(HOME, "models", f)) for n, f in MODELS.items()]
+    targets += [(n, "derived", derive(n)) for n in DERIVED if not a.only or n in a.only]
     only = set(filter(None, a.only.split(",")))
     special_idx = [i for i, t in enumerate(texts) if special_like(t)]
     for name, source, path in targets:
@@ -182,6 +204,7 @@ def main() -> None:
         for (m, i), ids in zip(jobs, res):
             modes[m]["cases"].append([i, ids])
         doc = {"vocab": name, "source": source, "file": os.path.basename(path),
+               **({"base": DERIVED[name][0], "pre": DERIVED[name][1]} if name in DERIVED else {}),
                "tool": "llama-tokenize (llama.cpp 11434)", "modes": modes}
         lines = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
         # one case per line keeps diffs readable

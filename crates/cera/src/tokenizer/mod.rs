@@ -1,12 +1,12 @@
 //! Text ↔ token ids from a GGUF file's `tokenizer.ggml.*` metadata, matching llama.cpp token
 //! for token.
 //!
-//! - `gpt2`: byte-level BPE, pre-tokenized as `tokenizer.ggml.pre` says ([`pretokenize`]);
+//! - `gpt2`: byte-level BPE, pre-tokenized as `tokenizer.ggml.pre` says (`pretokenize.rs`);
 //!   `gemma4`: BPE over UTF-8 with `<0xXX>` byte fallback.
-//! - `llama`: SentencePiece BPE with byte fallback ([`spm`]).
-//! - `bert`: WordPiece ([`wordpiece`]).
+//! - `llama`: SentencePiece BPE with byte fallback (`spm.rs`).
+//! - `bert`: WordPiece (`wordpiece.rs`).
 //!
-//! Special tokens are cut out of the text first ([`special`]); decoding is per-token bytes,
+//! Special tokens are cut out of the text first (`special.rs`); decoding is per-token bytes,
 //! with [`StreamDecoder`] for output that must not split UTF-8 characters.
 //!
 //! An unknown `tokenizer.ggml.pre` is not an error: it falls back to llama.cpp's "default"
