@@ -14,6 +14,8 @@ Modes (recorded in each file with the flags used):
   no_parse_special  the strings that contain special-token-looking text, with
                     --no-parse-special
   no_bos            the same strings with --no-bos (no BOS/EOS added)
+  joined            the whole corpus as one text (strings joined by newlines), defaults;
+                    added by a second run with --joined
 
 Environment: LLAMA_TOKENIZE (binary; default the peer build below), CERA_HOME (data and
 models, as cera's fetch step lays them out; run `cargo run -p cera --example fetch_test_data`
@@ -160,6 +162,14 @@ def tokenize(model: str, text: str, flags: list[str]) -> list[int]:
     return json.loads(lines[-1])
 
 
+def write(path: str, doc: dict) -> None:
+    lines = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    # one case per line keeps diffs readable
+    lines = lines.replace("]],[", "]],\n[")
+    with open(path, "w") as f:
+        f.write(lines + "\n")
+
+
 def derive(name: str) -> str:
     """Writes the vocabulary `name` stands for (a copy with another pre-tokenizer)."""
     base, pre = DERIVED[name]
@@ -180,6 +190,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="")
+    ap.add_argument("--joined", action="store_true",
+                    help="only add the 'joined' mode (the whole corpus as one text, joined by "
+                         "newlines) to existing files")
     a = ap.parse_args()
     texts = corpus()
     assert len(texts) >= 200, len(texts)
@@ -196,6 +209,15 @@ def main() -> None:
     for name, source, path in targets:
         if only and name not in only:
             continue
+        if a.joined:
+            dst = os.path.join(OUT, f"{name}.json")
+            with open(dst) as f:
+                doc = json.load(f)
+            ids = tokenize(path, "\n".join(texts), [])
+            doc["modes"]["joined"] = {"flags": BASE_FLAGS, "cases": [[-1, ids]]}
+            write(dst, doc)
+            print(f"{name}: joined corpus, {len(ids)} tokens", file=sys.stderr, flush=True)
+            continue
         jobs = [("default", i) for i in range(len(texts))]
         jobs += [(m, i) for m in ("no_parse_special", "no_bos") for i in special_idx]
         with cf.ThreadPoolExecutor(a.jobs) as ex:
@@ -206,11 +228,7 @@ def main() -> None:
         doc = {"vocab": name, "source": source, "file": os.path.basename(path),
                **({"base": DERIVED[name][0], "pre": DERIVED[name][1]} if name in DERIVED else {}),
                "tool": "llama-tokenize (llama.cpp 11434)", "modes": modes}
-        lines = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-        # one case per line keeps diffs readable
-        lines = lines.replace("],[", "],\n[")
-        with open(os.path.join(OUT, f"{name}.json"), "w") as f:
-            f.write(lines + "\n")
+        write(os.path.join(OUT, f"{name}.json"), doc)
         print(f"{name}: {len(jobs)} tokenizations", file=sys.stderr, flush=True)
 
 

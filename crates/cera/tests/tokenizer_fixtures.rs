@@ -64,7 +64,7 @@ fn check(name: &str) {
     for (mode, m) in fx["modes"].as_object().unwrap() {
         // llama-tokenize adds special tokens only when the model asks for BOS
         let (add_special, parse_special) = match mode.as_str() {
-            "default" => (tok.add_bos(), true),
+            "default" | "joined" => (tok.add_bos(), true),
             "no_parse_special" => (tok.add_bos(), false),
             "no_bos" => (false, true),
             m => panic!("unknown mode {m}"),
@@ -72,7 +72,11 @@ fn check(name: &str) {
         let cases = m["cases"].as_array().unwrap();
         total += cases.len();
         for case in cases {
-            let text = &corpus[case[0].as_u64().unwrap() as usize];
+            // -1: the whole corpus as one text, joined by newlines
+            let text = &match case[0].as_i64().unwrap() {
+                -1 => corpus.join("\n"),
+                i => corpus[i as usize].clone(),
+            };
             let want: Vec<u32> = serde_json::from_value(case[1].clone()).unwrap();
             let got = tok.encode(text, add_special, parse_special);
             if got != want {
