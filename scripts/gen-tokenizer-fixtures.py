@@ -14,6 +14,8 @@ Modes (recorded in each file with the flags used):
   no_parse_special  the strings that contain special-token-looking text, with
                     --no-parse-special
   no_bos            the same strings with --no-bos (no BOS/EOS added)
+  joined            the whole corpus as one text (strings joined by newlines), defaults;
+                    added by a second run with --joined
 
 Environment: LLAMA_TOKENIZE (binary; default the peer build below), CERA_HOME (data and
 models, as cera's fetch step lays them out; run `cargo run -p cera --example fetch_test_data`
@@ -44,6 +46,15 @@ VOCABS = [
     "gemma-4", "gpt-2", "gpt-neox", "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2",
     "qwen35", "refact", "starcoder",
 ]
+# Pre-tokenizers without a llama.cpp test vocabulary, checked on another vocabulary with only
+# tokenizer.ggml.pre changed (gguf-py's gguf_new_metadata.py --pre-tokenizer).
+DERIVED = {
+    "pre-tekken": ("llama-bpe", "tekken"),
+    "pre-lfm2": ("llama-bpe", "lfm2"),
+    "pre-gpt-4o": ("llama-bpe", "gpt-4o"),
+    "pre-deepseek-v3": ("qwen2", "deepseek-v3"),
+}
+GGUF_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(LLAMA))), "gguf-py")
 MODELS = {
     "smollm2-135m-instruct-q4_1": "SmolLM2-135M-Instruct.Q4_1.gguf",
     "qwen2.5-coder-0.5b-instruct-q4_k_m": "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
@@ -151,6 +162,26 @@ def tokenize(model: str, text: str, flags: list[str]) -> list[int]:
     return json.loads(lines[-1])
 
 
+def write(path: str, doc: dict) -> None:
+    lines = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    # one case per line keeps diffs readable
+    lines = lines.replace("]],[", "]],\n[")
+    with open(path, "w") as f:
+        f.write(lines + "\n")
+
+
+def derive(name: str) -> str:
+    """Writes the vocabulary `name` stands for (a copy with another pre-tokenizer)."""
+    base, pre = DERIVED[name]
+    dst = os.path.join("/tmp", f"cera-fixture-{os.getpid()}-{name}.gguf")
+    if not os.path.exists(dst):
+        script = os.path.join(GGUF_PY, "gguf", "scripts", "gguf_new_metadata.py")
+        subprocess.run([sys.executable, script, os.path.join(DATA, f"ggml-vocab-{base}.gguf"), dst,
+                        "--pre-tokenizer", pre, "--force"], check=True, capture_output=True,
+                       env=dict(os.environ, PYTHONPATH=GGUF_PY))
+    return dst
+
+
 def special_like(s: str) -> bool:
     return "<" in s or "[" in s
 
@@ -159,6 +190,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="")
+    ap.add_argument("--joined", action="store_true",
+                    help="only add the 'joined' mode (the whole corpus as one text, joined by "
+                         "newlines) to existing files")
     a = ap.parse_args()
     texts = corpus()
     assert len(texts) >= 200, len(texts)
@@ -169,10 +203,20 @@ def main() -> None:
         f.write("\n")
     targets = [(v, "llama.cpp-data", os.path.join(DATA, f"ggml-vocab-{v}.gguf")) for v in VOCABS]
     targets += [(n, "catalog", os.path.join(HOME, "models", f)) for n, f in MODELS.items()]
+    targets += [(n, "derived", derive(n)) for n in DERIVED if not a.only or n in a.only]
     only = set(filter(None, a.only.split(",")))
     special_idx = [i for i, t in enumerate(texts) if special_like(t)]
     for name, source, path in targets:
         if only and name not in only:
+            continue
+        if a.joined:
+            dst = os.path.join(OUT, f"{name}.json")
+            with open(dst) as f:
+                doc = json.load(f)
+            ids = tokenize(path, "\n".join(texts), [])
+            doc["modes"]["joined"] = {"flags": BASE_FLAGS, "cases": [[-1, ids]]}
+            write(dst, doc)
+            print(f"{name}: joined corpus, {len(ids)} tokens", file=sys.stderr, flush=True)
             continue
         jobs = [("default", i) for i in range(len(texts))]
         jobs += [(m, i) for m in ("no_parse_special", "no_bos") for i in special_idx]
@@ -182,12 +226,9 @@ def main() -> None:
         for (m, i), ids in zip(jobs, res):
             modes[m]["cases"].append([i, ids])
         doc = {"vocab": name, "source": source, "file": os.path.basename(path),
+               **({"base": DERIVED[name][0], "pre": DERIVED[name][1]} if name in DERIVED else {}),
                "tool": "llama-tokenize (llama.cpp 11434)", "modes": modes}
-        lines = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-        # one case per line keeps diffs readable
-        lines = lines.replace("],[", "],\n[")
-        with open(os.path.join(OUT, f"{name}.json"), "w") as f:
-            f.write(lines + "\n")
+        write(os.path.join(OUT, f"{name}.json"), doc)
         print(f"{name}: {len(jobs)} tokenizations", file=sys.stderr, flush=True)
 
 

@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Context;
 use cera::gguf::GgufFile;
@@ -39,6 +40,9 @@ pub struct Args {
     /// Also print the number of tokens.
     #[arg(long)]
     show_count: bool,
+    /// Print the time spent reading the model, building the tokenizer and encoding to stderr.
+    #[arg(long)]
+    timings: bool,
     /// Accepted for compatibility with llama-tokenize: ids are the default output.
     #[arg(long, hide = true)]
     ids: bool,
@@ -115,8 +119,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
 
     let path = resolve_model(a.model.as_deref())?;
+    let t0 = Instant::now();
     let g = GgufFile::open(&path)?;
+    let t1 = Instant::now();
     let tok = Tokenizer::from_gguf(&g).with_context(|| format!("{}", path.display()))?;
+    let t2 = Instant::now();
     for w in tok.warnings() {
         if w.contains("pre-tokenizer") || w.contains("tokenizer.ggml.pre") {
             eprintln!("cera: warning: {w}");
@@ -124,6 +131,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let add_special = tok.add_bos() && !a.no_bos;
     let ids = tok.encode(&text, add_special, !a.no_parse_special);
+    let t3 = Instant::now();
+    if a.timings {
+        let enc = (t3 - t2).as_secs_f64();
+        eprintln!(
+            "cera: gguf {:.1} ms, tokenizer {:.1} ms, encode {:.1} ms ({} bytes, {} tokens, {:.1} MB/s)",
+            (t1 - t0).as_secs_f64() * 1e3,
+            (t2 - t1).as_secs_f64() * 1e3,
+            enc * 1e3,
+            text.len(),
+            ids.len(),
+            text.len() as f64 / enc.max(1e-9) / 1e6
+        );
+    }
 
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if a.show_pieces {

@@ -1,12 +1,15 @@
 //! The fixture corpus (scripts/gen-tokenizer-fixtures.py): 200+ hard strings tokenized by
-//! llama.cpp's `llama-tokenize --ids` for every test vocabulary we support and both catalog
-//! models; we must produce exactly the same ids in each recorded mode. Vocabularies and
+//! llama.cpp's `llama-tokenize --ids` for every test vocabulary we support, both catalog
+//! models, and four pre-tokenizers without a test vocabulary of their own (tekken, lfm2,
+//! gpt-4o, deepseek-v3: another vocabulary with only `tokenizer.ggml.pre` changed); we must
+//! produce exactly the same ids in each recorded mode. Vocabularies and
 //! models come through the project's fetch step; a failed fetch fails the test.
 
 use std::path::{Path, PathBuf};
 
 use cera::fetch;
-use cera::gguf::GgufFile;
+use cera::gguf::{GgufFile, GgufWriter};
+use cera::keys;
 use cera::tokenizer::Tokenizer;
 use serde_json::Value;
 
@@ -19,13 +22,31 @@ fn read_json(p: &Path) -> Value {
         .unwrap()
 }
 
+fn vocab_path(file: &str) -> PathBuf {
+    fetch::llama_cpp_data(&mut |_| {})
+        .unwrap_or_else(|e| panic!("could not fetch llama.cpp test data: {e}"))
+        .join("models")
+        .join(file)
+}
+
 fn open(fx: &Value) -> GgufFile {
     let name = fx["vocab"].as_str().unwrap();
     let path = match fx["source"].as_str().unwrap() {
-        "llama.cpp-data" => fetch::llama_cpp_data(&mut |_| {})
-            .unwrap_or_else(|e| panic!("could not fetch llama.cpp test data: {e}"))
-            .join("models")
-            .join(fx["file"].as_str().unwrap()),
+        "llama.cpp-data" => vocab_path(fx["file"].as_str().unwrap()),
+        // another vocabulary with only tokenizer.ggml.pre changed
+        "derived" => {
+            let base = GgufFile::open(vocab_path(&format!(
+                "ggml-vocab-{}.gguf",
+                fx["base"].as_str().unwrap()
+            )))
+            .unwrap();
+            let mut w = GgufWriter::new();
+            for (k, v) in &base.metadata {
+                w.set(k.clone(), v.clone());
+            }
+            w.set(keys::tokenizer::PRE, fx["pre"].as_str().unwrap());
+            return GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+        }
         "catalog" => fetch::ensure(fetch::lookup(name).unwrap(), &mut |_| {})
             .unwrap_or_else(|e| panic!("could not fetch model {name}: {e}")),
         s => panic!("unknown source {s}"),
@@ -43,7 +64,7 @@ fn check(name: &str) {
     for (mode, m) in fx["modes"].as_object().unwrap() {
         // llama-tokenize adds special tokens only when the model asks for BOS
         let (add_special, parse_special) = match mode.as_str() {
-            "default" => (tok.add_bos(), true),
+            "default" | "joined" => (tok.add_bos(), true),
             "no_parse_special" => (tok.add_bos(), false),
             "no_bos" => (false, true),
             m => panic!("unknown mode {m}"),
@@ -51,7 +72,11 @@ fn check(name: &str) {
         let cases = m["cases"].as_array().unwrap();
         total += cases.len();
         for case in cases {
-            let text = &corpus[case[0].as_u64().unwrap() as usize];
+            // -1: the whole corpus as one text, joined by newlines
+            let text = &match case[0].as_i64().unwrap() {
+                -1 => corpus.join("\n"),
+                i => corpus[i as usize].clone(),
+            };
             let want: Vec<u32> = serde_json::from_value(case[1].clone()).unwrap();
             let got = tok.encode(text, add_special, parse_special);
             if got != want {
@@ -100,6 +125,10 @@ fixture_tests! {
     starcoder => "starcoder",
     smollm2 => "smollm2-135m-instruct-q4_1",
     qwen2_5_coder => "qwen2.5-coder-0.5b-instruct-q4_k_m",
+    pre_tekken => "pre-tekken",
+    pre_lfm2 => "pre-lfm2",
+    pre_gpt_4o => "pre-gpt-4o",
+    pre_deepseek_v3 => "pre-deepseek-v3",
 }
 
 /// Every fixture file is covered above, and the corpus is as large as promised.
@@ -112,7 +141,7 @@ fn fixture_files_listed() {
         .filter(|n| n != "corpus")
         .collect();
     names.sort();
-    assert_eq!(names.len(), 20, "{names:?}");
+    assert_eq!(names.len(), 24, "{names:?}");
     let corpus = read_json(&fixture_dir().join("corpus.json"));
     assert!(corpus.as_array().unwrap().len() >= 200);
 }

@@ -202,3 +202,42 @@ fn special_ids_match_llama_cpp() {
         assert!(eog.iter().all(|&i| tok.is_eog(i)));
     }
 }
+
+/// Decoding gives the text back: exactly for BPE vocabularies, after the space SentencePiece
+/// puts in front for SPM ones; a streaming decoder yields the same text piece by piece.
+#[test]
+fn decode_round_trips() {
+    for name in [
+        "command-r",
+        "deepseek-coder",
+        "deepseek-llm",
+        "falcon",
+        "gemma-4",
+        "gpt-2",
+        "llama-bpe",
+        "llama-spm",
+        "mpt",
+        "phi-3",
+        "qwen2",
+        "qwen35",
+        "refact",
+        "starcoder",
+    ] {
+        let g = GgufFile::open(models_dir().join(format!("ggml-vocab-{name}.gguf"))).unwrap();
+        let tok = Tokenizer::from_gguf(&g).unwrap();
+        let spm = tok.pre_tokenizer() == "spm";
+        for (text, _) in pairs(name) {
+            let ids = tok.encode(&text, false, false);
+            let want = if spm && !text.is_empty() {
+                format!(" {text}")
+            } else {
+                text.clone()
+            };
+            assert_eq!(tok.decode(&ids), want, "{name}");
+            let mut dec = tok.stream_decoder();
+            let mut streamed: String = ids.iter().map(|&i| dec.push(i)).collect();
+            streamed.push_str(&dec.finish());
+            assert_eq!(streamed, want, "{name}: streamed");
+        }
+    }
+}

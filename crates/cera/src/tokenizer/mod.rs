@@ -1,12 +1,12 @@
 //! Text ↔ token ids from a GGUF file's `tokenizer.ggml.*` metadata, matching llama.cpp token
 //! for token.
 //!
-//! - `gpt2`: byte-level BPE, pre-tokenized as `tokenizer.ggml.pre` says ([`pretokenize`]);
+//! - `gpt2`: byte-level BPE, pre-tokenized as `tokenizer.ggml.pre` says (`pretokenize.rs`);
 //!   `gemma4`: BPE over UTF-8 with `<0xXX>` byte fallback.
-//! - `llama`: SentencePiece BPE with byte fallback ([`spm`]).
-//! - `bert`: WordPiece ([`wordpiece`]).
+//! - `llama`: SentencePiece BPE with byte fallback (`spm.rs`).
+//! - `bert`: WordPiece (`wordpiece.rs`).
 //!
-//! Special tokens are cut out of the text first ([`special`]); decoding is per-token bytes,
+//! Special tokens are cut out of the text first (`special.rs`); decoding is per-token bytes,
 //! with [`StreamDecoder`] for output that must not split UTF-8 characters.
 //!
 //! An unknown `tokenizer.ggml.pre` is not an error: it falls back to llama.cpp's "default"
@@ -35,7 +35,7 @@ use bpe::{Bpe, Scratch};
 use pretokenize::PreTokenizer;
 use special::{Fragment, Specials};
 use spm::Spm;
-use vocab::{Kind, Vocab};
+use vocab::{FxMap, Kind, Vocab};
 
 enum Model {
     Spm(Spm),
@@ -176,16 +176,27 @@ impl Tokenizer {
                             };
                             words.clear();
                             pre.split(t, &mut words);
+                            // Long texts repeat words: reuse the ids of a word seen before.
+                            let use_cache = words.len() > 64;
+                            let mut cache: FxMap<&[u8], (u32, u32)> = FxMap::default();
                             for &(s, e) in &words {
                                 let w = &t.as_bytes()[s as usize..e as usize];
+                                if use_cache && let Some(&(at, n)) = cache.get(w) {
+                                    out.extend_from_within(at as usize..(at + n) as usize);
+                                    continue;
+                                }
+                                let at = out.len();
                                 if *newline_runs
                                     && w.iter().all(|&b| b == b'\n')
                                     && let Some(id) = bpe.token(w)
                                 {
                                     out.push(id);
-                                    continue;
+                                } else {
+                                    bpe.encode_word(w, &mut out, &mut scratch);
                                 }
-                                bpe.encode_word(w, &mut out, &mut scratch);
+                                if use_cache && w.len() <= 48 {
+                                    cache.insert(w, (at as u32, (out.len() - at) as u32));
+                                }
                             }
                         }
                         Fragment::Token(id) => out.push(id),

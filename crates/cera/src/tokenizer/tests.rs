@@ -38,8 +38,6 @@ fn spm(extra: &[(&str, f32, i32)], meta: &[(&str, bool)]) -> Tokenizer {
     Tokenizer::from_gguf(&g).unwrap()
 }
 
-const BASE: usize = 3 + 256;
-
 fn words() -> Vec<(&'static str, f32, i32)> {
     vec![
         ("▁", -1.0, NORMAL),

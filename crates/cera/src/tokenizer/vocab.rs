@@ -107,6 +107,9 @@ pub(super) struct Specials {
     pub fim_sep: Option<u32>,
 }
 
+/// Picks one of the special ids.
+type Slot = fn(&mut Specials) -> &mut Option<u32>;
+
 pub(super) struct Vocab {
     pub kind: Kind,
     pub model: String,
@@ -311,7 +314,7 @@ impl Vocab {
         }
 
         // Special ids: a default outside the table is dropped; a bad metadata id keeps it.
-        let slots: [(&str, fn(&mut Specials) -> &mut Option<u32>); 17] = [
+        let slots: [(&str, Slot); 17] = [
             (k::BOS_ID, |s| &mut s.bos),
             (k::EOS_ID, |s| &mut s.eos),
             (k::EOT_ID, |s| &mut s.eot),
@@ -412,7 +415,7 @@ impl Vocab {
     /// takes whichever its hash map yields first; we take the one listed first (so
     /// `<|eot_id|>`/`<|im_end|>` win over `<|endoftext|>`).
     fn detect_by_text(&mut self, warn: &mut Vec<String>) {
-        let lists: [(fn(&mut Specials) -> &mut Option<u32>, &[&str]); 8] = [
+        let lists: [(Slot, &[&str]); 8] = [
             (|s| &mut s.eot, EOT_TEXTS),
             (|s| &mut s.eom, &["<|eom_id|>"]),
             (|s| &mut s.fim_pre, FIM_PRE_TEXTS),
