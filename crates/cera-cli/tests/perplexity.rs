@@ -5,17 +5,39 @@
 use std::process::Command;
 
 fn check(model: &str, chunks: usize) {
-    let fx: serde_json::Value = serde_json::from_str(include_str!("fixtures/perplexity.json")).unwrap();
+    let fx: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/perplexity.json")).unwrap();
     let entry = &fx[model];
     let file = entry["file"].as_str().unwrap();
-    assert!(std::path::Path::new(file).exists(), "{file} is missing (it ships with Debian's base-files)");
-    let want = entry["running"].as_array().unwrap()[chunks - 1].as_f64().unwrap();
+    assert!(
+        std::path::Path::new(file).exists(),
+        "{file} is missing (it ships with Debian's base-files)"
+    );
+    let want = entry["running"].as_array().unwrap()[chunks - 1]
+        .as_f64()
+        .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cera"))
-        .args(["perplexity", "-m", model, "-f", file, "-c", "512", "-t", "2", "--chunks", &chunks.to_string()])
+        .args([
+            "perplexity",
+            "-m",
+            model,
+            "-f",
+            file,
+            "-c",
+            "512",
+            "-t",
+            "2",
+            "--chunks",
+            &chunks.to_string(),
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "cera perplexity failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cera perplexity failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ppl: f64 = stdout
         .split("PPL = ")
         .nth(1)
@@ -23,8 +45,15 @@ fn check(model: &str, chunks: usize) {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no PPL in output: {stdout}"));
     let rel = (ppl - want).abs() / want;
-    eprintln!("{model}: cera {ppl:.4}, llama.cpp {want:.4} after {chunks} chunks ({:.3}%)", rel * 100.0);
-    assert!(rel < 0.005, "{model}: perplexity {ppl} vs llama.cpp {want} ({:.2}% apart)", rel * 100.0);
+    eprintln!(
+        "{model}: cera {ppl:.4}, llama.cpp {want:.4} after {chunks} chunks ({:.3}%)",
+        rel * 100.0
+    );
+    assert!(
+        rel < 0.005,
+        "{model}: perplexity {ppl} vs llama.cpp {want} ({:.2}% apart)",
+        rel * 100.0
+    );
 }
 
 #[test]

@@ -67,7 +67,10 @@ impl Engine {
         let model = Model::load(Arc::clone(&file))?;
         let arch = file.architecture()?.to_owned();
         let n_ctx_train = file
-            .get_opt::<usize>(&crate::keys::arch_key(&arch, crate::keys::arch::CONTEXT_LENGTH))?
+            .get_opt::<usize>(&crate::keys::arch_key(
+                &arch,
+                crate::keys::arch::CONTEXT_LENGTH,
+            ))?
             .unwrap_or(4096);
         let n_threads = opts
             .n_threads

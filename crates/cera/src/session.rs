@@ -38,7 +38,7 @@ impl FinishReason {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct GenerateOptions {
     /// Tokens to generate at most (0: until EOG or the context is full).
@@ -48,17 +48,6 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// Keep going past end-of-generation tokens.
     pub ignore_eog: bool,
-}
-
-impl Default for GenerateOptions {
-    fn default() -> Self {
-        GenerateOptions {
-            max_tokens: 0,
-            sampler: SamplerConfig::default(),
-            stop: Vec::new(),
-            ignore_eog: false,
-        }
-    }
 }
 
 /// What a sink tells the generator after each piece.
@@ -130,7 +119,11 @@ pub struct Session {
 
 impl Session {
     pub(crate) fn new(engine: Arc<EngineInner>, opts: SessionOptions) -> Session {
-        let n_ctx = if opts.n_ctx == 0 { engine.n_ctx_train.min(4096) } else { opts.n_ctx };
+        let n_ctx = if opts.n_ctx == 0 {
+            engine.n_ctx_train.min(4096)
+        } else {
+            opts.n_ctx
+        };
         let state = engine.model.new_state(n_ctx, opts.kv_type);
         Session {
             engine,
@@ -182,7 +175,10 @@ impl Session {
     /// parsed when `parse_special`) and prefills it.
     pub fn append_text(&mut self, text: &str, parse_special: bool) -> Result<()> {
         let add_special = self.tokens.is_empty();
-        let toks = self.engine.tokenizer.encode(text, add_special, parse_special);
+        let toks = self
+            .engine
+            .tokenizer
+            .encode(text, add_special, parse_special);
         self.append_tokens(&toks)
     }
 
@@ -200,7 +196,10 @@ impl Session {
     fn append_inner(&mut self, toks: &[u32], all: bool) -> Result<Vec<f32>> {
         let needed = self.tokens.len() + toks.len();
         if needed > self.n_ctx {
-            return Err(Error::ContextOverflow { n_ctx: self.n_ctx, needed });
+            return Err(Error::ContextOverflow {
+                n_ctx: self.n_ctx,
+                needed,
+            });
         }
         let n_vocab = self.engine.model.n_vocab();
         if let Some(&bad) = toks.iter().find(|&&t| t as usize >= n_vocab) {
@@ -216,7 +215,8 @@ impl Session {
             }
             let pos0 = self.tokens.len();
             let e = &self.engine;
-            e.model.forward(&e.cpu, &mut self.state, chunk, pos0, all, &mut self.logits)?;
+            e.model
+                .forward(&e.cpu, &mut self.state, chunk, pos0, all, &mut self.logits)?;
             self.tokens.extend_from_slice(chunk);
             self.logits_valid = true;
             self.pending_prompt += chunk.len();
@@ -236,7 +236,9 @@ impl Session {
     /// Samples and feeds tokens until a stop condition, streaming text to `sink`.
     pub fn generate(&mut self, opts: &GenerateOptions, sink: &mut dyn Sink) -> Result<Summary> {
         if !self.logits_valid {
-            return Err(Error::Model("generate needs at least one token in the context first".into()));
+            return Err(Error::Model(
+                "generate needs at least one token in the context first".into(),
+            ));
         }
         let mut sampler = Sampler::new(opts.sampler.clone());
         for &t in &self.tokens {
@@ -290,7 +292,14 @@ impl Session {
                 break;
             }
             let pos = self.tokens.len();
-            engine.model.forward(&engine.cpu, &mut self.state, &[next], pos, false, &mut self.logits)?;
+            engine.model.forward(
+                &engine.cpu,
+                &mut self.state,
+                &[next],
+                pos,
+                false,
+                &mut self.logits,
+            )?;
             self.tokens.push(next);
         }
         // flush text held back for a possible stop string or an incomplete character
@@ -317,7 +326,10 @@ struct StopMatcher<'a> {
 
 impl<'a> StopMatcher<'a> {
     fn new(stops: &'a [String]) -> Self {
-        StopMatcher { stops, held: String::new() }
+        StopMatcher {
+            stops,
+            held: String::new(),
+        }
     }
 
     /// Adds `piece`; returns the text safe to emit and whether a stop string was found.
@@ -326,7 +338,13 @@ impl<'a> StopMatcher<'a> {
             return (piece.to_owned(), false);
         }
         self.held.push_str(piece);
-        if let Some(at) = self.stops.iter().filter(|s| !s.is_empty()).filter_map(|s| self.held.find(s.as_str())).min() {
+        if let Some(at) = self
+            .stops
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| self.held.find(s.as_str()))
+            .min()
+        {
             let out = self.held[..at].to_owned();
             self.held.clear();
             return (out, true);
@@ -338,7 +356,10 @@ impl<'a> StopMatcher<'a> {
             .map(|s| {
                 (1..s.len().min(self.held.len() + 1))
                     .rev()
-                    .find(|&k| self.held.is_char_boundary(self.held.len() - k) && s.starts_with(&self.held[self.held.len() - k..]))
+                    .find(|&k| {
+                        self.held.is_char_boundary(self.held.len() - k)
+                            && s.starts_with(&self.held[self.held.len() - k..])
+                    })
                     .unwrap_or(0)
             })
             .max()

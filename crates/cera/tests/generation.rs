@@ -89,9 +89,21 @@ fn check_model(model: &str) {
         let got = s.logits().to_vec();
         assert_eq!(got.len(), want.len(), "prompt {i}: vocabulary size");
         let mean = want.iter().map(|&x| x as f64).sum::<f64>() / want.len() as f64;
-        let std = (want.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / want.len() as f64).sqrt();
-        let max_d = got.iter().zip(&want).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
-        let rms_d = (got.iter().zip(&want).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>() / want.len() as f64).sqrt();
+        let std = (want.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>()
+            / want.len() as f64)
+            .sqrt();
+        let max_d = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs() as f64)
+            .fold(0.0, f64::max);
+        let rms_d = (got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| ((a - b) as f64).powi(2))
+            .sum::<f64>()
+            / want.len() as f64)
+            .sqrt();
         let top_got = cera::backend::argmax(&got);
         let top_want = cera::backend::argmax(&want);
         let steps = fx["steps"].as_array().unwrap();
@@ -105,7 +117,9 @@ fn check_model(model: &str) {
         }
 
         // greedy continuation
-        let summary = s.generate(&greedy(), &mut |_t: u32, _p: &str| Control::Continue).unwrap();
+        let summary = s
+            .generate(&greedy(), &mut |_t: u32, _p: &str| Control::Continue)
+            .unwrap();
         let mut matched = 0;
         let mut note = String::new();
         for (k, st) in steps.iter().enumerate() {
@@ -115,19 +129,25 @@ fn check_model(model: &str) {
                 Some(&t) => {
                     let gap = (st["top1"].as_f64().unwrap() - st["top2"].as_f64().unwrap()).abs();
                     if gap < noise {
-                        note = format!(" (near-tie at step {k}: reference gap {gap:.4} < noise {noise:.4})");
+                        note = format!(
+                            " (near-tie at step {k}: reference gap {gap:.4} < noise {noise:.4})"
+                        );
                     } else {
                         failures.push(format!("prompt {i}: step {k}: token {t} vs llama.cpp {want_tok} (reference top-2 gap {gap:.4} >= noise {noise:.4})"));
                     }
                     break;
                 }
                 None => {
-                    failures.push(format!("prompt {i}: stopped after {k} tokens, llama.cpp went on with {want_tok}"));
+                    failures.push(format!(
+                        "prompt {i}: stopped after {k} tokens, llama.cpp went on with {want_tok}"
+                    ));
                     break;
                 }
             }
         }
-        let self_div = sc["first_greedy_divergence"].as_u64().map_or("none".to_string(), |k| k.to_string());
+        let self_div = sc["first_greedy_divergence"]
+            .as_u64()
+            .map_or("none".to_string(), |k| k.to_string());
         report.push(format!(
             "prompt {i}: {matched}/{} greedy tokens equal{note}; logits max|d|/std {:.3} rms {:.4} (llama.cpp FA vs no-FA: max {spread:.3}, rms {:.4}, greedy diverges at {self_div})",
             steps.len(),

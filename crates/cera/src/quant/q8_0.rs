@@ -84,4 +84,3 @@ pub(crate) fn quantize_act_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
     }
     (d, sum)
 }
-

@@ -64,4 +64,3 @@ pub fn quantize_act(src: &[f32], out: &mut [BlockQ8_1]) {
         b.s = f32_to_f16(d * sum as f32);
     }
 }
-

@@ -159,12 +159,23 @@ fn dump(name: &str, il: Option<usize>, data: &[f32]) {
         Some(i) => format!("{name}-{i}"),
         None => name.to_owned(),
     };
-    eprintln!("{name:>16} sum = {sum:>14.6} first = {:?}", &data[..data.len().min(3)]);
+    eprintln!(
+        "{name:>16} sum = {sum:>14.6} first = {:?}",
+        &data[..data.len().min(3)]
+    );
     if std::env::var_os("CERA_DUMP_ROWS").is_some() {
         let n = data.len() / 5;
         for r in 0..5.min(data.len() / n.max(1)) {
             let row = &data[r * n..(r + 1) * n];
-            eprintln!("      [{:10.4} {:10.4} {:10.4} ... {:10.4} {:10.4} {:10.4}]", row[0], row[1], row[2], row[n - 3], row[n - 2], row[n - 1]);
+            eprintln!(
+                "      [{:10.4} {:10.4} {:10.4} ... {:10.4} {:10.4} {:10.4}]",
+                row[0],
+                row[1],
+                row[2],
+                row[n - 3],
+                row[n - 2],
+                row[n - 1]
+            );
         }
     }
 }
@@ -341,7 +352,14 @@ impl Decoder {
         backend::add_inplace(&mut sc.x[..n * c.n_embd], o);
     }
 
-    fn ffn_block(&self, cpu: &Cpu, il: usize, lw: &LayerWeights, n: usize, sc: &mut Scratch) -> Result<()> {
+    fn ffn_block(
+        &self,
+        cpu: &Cpu,
+        il: usize,
+        lw: &LayerWeights,
+        n: usize,
+        sc: &mut Scratch,
+    ) -> Result<()> {
         let c = &self.cfg;
         let d = c.n_embd;
         let h = resize(&mut sc.h, n * d);

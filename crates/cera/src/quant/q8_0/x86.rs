@@ -73,7 +73,9 @@ pub(crate) fn quantize_block(x: &[f32], qs: &mut [u8; QK]) -> (f32, i32) {
     // largest magnitude is subnormal.
     let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
     let conv = |v: __m256| {
-        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, mul));
+        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(v, mul),
+        );
         _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi))
     };
     // (Written out: `array::map` would not inline into this `#[target_feature]` function.)
