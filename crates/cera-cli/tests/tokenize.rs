@@ -75,29 +75,28 @@ fn cera(args: &[&str], stdin: Option<&str>) -> String {
 
 #[test]
 fn prompt_matches_llama_tokenize() {
+    let chat = "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n";
     for v in ["llama-spm", "qwen2", "llama-bpe", "phi-3", "bert-bge"] {
         let m = vocab(v);
-        for text in [
-            "Hello world",
-            "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
-        ] {
-            // no backslashes in these texts, so escape processing changes nothing
+        // no backslashes in these texts, so escape processing changes nothing
+        for text in ["Hello world", chat] {
             assert_eq!(
                 cera(&["-m", &m, "-p", text], None),
                 expected(v, "default", text),
                 "{v}"
             );
-            assert_eq!(
-                cera(&["-m", &m, "-p", text, "--no-parse-special"], None),
-                expected(v, "no_parse_special", text),
-                "{v}"
-            );
-            assert_eq!(
-                cera(&["-m", &m, "-p", text, "--no-bos"], None),
-                expected(v, "no_bos", text),
-                "{v}"
-            );
         }
+        // the other modes were recorded for texts with special-token-looking parts
+        assert_eq!(
+            cera(&["-m", &m, "-p", chat, "--no-parse-special"], None),
+            expected(v, "no_parse_special", chat),
+            "{v}"
+        );
+        assert_eq!(
+            cera(&["-m", &m, "-p", chat, "--no-bos"], None),
+            expected(v, "no_bos", chat),
+            "{v}"
+        );
     }
 }
 

@@ -2,7 +2,8 @@
 //! llama.cpp's `llama-tokenize --ids` for every test vocabulary we support, both catalog
 //! models, and four pre-tokenizers without a test vocabulary of their own (tekken, lfm2,
 //! gpt-4o, deepseek-v3: another vocabulary with only `tokenizer.ggml.pre` changed); we must
-//! produce exactly the same ids in each recorded mode. Vocabularies and
+//! produce exactly the same ids in each recorded mode (defaults, `--no-parse-special`,
+//! `--no-bos`, and the whole corpus joined into one text). Vocabularies and
 //! models come through the project's fetch step; a failed fetch fails the test.
 
 use std::path::{Path, PathBuf};
