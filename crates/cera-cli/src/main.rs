@@ -4,9 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod chat;
 mod common;
 mod gen_args;
+mod info;
 mod inspect;
 mod models;
 mod perplexity;
@@ -31,6 +33,10 @@ enum Command {
     Run(run::Args),
     /// Interactive multi-turn chat (one message per line when stdin is a pipe).
     Chat(chat::Args),
+    /// Prompt and generation throughput, with llama-bench's flags and output.
+    Bench(bench::Args),
+    /// The CPU kernel tier in use and where models are cached.
+    Info(info::Args),
     /// Perplexity of a text file, computed as llama-perplexity does.
     Perplexity(perplexity::Args),
     /// Show a GGUF file's metadata, tensors, types and size.
@@ -48,6 +54,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Chat(a) => chat::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Info(a) => info::run(a),
         Command::Perplexity(a) => perplexity::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Pull(a) => models::pull(a),

@@ -1,0 +1,297 @@
+//! `cera bench`: prompt-processing and generation throughput, with llama-bench's flags and
+//! output formats (markdown table, JSON records with llama-bench's field names, CSV), so
+//! scripts read both tools alike.
+
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use cera::engine::{Engine, EngineOptions, SessionOptions};
+use cera::sample::Rng;
+use serde_json::json;
+
+use crate::common::{human_bytes, human_count, resolve_model};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model file or catalog name (default model when omitted).
+    #[arg(short = 'm', long = "model")]
+    model: Option<String>,
+    /// Threads (comma-separated list allowed).
+    #[arg(short = 't', long = "threads", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Prompt lengths for the pp tests (0 disables).
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
+    n_prompt: Vec<usize>,
+    /// Generated tokens for the tg tests (0 disables).
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        value_delimiter = ',',
+        default_value = "128"
+    )]
+    n_gen: Vec<usize>,
+    /// Context depth already in the KV cache before each test.
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
+    depth: Vec<usize>,
+    /// Repetitions of each test.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    reps: usize,
+    /// Output format: md, json or csv.
+    #[arg(short = 'o', long = "output", default_value = "md")]
+    output: String,
+}
+
+struct TestResult {
+    n_prompt: usize,
+    n_gen: usize,
+    n_depth: usize,
+    n_threads: usize,
+    samples_ns: Vec<u64>,
+}
+
+impl TestResult {
+    fn name(&self) -> String {
+        let base = if self.n_prompt > 0 {
+            format!("pp{}", self.n_prompt)
+        } else {
+            format!("tg{}", self.n_gen)
+        };
+        if self.n_depth > 0 {
+            format!("{base} @ d{}", self.n_depth)
+        } else {
+            base
+        }
+    }
+    fn samples_ts(&self) -> Vec<f64> {
+        let n = (self.n_prompt + self.n_gen) as f64;
+        self.samples_ns
+            .iter()
+            .map(|&ns| n / (ns as f64 / 1e9))
+            .collect()
+    }
+}
+
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64
+    } else {
+        0.0
+    };
+    (m, var.sqrt())
+}
+
+/// One timed run: `depth` tokens prefilled untimed, then `n_prompt` tokens in one prefill or
+/// `n_gen` tokens decoded one at a time.
+fn run_once(
+    engine: &Engine,
+    n_prompt: usize,
+    n_gen: usize,
+    depth: usize,
+    rng: &mut Rng,
+) -> anyhow::Result<u64> {
+    let n_vocab = engine.n_vocab() as u64;
+    let mut opts = SessionOptions::default();
+    opts.n_ctx = depth + n_prompt + n_gen + 1;
+    let mut s = engine.session(opts);
+    let mut tok = || (rng.next_u64() % n_vocab) as u32;
+    if depth > 0 {
+        let d: Vec<u32> = (0..depth).map(|_| tok()).collect();
+        s.append_tokens(&d)?;
+    }
+    let t0 = Instant::now();
+    if n_prompt > 0 {
+        let p: Vec<u32> = (0..n_prompt).map(|_| tok()).collect();
+        s.append_tokens(&p)?;
+    } else {
+        for _ in 0..n_gen {
+            s.append_tokens(&[tok()])?;
+        }
+    }
+    Ok(t0.elapsed().as_nanos() as u64)
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if !matches!(a.output.as_str(), "md" | "json" | "csv") {
+        bail!("-o {}: expected md, json or csv", a.output);
+    }
+    if a.reps == 0 {
+        bail!("-r must be at least 1");
+    }
+    let path = resolve_model(a.model.as_deref())?;
+    let threads = if a.threads.is_empty() {
+        vec![std::thread::available_parallelism().map_or(1, |n| n.get())]
+    } else {
+        a.threads.clone()
+    };
+    let mut results = Vec::new();
+    let mut rng = Rng::new(1234);
+    for &t in &threads {
+        let mut eo = EngineOptions::default();
+        eo.n_threads = Some(t);
+        let engine =
+            Engine::load(&path, eo).with_context(|| format!("loading {}", path.display()))?;
+        let mut tests = Vec::new();
+        for &d in &a.depth {
+            for &p in a.n_prompt.iter().filter(|&&p| p > 0) {
+                tests.push((p, 0, d));
+            }
+            for &n in a.n_gen.iter().filter(|&&n| n > 0) {
+                tests.push((0, n, d));
+            }
+        }
+        for (p, n, d) in tests {
+            // warm-up run, not recorded (page in the weights, size the buffers)
+            run_once(&engine, p.min(16), n.min(4), d.min(16), &mut rng)?;
+            let mut samples = Vec::with_capacity(a.reps);
+            for _ in 0..a.reps {
+                samples.push(run_once(&engine, p, n, d, &mut rng)?);
+            }
+            let r = TestResult {
+                n_prompt: p,
+                n_gen: n,
+                n_depth: d,
+                n_threads: t,
+                samples_ns: samples,
+            };
+            if a.output == "md" && results.is_empty() {
+                print_md_header();
+            }
+            if a.output == "md" {
+                print_md_row(&engine, &r);
+            }
+            results.push((engine.clone(), r));
+        }
+    }
+    match a.output.as_str() {
+        "json" => {
+            let recs: Vec<_> = results.iter().map(|(e, r)| record(e, r)).collect();
+            println!("{}", serde_json::to_string_pretty(&recs)?);
+        }
+        "csv" => {
+            let keys = [
+                "model_filename",
+                "model_type",
+                "model_size",
+                "model_n_params",
+                "n_threads",
+                "n_prompt",
+                "n_gen",
+                "n_depth",
+                "test",
+                "avg_ns",
+                "stddev_ns",
+                "avg_ts",
+                "stddev_ts",
+            ];
+            println!("{}", keys.join(","));
+            for (e, r) in &results {
+                let rec = record(e, r);
+                let row: Vec<String> = keys
+                    .iter()
+                    .map(|k| match &rec[*k] {
+                        serde_json::Value::String(s) => format!("\"{s}\""),
+                        v => v.to_string(),
+                    })
+                    .collect();
+                println!("{}", row.join(","));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn model_type(e: &Engine) -> String {
+    let g = e.gguf();
+    let arch = g.architecture().unwrap_or("?");
+    let size = g
+        .get_str("general.size_label")
+        .map(str::to_owned)
+        .unwrap_or_else(|_| {
+            human_count(g.tensors.iter().map(|t| t.n_elements()).sum()).replace(' ', "")
+        });
+    let ftype = dominant_type(e);
+    format!("{arch} {size} {ftype}")
+}
+
+/// The most common weight type among the matrices (what llama-bench's description shows).
+fn dominant_type(e: &Engine) -> String {
+    let mut counts: std::collections::BTreeMap<&str, u64> = Default::default();
+    for t in e.gguf().tensors.iter().filter(|t| t.shape.len() >= 2) {
+        *counts.entry(t.ty.name()).or_default() += t.size;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(_, b)| *b)
+        .map(|(n, _)| n.to_owned())
+        .unwrap_or_default()
+}
+
+fn model_size(e: &Engine) -> u64 {
+    e.gguf().tensors.iter().map(|t| t.size).sum()
+}
+
+fn n_params(e: &Engine) -> u64 {
+    e.gguf().tensors.iter().map(|t| t.n_elements()).sum()
+}
+
+fn print_md_header() {
+    println!(
+        "| model                          |       size |     params | backend    | threads |            test |                  t/s |"
+    );
+    println!(
+        "| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | -------------------: |"
+    );
+}
+
+fn print_md_row(e: &Engine, r: &TestResult) {
+    let (m, s) = mean_std(&r.samples_ts());
+    println!(
+        "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |",
+        model_type(e),
+        human_bytes(model_size(e)),
+        human_count(n_params(e)),
+        "CPU",
+        r.n_threads,
+        r.name(),
+        format!("{m:.2} ± {s:.2}")
+    );
+}
+
+fn record(e: &Engine, r: &TestResult) -> serde_json::Value {
+    let ts = r.samples_ts();
+    let (avg_ts, stddev_ts) = mean_std(&ts);
+    let ns: Vec<f64> = r.samples_ns.iter().map(|&x| x as f64).collect();
+    let (avg_ns, stddev_ns) = mean_std(&ns);
+    json!({
+        "build_commit": env!("CARGO_PKG_VERSION"),
+        "cpu_info": format!("{:?}", cera::kernels::KernelTable::get().tier()),
+        "backends": "CPU",
+        "model_filename": e.path().display().to_string(),
+        "model_type": model_type(e),
+        "model_size": model_size(e),
+        "model_n_params": n_params(e),
+        "n_threads": r.n_threads,
+        "n_prompt": r.n_prompt,
+        "n_gen": r.n_gen,
+        "n_depth": r.n_depth,
+        "test": r.name(),
+        "avg_ns": avg_ns as u64,
+        "stddev_ns": stddev_ns as u64,
+        "avg_ts": avg_ts,
+        "stddev_ts": stddev_ts,
+        "samples_ns": r.samples_ns,
+        "samples_ts": ts,
+    })
+}
