@@ -559,3 +559,81 @@ fn real_model_tensors() {
         }
     }
 }
+
+/// GEMM (several tokens per weight block) against GEMV (one token at a time), for every weight
+/// type and tier that has a GEMM kernel, every token count 1..=4, odd and even row counts:
+/// the same sums up to float rounding (`SIMD_VS_SCALAR` of `Σ|w·a|`).
+#[test]
+fn gemm_matches_gemv() {
+    use cera::kernels::ActRows;
+    let mut rng = Rng(0x6e33);
+    let mut checked = 0;
+    for t in tables() {
+        for &ty in &WEIGHT_TYPES {
+            if !t.has_gemm(ty) {
+                continue;
+            }
+            let act_ty = KernelTable::vec_dot_type(ty).unwrap();
+            for k in sizes(ty) {
+                for rows in [1usize, 2, 7, 16] {
+                    let wf = rng.vec(rows * k, 0.1);
+                    let w = quant::quantize_to_vec(ty, &wf).unwrap();
+                    let wd = quant::dequantize_to_vec(ty, &w, rows * k).unwrap();
+                    let ab = KernelTable::act_row_bytes(ty, k).unwrap();
+                    let nb = k / 32;
+                    let xs: Vec<Vec<f32>> = (0..4).map(|_| rng.vec(k, 1.0)).collect();
+                    let mut acts = vec![vec![0u8; ab]; 4];
+                    let (mut d, mut sum, mut s) = (
+                        vec![vec![0f32; nb]; 4],
+                        vec![vec![0i32; nb]; 4],
+                        vec![vec![0f32; nb]; 4],
+                    );
+                    for i in 0..4 {
+                        t.quantize_row(act_ty, &xs[i], &mut acts[i]);
+                        ActRows::prepare(act_ty, &acts[i], &mut d[i], &mut sum[i], &mut s[i]);
+                    }
+                    for n in 1..=4 {
+                        let a = ActRows {
+                            n,
+                            rows: std::array::from_fn(|i| acts[i].as_slice()),
+                            d: std::array::from_fn(|i| d[i].as_slice()),
+                            sum: std::array::from_fn(|i| sum[i].as_slice()),
+                            s: std::array::from_fn(|i| s[i].as_slice()),
+                        };
+                        let ldo = rows + 3;
+                        let mut out = vec![f32::NAN; 4 * ldo];
+                        t.gemm(ty, k, &w, &a, &mut out, ldo);
+                        for tok in 0..n {
+                            let mut want = vec![0f32; rows];
+                            t.gemv(ty, k, &w, &acts[tok], &mut want);
+                            for r in 0..rows {
+                                let mag: f64 = (0..k)
+                                    .map(|c| (wd[r * k + c] * xs[tok][c]).abs() as f64)
+                                    .sum();
+                                let got = out[tok * ldo + r];
+                                let err = (got as f64 - want[r] as f64).abs();
+                                assert!(
+                                    err <= SIMD_VS_SCALAR * mag.max(1e-6),
+                                    "{:?} {ty} k={k} rows={rows} n={n} tok={tok} r={r}: {got} vs {}",
+                                    t.tier(),
+                                    want[r]
+                                );
+                            }
+                            // nothing written past the rows
+                            assert!(
+                                out[tok * ldo + rows..(tok + 1) * ldo]
+                                    .iter()
+                                    .all(|v| v.is_nan())
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{checked} GEMM cases");
+    if CpuTier::supported().contains(&CpuTier::Avx512) {
+        assert!(checked > 0, "the AVX-512 tier has GEMM kernels");
+    }
+}

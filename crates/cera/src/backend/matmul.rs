@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Cpu, SyncPtr};
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::KernelTable;
+use crate::kernels::{ActRows, KernelTable};
 use crate::quant::GgmlType;
 
 /// A 2-D weight: `rows` outputs × `cols` inputs, row-major, in ggml blocks, borrowed from the
@@ -99,6 +99,10 @@ pub struct QuantizedActs {
     cols: usize,
     row_bytes: usize,
     buf: Vec<u8>,
+    /// Per 32-block values for the GEMM kernels (see `kernels::ActRows`), `n_tokens` × blocks.
+    d: Vec<f32>,
+    sum: Vec<i32>,
+    s: Vec<f32>,
 }
 
 impl Cpu {
@@ -120,13 +124,36 @@ impl Cpu {
         acts.cols = cols;
         acts.row_bytes = row_bytes;
         let table = self.table;
+        // the GEMM kernels (32-element formats) also take per-block values
+        let side = matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1);
+        let nb = cols / 32;
+        if side {
+            acts.d.resize(n_tokens * nb, 0.0);
+            acts.sum.resize(n_tokens * nb, 0);
+            acts.s.resize(n_tokens * nb, 0.0);
+        }
         let ptr = SyncPtr(acts.buf.as_mut_ptr());
+        let (dp, sump, sp) = (
+            SyncPtr(acts.d.as_mut_ptr()),
+            SyncPtr(acts.sum.as_mut_ptr()),
+            SyncPtr(acts.s.as_mut_ptr()),
+        );
         let threads = if n_tokens >= 8 { self.n_threads() } else { 1 };
         self.pool.for_chunks(n_tokens, 4, threads, &|r| {
             for t in r {
-                // SAFETY: each token's row is written by exactly one chunk.
+                // SAFETY: each token's row (and side values) is written by exactly one chunk.
                 let dst = unsafe { ptr.slice(t * row_bytes, row_bytes) };
                 table.quantize_row(ty, &x[t * cols..(t + 1) * cols], dst);
+                if side {
+                    let (d, sum, s) = unsafe {
+                        (
+                            dp.slice(t * nb, nb),
+                            sump.slice(t * nb, nb),
+                            sp.slice(t * nb, nb),
+                        )
+                    };
+                    ActRows::prepare(ty, dst, d, sum, s);
+                }
             }
         });
     }
@@ -193,6 +220,35 @@ impl Cpu {
             (rows / (threads * 8)).clamp(16, 256)
         };
         let ptr = SyncPtr(out.as_mut_ptr());
+        if table.has_gemm(w.ty) && acts.d.len() >= n_tokens * (w.cols / 32) {
+            let nb = w.cols / 32;
+            let chunk = (rows / (threads * 4)).clamp(16, 256);
+            self.pool.for_chunks(rows, chunk, threads, &|r| {
+                let wchunk = &data[r.start * rb..r.end * rb];
+                let mut tile = [0f32; 4 * 256];
+                let n = r.len();
+                for t0 in (0..n_tokens).step_by(4) {
+                    let nt = (n_tokens - t0).min(4);
+                    let tk = |i: usize| (t0 + i).min(n_tokens - 1);
+                    let a = ActRows {
+                        n: nt,
+                        rows: std::array::from_fn(|i| {
+                            &acts.buf[tk(i) * acts.row_bytes..(tk(i) + 1) * acts.row_bytes]
+                        }),
+                        d: std::array::from_fn(|i| &acts.d[tk(i) * nb..(tk(i) + 1) * nb]),
+                        sum: std::array::from_fn(|i| &acts.sum[tk(i) * nb..(tk(i) + 1) * nb]),
+                        s: std::array::from_fn(|i| &acts.s[tk(i) * nb..(tk(i) + 1) * nb]),
+                    };
+                    table.gemm(w.ty, w.cols, wchunk, &a, &mut tile, n);
+                    for i in 0..nt {
+                        // SAFETY: rows r of token t0+i are written only by this chunk.
+                        let dst = unsafe { ptr.slice((t0 + i) * rows + r.start, n) };
+                        dst.copy_from_slice(&tile[i * n..(i + 1) * n]);
+                    }
+                }
+            });
+            return;
+        }
         self.pool.for_chunks(rows, chunk, threads, &|r| {
             let wchunk = &data[r.start * rb..r.end * rb];
             for t in 0..n_tokens {

@@ -62,6 +62,66 @@ type DotFn = fn(usize, &[u8], &[u8]) -> f32;
 /// f32 activations to a row of the activation type.
 type QuantRowFn = fn(&[f32], &mut [u8]);
 
+/// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for every row of `w`
+/// (`k` elements each).
+type GemmFn = fn(usize, &[u8], &ActRows<'_>, &mut [f32], usize);
+
+/// Up to four activation rows (Q8_0 or Q8_1) for a GEMM kernel, with the per-block values the
+/// kernels need unpacked once per op ([`ActRows::prepare`]): the scale `d` as f32, the integer
+/// sum of the codes and (Q8_1) the stored `s = d Σa`.
+#[derive(Clone, Copy)]
+pub struct ActRows<'a> {
+    pub n: usize,
+    pub rows: [&'a [u8]; 4],
+    pub d: [&'a [f32]; 4],
+    pub sum: [&'a [i32]; 4],
+    pub s: [&'a [f32]; 4],
+}
+
+impl ActRows<'_> {
+    /// Fills `d`, `sum` and `s` (one entry per 32-block) for one quantized activation row.
+    pub fn prepare(act_ty: GgmlType, row: &[u8], d: &mut [f32], sum: &mut [i32], s: &mut [f32]) {
+        let q = |qs: &[u8]| qs.iter().map(|&x| x as i8 as i32).sum::<i32>();
+        match act_ty {
+            GgmlType::Q8_0 => {
+                for (i, b) in quant::as_blocks::<q8_0::BlockQ8_0>(row).iter().enumerate() {
+                    d[i] = quant::f16_to_f32(b.d);
+                    sum[i] = q(&b.qs);
+                }
+            }
+            GgmlType::Q8_1 => {
+                for (i, b) in quant::as_blocks::<q8_1::BlockQ8_1>(row).iter().enumerate() {
+                    d[i] = quant::f16_to_f32(b.d);
+                    s[i] = quant::f16_to_f32(b.s);
+                    sum[i] = q(&b.qs);
+                }
+            }
+            _ => panic!("{act_ty} rows have no GEMM side values"),
+        }
+    }
+}
+
+/// [`ActRows`] with typed blocks, for the per-format kernels.
+pub(crate) struct GemmActs<'a, A> {
+    pub n: usize,
+    pub blocks: [&'a [A]; 4],
+    pub d: [&'a [f32]; 4],
+    pub sum: [&'a [i32]; 4],
+    pub s: [&'a [f32]; 4],
+}
+
+impl<'a, A: quant::Block> GemmActs<'a, A> {
+    pub(crate) fn new(a: &ActRows<'a>) -> Self {
+        GemmActs {
+            n: a.n,
+            blocks: a.rows.map(|r| quant::as_blocks::<A>(r)),
+            d: a.d,
+            sum: a.sum,
+            s: a.s,
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 struct DotKernel {
     act: GgmlType,
@@ -88,6 +148,7 @@ pub struct KernelTable {
     tier: CpuTier,
     dot: [Option<DotKernel>; N_TYPES],
     quant: [Option<QuantRowFn>; N_TYPES],
+    gemm: [Option<GemmFn>; N_TYPES],
 }
 
 impl std::fmt::Debug for KernelTable {
@@ -271,12 +332,56 @@ impl KernelTable {
         }
     }
 
+    /// Whether [`KernelTable::gemm`] has a kernel for the weight type (otherwise the matmul
+    /// runs [`KernelTable::gemv`] per token).
+    pub fn has_gemm(&self, w_ty: GgmlType) -> bool {
+        self.gemm[w_ty.id() as usize].is_some()
+    }
+
+    /// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the
+    /// `w.len() / row_bytes` rows of `w` (`k` elements each) and the `acts.n` tokens. The
+    /// activation rows are of type `vec_dot_type(w_ty)` with their [`ActRows::prepare`] values.
+    ///
+    /// # Panics
+    /// If there is no GEMM kernel for `w_ty` ([`KernelTable::has_gemm`]), or a size is wrong.
+    pub fn gemm(
+        &self,
+        w_ty: GgmlType,
+        k: usize,
+        w: &[u8],
+        acts: &ActRows,
+        out: &mut [f32],
+        ldo: usize,
+    ) {
+        let f = self.gemm[w_ty.id() as usize]
+            .unwrap_or_else(|| panic!("no GEMM kernel for {w_ty} weights"));
+        let kern = self.kernel(w_ty);
+        let (wb, ab) = row_bytes(w_ty, kern.act, k);
+        assert!(
+            wb > 0 && w.len().is_multiple_of(wb),
+            "{w_ty} weights of {k} columns"
+        );
+        let nb = k / 32;
+        assert!((1..=4).contains(&acts.n));
+        for t in 0..acts.n {
+            assert!(acts.rows[t].len() >= ab && acts.d[t].len() >= nb && acts.sum[t].len() >= nb);
+            assert!(kern.act != GgmlType::Q8_1 || acts.s[t].len() >= nb);
+        }
+        assert!(out.len() >= (acts.n - 1) * ldo + w.len() / wb);
+        let acts = ActRows {
+            rows: acts.rows.map(|r| &r[..ab.min(r.len())]),
+            ..*acts
+        };
+        f(k, w, &acts, out, ldo);
+    }
+
     fn build(tier: CpuTier) -> KernelTable {
         use GgmlType::*;
         let mut t = KernelTable {
             tier,
             dot: [None; N_TYPES],
             quant: [None; N_TYPES],
+            gemm: [None; N_TYPES],
         };
 
         // Scalar tier: every target.
@@ -424,6 +529,32 @@ impl KernelTable {
             Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
+        }
+        macro_rules! gemm {
+            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$({
+                fn g(k: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    let acts = GemmActs::<$act::$ab>::new(a);
+                    let w = quant::as_blocks::<$fmt::$wb>(w);
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match acts.n {
+                            1 => $fmt::x86::gemm_avx512::<1>(k / 32, w, &acts, out, ldo),
+                            2 => $fmt::x86::gemm_avx512::<2>(k / 32, w, &acts, out, ldo),
+                            3 => $fmt::x86::gemm_avx512::<3>(k / 32, w, &acts, out, ldo),
+                            _ => $fmt::x86::gemm_avx512::<4>(k / 32, w, &acts, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm! {
+            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
+            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
+            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
+            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
+            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
+            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
         }
     }
 }

@@ -288,3 +288,90 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
     }
     sum
 }
+
+// ---------------------------------------------------------------------------------------------
+// GEMM driver for the 32-element block formats (prefill)
+// ---------------------------------------------------------------------------------------------
+
+/// `out[t * ldo + r] = Σ w_r · a_t` for every row `r` of `w` (`nb` blocks each) and the
+/// `NT` (1 to 4) [`GemmActs`] tokens, on the AVX-512 tier (256-bit VNNI). Two rows × `NT` tokens
+/// at a time: each weight block is unpacked once for all the tokens, each activation block loaded
+/// once for two rows. A token's result does not depend on `NT` or on the other rows, so one
+/// token's logits are the same whether it is decoded alone or prefilled in a batch.
+///
+/// `codes` gives a block's 32 codes as unsigned bytes; the weight value is
+/// `d · (code − z)` (zero-point formats, `MIN = false`: `z · Σa` comes off in integers, as the
+/// first lane of the accumulator's initial value) or `d · code + m` (`MIN = true`: `m · s_a` is
+/// added per block, `s_a` being the Q8_1 activation's `d_a Σa`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm32_avx512<W, A, const MIN: bool, const NT: usize>(
+    w: &[W],
+    nb: usize,
+    acts: &crate::kernels::GemmActs<'_, A>,
+    z: u8,
+    codes: impl Fn(&W) -> __m256i,
+    wd: impl Fn(&W) -> [u8; 2],
+    wm: impl Fn(&W) -> [u8; 2],
+    aq: impl Fn(&A) -> __m256i,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    assert!(nb > 0 && w.len().is_multiple_of(nb));
+    let n_rows = w.len() / nb;
+    let nt = acts.n;
+    assert!(nt == NT && NT <= 4 && out.len() >= (nt - 1) * ldo + n_rows);
+    let a: [&[A]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nb]);
+    let ad: [&[f32]; NT] = std::array::from_fn(|t| &acts.d[t][..nb]);
+    let az: [&[i32]; NT] = std::array::from_fn(|t| &acts.sum[t][..nb]);
+    let asum: [&[f32]; NT] = std::array::from_fn(|t| &acts.s[t][..if MIN { nb } else { 0 }]);
+    let zi = z as i32;
+    let mut r = 0;
+    while r < n_rows {
+        let w0 = &w[r * nb..(r + 1) * nb];
+        let w1 = if r + 1 < n_rows {
+            &w[(r + 1) * nb..(r + 2) * nb]
+        } else {
+            w0
+        };
+        let mut acc = [[_mm256_setzero_ps(); NT]; 2];
+        let mut accm = [[0f32; NT]; 2];
+        for b in 0..nb {
+            let (c0, c1) = (codes(&w0[b]), codes(&w1[b]));
+            let (d0, d1) = (
+                _mm256_set1_ps(f16(wd(&w0[b]))),
+                _mm256_set1_ps(f16(wd(&w1[b]))),
+            );
+            let (m0, m1) = if MIN {
+                (f16(wm(&w0[b])), f16(wm(&w1[b])))
+            } else {
+                (0.0, 0.0)
+            };
+            for t in 0..NT {
+                let y = aq(&a[t][b]);
+                let init = if MIN {
+                    _mm256_setzero_si256()
+                } else {
+                    _mm256_zextsi128_si256(_mm_cvtsi32_si128(-zi * az[t][b]))
+                };
+                let da = _mm256_set1_ps(ad[t][b]);
+                let p0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(init, c0, y)), da);
+                let p1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(init, c1, y)), da);
+                acc[0][t] = _mm256_fmadd_ps(p0, d0, acc[0][t]);
+                acc[1][t] = _mm256_fmadd_ps(p1, d1, acc[1][t]);
+                if MIN {
+                    accm[0][t] = m0.mul_add(asum[t][b], accm[0][t]);
+                    accm[1][t] = m1.mul_add(asum[t][b], accm[1][t]);
+                }
+            }
+        }
+        for t in 0..nt {
+            out[t * ldo + r] = hsum_ps(acc[0][t]) + accm[0][t];
+            if r + 1 < n_rows {
+                out[t * ldo + r + 1] = hsum_ps(acc[1][t]) + accm[1][t];
+            }
+        }
+        r += 2;
+    }
+}

@@ -64,3 +64,26 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 
         |_, _| [[0; 2]; 2],
     )
 }
+
+/// AVX-512 tier GEMM (two rows × four tokens; see `kernels::x86::gemm32_avx512`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_avx512<const NT: usize>(
+    nb: usize,
+    w: &[BlockQ5_0],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_0>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    gemm32_avx512::<_, _, false, NT>(
+        w,
+        nb,
+        acts,
+        16,
+        |b| codes_mask(&b.qs, b.qh),
+        |b| b.d,
+        |_| [0; 2],
+        |y| ld256(&y.qs),
+        out,
+        ldo,
+    )
+}
