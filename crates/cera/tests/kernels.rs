@@ -611,6 +611,9 @@ fn gemm_matches_gemv() {
                                     .map(|c| (wd[r * k + c] * xs[tok][c]).abs() as f64)
                                     .sum();
                                 let got = out[tok * ldo + r];
+                                if bit_exact(ty) {
+                                    assert_eq!(got.to_bits(), want[r].to_bits(), "{ty} k={k} r={r}: GEMM and GEMV bits");
+                                }
                                 let err = (got as f64 - want[r] as f64).abs();
                                 assert!(
                                     err <= SIMD_VS_SCALAR * mag.max(1e-6),

@@ -220,8 +220,20 @@ impl Cpu {
             (rows / (threads * 8)).clamp(16, 256)
         };
         let ptr = SyncPtr(out.as_mut_ptr());
-        if table.has_gemm(w.ty) && acts.d.len() >= n_tokens * (w.cols / 32) {
+        let side = acts.ty != Some(GgmlType::Q8_K);
+        // K-quant GEMMs give the GEMV's bits, so decode keeps the GEMV; the 32-element ones
+        // run for decode too (their arithmetic differs from the GEMV's)
+        let use_gemm = table.has_gemm(w.ty)
+            && if side {
+                acts.d.len() >= n_tokens * (w.cols / 32)
+            } else {
+                n_tokens > 1
+            };
+        if use_gemm {
             let nb = w.cols / 32;
+            fn side_row<T>(v: &[T], t: usize, nb: usize, side: bool) -> &[T] {
+                if side { &v[t * nb..(t + 1) * nb] } else { &v[..0] }
+            }
             let chunk = (rows / (threads * 4)).clamp(16, 256);
             self.pool.for_chunks(rows, chunk, threads, &|r| {
                 let wchunk = &data[r.start * rb..r.end * rb];
@@ -235,9 +247,9 @@ impl Cpu {
                         rows: std::array::from_fn(|i| {
                             &acts.buf[tk(i) * acts.row_bytes..(tk(i) + 1) * acts.row_bytes]
                         }),
-                        d: std::array::from_fn(|i| &acts.d[tk(i) * nb..(tk(i) + 1) * nb]),
-                        sum: std::array::from_fn(|i| &acts.sum[tk(i) * nb..(tk(i) + 1) * nb]),
-                        s: std::array::from_fn(|i| &acts.s[tk(i) * nb..(tk(i) + 1) * nb]),
+                        d: std::array::from_fn(|i| side_row(&acts.d, tk(i), nb, side)),
+                        sum: std::array::from_fn(|i| side_row(&acts.sum, tk(i), nb, side)),
+                        s: std::array::from_fn(|i| side_row(&acts.s, tk(i), nb, side)),
                     };
                     table.gemm(w.ty, w.cols, wchunk, &a, &mut tile, n);
                     for i in 0..nt {

@@ -66,9 +66,9 @@ type QuantRowFn = fn(&[f32], &mut [u8]);
 /// (`k` elements each).
 type GemmFn = fn(usize, &[u8], &ActRows<'_>, &mut [f32], usize);
 
-/// Up to four activation rows (Q8_0 or Q8_1) for a GEMM kernel, with the per-block values the
-/// kernels need unpacked once per op ([`ActRows::prepare`]): the scale `d` as f32, the integer
-/// sum of the codes and (Q8_1) the stored `s = d Σa`.
+/// Up to four activation rows for a GEMM kernel. For Q8_0 and Q8_1 rows, also the per-block
+/// values the kernels need, unpacked once per op ([`ActRows::prepare`]): the scale `d` as f32,
+/// the integer sum of the codes and (Q8_1) the stored `s = d Σa`; Q8_K rows need none.
 #[derive(Clone, Copy)]
 pub struct ActRows<'a> {
     pub n: usize,
@@ -96,7 +96,9 @@ impl ActRows<'_> {
                     sum[i] = q(&b.qs);
                 }
             }
-            _ => panic!("{act_ty} rows have no GEMM side values"),
+            // Q8_K rows carry what the K-quant kernels need (f32 scale, 16-sums)
+            GgmlType::Q8_K => {}
+            _ => panic!("{act_ty} is not an activation type"),
         }
     }
 }
@@ -363,8 +365,11 @@ impl KernelTable {
         );
         let nb = k / 32;
         assert!((1..=4).contains(&acts.n));
+        // the 32-element formats also read the per-block side values
+        let side = matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1);
         for t in 0..acts.n {
-            assert!(acts.rows[t].len() >= ab && acts.d[t].len() >= nb && acts.sum[t].len() >= nb);
+            assert!(acts.rows[t].len() >= ab);
+            assert!(!side || (acts.d[t].len() >= nb && acts.sum[t].len() >= nb));
             assert!(kern.act != GgmlType::Q8_1 || acts.s[t].len() >= nb);
         }
         assert!(out.len() >= (acts.n - 1) * ldo + w.len() / wb);
@@ -547,6 +552,28 @@ impl KernelTable {
                 }
                 self.gemm[$ty.id() as usize] = Some(g as GemmFn);
             })*};
+        }
+        macro_rules! gemm_k {
+            ($($ty:ident: $fmt:ident::$wb:ident;)*) => {$({
+                fn g(k: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
+                    let w = quant::as_blocks::<$fmt::$wb>(w);
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match acts.n {
+                            1 => $fmt::x86::gemm_avx512::<1>(k, w, &acts, out, ldo),
+                            2 => $fmt::x86::gemm_avx512::<2>(k, w, &acts, out, ldo),
+                            3 => $fmt::x86::gemm_avx512::<3>(k, w, &acts, out, ldo),
+                            _ => $fmt::x86::gemm_avx512::<4>(k, w, &acts, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm_k! {
+            Q4_K: q4_k::BlockQ4_K;
+            Q6_K: q6_k::BlockQ6_K;
         }
         gemm! {
             Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;

@@ -67,3 +67,54 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 {
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 {
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
+
+/// AVX-512 tier GEMM, one row × `NT` tokens: a super-block's nibbles, scales and mins are
+/// unpacked once for all the tokens. Same integers and final formula as [`vec_dot_avx512`], so
+/// each result is bit for bit the GEMV's.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_avx512<const NT: usize>(
+    k: usize,
+    w: &[BlockQ4_K],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    let nsb = k / QK_K;
+    assert!(nsb > 0 && w.len().is_multiple_of(nsb) && acts.n == NT && NT <= 4);
+    let n_rows = w.len() / nsb;
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
+    let m4 = _mm256_set1_epi8(0x0F);
+    for (r, row) in w.chunks_exact(nsb).enumerate() {
+        let mut sumf = [0f32; NT];
+        for (i, b) in row.iter().enumerate() {
+            let (sc, mn) = scales_mins_k4(&b.scales);
+            let mut q = [_mm256_setzero_si256(); 8];
+            for c in 0..4 {
+                let x = ld256(&b.qs[32 * c..]);
+                q[2 * c] = _mm256_and_si256(x, m4);
+                q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+            }
+            let s: [__m256i; 8] = std::array::from_fn(|j| _mm256_set1_epi16(sc[j] as i16));
+            let (wd, wmin) = (f16(b.d), f16(b.dmin));
+            for t in 0..NT {
+                let y = &a[t][i];
+                let msum = min_sum(mn, &y.bsums);
+                let (mut acc0, mut acc1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                for c in 0..4 {
+                    let p0 = _mm256_maddubs_epi16(q[2 * c], ld256(&y.qs[64 * c..]));
+                    let p1 = _mm256_maddubs_epi16(q[2 * c + 1], ld256(&y.qs[64 * c + 32..]));
+                    acc0 = _mm256_dpwssd_epi32(acc0, p0, s[2 * c]);
+                    acc1 = _mm256_dpwssd_epi32(acc1, p1, s[2 * c + 1]);
+                }
+                let isum = hsum_epi32(_mm256_add_epi32(acc0, acc1));
+                let ad = f32::from_le_bytes(y.d);
+                let (d, dmin) = (wd * ad, wmin * ad);
+                sumf[t] += d * isum as f32 - dmin * msum as f32;
+            }
+        }
+        for (t, v) in sumf.iter().enumerate() {
+            out[t * ldo + r] = *v;
+        }
+    }
+}
