@@ -583,22 +583,19 @@ fn gemm_matches_gemv() {
                     let nb = k / 32;
                     let xs: Vec<Vec<f32>> = (0..4).map(|_| rng.vec(k, 1.0)).collect();
                     let mut acts = vec![vec![0u8; ab]; 4];
-                    let (mut d, mut sum, mut s) = (
-                        vec![vec![0f32; nb]; 4],
-                        vec![vec![0i32; nb]; 4],
-                        vec![vec![0f32; nb]; 4],
-                    );
                     for i in 0..4 {
                         t.quantize_row(act_ty, &xs[i], &mut acts[i]);
-                        ActRows::prepare(act_ty, &acts[i], &mut d[i], &mut sum[i], &mut s[i]);
                     }
                     for n in 1..=4 {
+                        let act_rows: Vec<&[u8]> = acts[..n].iter().map(|a| a.as_slice()).collect();
+                        let mut packed = vec![0u8; ActRows::packed_len(n, nb)];
+                        if matches!(act_ty, Q8_0 | Q8_1) {
+                            ActRows::pack(act_ty, &act_rows, nb, &mut packed);
+                        }
                         let a = ActRows {
                             n,
                             rows: std::array::from_fn(|i| acts[i].as_slice()),
-                            d: std::array::from_fn(|i| d[i].as_slice()),
-                            sum: std::array::from_fn(|i| sum[i].as_slice()),
-                            s: std::array::from_fn(|i| s[i].as_slice()),
+                            packed: &packed,
                         };
                         let ldo = rows + 3;
                         let mut out = vec![f32::NAN; 4 * ldo];

@@ -99,10 +99,10 @@ pub struct QuantizedActs {
     cols: usize,
     row_bytes: usize,
     buf: Vec<u8>,
-    /// Per 32-block values for the GEMM kernels (see `kernels::ActRows`), `n_tokens` × blocks.
-    d: Vec<f32>,
-    sum: Vec<i32>,
-    s: Vec<f32>,
+    /// The rows again in groups of four tokens, packed for the 32-element GEMM kernels
+    /// (`kernels::ActRows::pack`); group `g` starts at `g * packed_group`.
+    packed: Vec<u8>,
+    packed_group: usize,
 }
 
 impl Cpu {
@@ -124,35 +124,35 @@ impl Cpu {
         acts.cols = cols;
         acts.row_bytes = row_bytes;
         let table = self.table;
-        // the GEMM kernels (32-element formats) also take per-block values
-        let side = matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1);
+        // the 32-element GEMM kernels read the tokens packed in groups of four
+        let pack = matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1) && table.gemm_reads_packed(ty);
         let nb = cols / 32;
-        if side {
-            acts.d.resize(n_tokens * nb, 0.0);
-            acts.sum.resize(n_tokens * nb, 0);
-            acts.s.resize(n_tokens * nb, 0.0);
+        acts.packed_group = ActRows::packed_len(4, nb);
+        if pack {
+            acts.packed.resize(n_tokens.div_ceil(4) * acts.packed_group, 0);
         }
         let ptr = SyncPtr(acts.buf.as_mut_ptr());
-        let (dp, sump, sp) = (
-            SyncPtr(acts.d.as_mut_ptr()),
-            SyncPtr(acts.sum.as_mut_ptr()),
-            SyncPtr(acts.s.as_mut_ptr()),
-        );
+        let pptr = SyncPtr(acts.packed.as_mut_ptr());
+        let group = acts.packed_group;
         let threads = if n_tokens >= 8 { self.n_threads() } else { 1 };
+        // chunks of four tokens: one packed group each
         self.pool.for_chunks(n_tokens, 4, threads, &|r| {
-            for t in r {
-                // SAFETY: each token's row (and side values) is written by exactly one chunk.
+            for t in r.clone() {
+                // SAFETY: each token's row is written by exactly one chunk.
                 let dst = unsafe { ptr.slice(t * row_bytes, row_bytes) };
                 table.quantize_row(ty, &x[t * cols..(t + 1) * cols], dst);
-                if side {
-                    let (d, sum, s) = unsafe {
-                        (
-                            dp.slice(t * nb, nb),
-                            sump.slice(t * nb, nb),
-                            sp.slice(t * nb, nb),
-                        )
-                    };
-                    ActRows::prepare(ty, dst, d, sum, s);
+            }
+            if pack {
+                for g0 in (r.start.next_multiple_of(4)..r.end).step_by(4) {
+                    let g1 = (g0 + 4).min(n_tokens);
+                    // SAFETY: the group's rows were written above by this chunk (chunks are
+                    // aligned to four tokens) and its packed bytes belong to it alone.
+                    let mut rows: [&[u8]; 4] = [&[]; 4];
+                    for (i, t) in (g0..g1).enumerate() {
+                        rows[i] = unsafe { &*ptr.slice(t * row_bytes, row_bytes) };
+                    }
+                    let out = unsafe { pptr.slice(g0 / 4 * group, group) };
+                    ActRows::pack(ty, &rows[..g1 - g0], nb, out);
                 }
             }
         });
@@ -220,20 +220,16 @@ impl Cpu {
             (rows / (threads * 8)).clamp(16, 256)
         };
         let ptr = SyncPtr(out.as_mut_ptr());
-        let side = acts.ty != Some(GgmlType::Q8_K);
+        let packed = acts.ty != Some(GgmlType::Q8_K);
         // K-quant GEMMs give the GEMV's bits, so decode keeps the GEMV; the 32-element ones
         // run for decode too (their arithmetic differs from the GEMV's)
         let use_gemm = table.has_gemm(w.ty)
-            && if side {
-                acts.d.len() >= n_tokens * (w.cols / 32)
+            && if packed {
+                acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group
             } else {
                 n_tokens > 1
             };
         if use_gemm {
-            let nb = w.cols / 32;
-            fn side_row<T>(v: &[T], t: usize, nb: usize, side: bool) -> &[T] {
-                if side { &v[t * nb..(t + 1) * nb] } else { &v[..0] }
-            }
             let chunk = (rows / (threads * 4)).clamp(16, 256);
             self.pool.for_chunks(rows, chunk, threads, &|r| {
                 let wchunk = &data[r.start * rb..r.end * rb];
@@ -247,9 +243,11 @@ impl Cpu {
                         rows: std::array::from_fn(|i| {
                             &acts.buf[tk(i) * acts.row_bytes..(tk(i) + 1) * acts.row_bytes]
                         }),
-                        d: std::array::from_fn(|i| side_row(&acts.d, tk(i), nb, side)),
-                        sum: std::array::from_fn(|i| side_row(&acts.sum, tk(i), nb, side)),
-                        s: std::array::from_fn(|i| side_row(&acts.s, tk(i), nb, side)),
+                        packed: if packed {
+                            &acts.packed[t0 / 4 * acts.packed_group..][..acts.packed_group]
+                        } else {
+                            &[]
+                        },
                     };
                     table.gemm(w.ty, w.cols, wchunk, &a, &mut tile, n);
                     for i in 0..nt {

@@ -66,50 +66,62 @@ type QuantRowFn = fn(&[f32], &mut [u8]);
 /// (`k` elements each).
 type GemmFn = fn(usize, &[u8], &ActRows<'_>, &mut [f32], usize);
 
-/// Up to four activation rows for a GEMM kernel. For Q8_0 and Q8_1 rows, also the per-block
-/// values the kernels need, unpacked once per op ([`ActRows::prepare`]): the scale `d` as f32,
-/// the integer sum of the codes and (Q8_1) the stored `s = d Σa`; Q8_K rows need none.
+/// Up to four activation rows for a GEMM kernel: the quantized rows (the K-quant kernels read
+/// these) and, for Q8_0 and Q8_1, the same tokens packed per block ([`ActRows::pack`]), which is
+/// what the 32-element kernels read.
 #[derive(Clone, Copy)]
 pub struct ActRows<'a> {
     pub n: usize,
     pub rows: [&'a [u8]; 4],
-    pub d: [&'a [f32]; 4],
-    pub sum: [&'a [i32]; 4],
-    pub s: [&'a [f32]; 4],
+    pub packed: &'a [u8],
 }
 
+/// Bytes per token and 32-block in [`ActRows::pack`]'s layout: 32 codes, `d` and `s` as f32.
+pub const PACKED_BLOCK_BYTES: usize = 40;
+
 impl ActRows<'_> {
-    /// Fills `d`, `sum` and `s` (one entry per 32-block) for one quantized activation row.
-    pub fn prepare(act_ty: GgmlType, row: &[u8], d: &mut [f32], sum: &mut [i32], s: &mut [f32]) {
-        let q = |qs: &[u8]| qs.iter().map(|&x| x as i8 as i32).sum::<i32>();
-        match act_ty {
-            GgmlType::Q8_0 => {
-                for (i, b) in quant::as_blocks::<q8_0::BlockQ8_0>(row).iter().enumerate() {
-                    d[i] = quant::f16_to_f32(b.d);
-                    sum[i] = q(&b.qs);
-                }
+    /// Bytes [`ActRows::pack`] writes for `n` tokens of `nb` blocks (with 16 bytes of padding, so
+    /// the kernels may load four `s` values at once).
+    pub fn packed_len(n: usize, nb: usize) -> usize {
+        n * nb * PACKED_BLOCK_BYTES + 16
+    }
+
+    /// Interleaves up to four quantized Q8_0 or Q8_1 rows per 32-block: for each block, the
+    /// `n` tokens' 32 codes, then their scales `d` (f32), then their `s = d·Σa` (f32; Q8_1's
+    /// stored value, rounded to f16 as ggml keeps it). The kernels then walk one stream.
+    pub fn pack(act_ty: GgmlType, rows: &[&[u8]], nb: usize, out: &mut [u8]) {
+        let n = rows.len();
+        assert!((1..=4).contains(&n) && out.len() >= Self::packed_len(n, nb));
+        let stride = n * PACKED_BLOCK_BYTES;
+        let put = |out: &mut [u8], at: usize, v: f32| out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        for (t, row) in rows.iter().enumerate() {
+            for b in 0..nb {
+                let base = b * stride;
+                let (qs, d, s) = match act_ty {
+                    GgmlType::Q8_0 => {
+                        let blk = &quant::as_blocks::<q8_0::BlockQ8_0>(row)[b];
+                        let d = quant::f16_to_f32(blk.d);
+                        let sum: i32 = blk.qs.iter().map(|&x| x as i8 as i32).sum();
+                        (&blk.qs, d, d * sum as f32)
+                    }
+                    GgmlType::Q8_1 => {
+                        let blk = &quant::as_blocks::<q8_1::BlockQ8_1>(row)[b];
+                        (&blk.qs, quant::f16_to_f32(blk.d), quant::f16_to_f32(blk.s))
+                    }
+                    _ => panic!("{act_ty} rows are not packed"),
+                };
+                out[base + 32 * t..base + 32 * t + 32].copy_from_slice(qs);
+                put(out, base + 32 * n + 4 * t, d);
+                put(out, base + 36 * n + 4 * t, s);
             }
-            GgmlType::Q8_1 => {
-                for (i, b) in quant::as_blocks::<q8_1::BlockQ8_1>(row).iter().enumerate() {
-                    d[i] = quant::f16_to_f32(b.d);
-                    s[i] = quant::f16_to_f32(b.s);
-                    sum[i] = q(&b.qs);
-                }
-            }
-            // Q8_K rows carry what the K-quant kernels need (f32 scale, 16-sums)
-            GgmlType::Q8_K => {}
-            _ => panic!("{act_ty} is not an activation type"),
         }
     }
 }
 
-/// [`ActRows`] with typed blocks, for the per-format kernels.
+/// The typed rows of an [`ActRows`], for the K-quant kernels.
 pub(crate) struct GemmActs<'a, A> {
     pub n: usize,
     pub blocks: [&'a [A]; 4],
-    pub d: [&'a [f32]; 4],
-    pub sum: [&'a [i32]; 4],
-    pub s: [&'a [f32]; 4],
 }
 
 impl<'a, A: quant::Block> GemmActs<'a, A> {
@@ -117,9 +129,6 @@ impl<'a, A: quant::Block> GemmActs<'a, A> {
         GemmActs {
             n: a.n,
             blocks: a.rows.map(|r| quant::as_blocks::<A>(r)),
-            d: a.d,
-            sum: a.sum,
-            s: a.s,
         }
     }
 }
@@ -340,9 +349,17 @@ impl KernelTable {
         self.gemm[w_ty.id() as usize].is_some()
     }
 
+    /// Whether some GEMM kernel reads activations of `act_ty` packed ([`ActRows::pack`]).
+    pub fn gemm_reads_packed(&self, act_ty: GgmlType) -> bool {
+        matches!(act_ty, GgmlType::Q8_0 | GgmlType::Q8_1)
+            && GgmlType::ALL
+                .iter()
+                .any(|&w| self.has_gemm(w) && Self::vec_dot_type(w) == Some(act_ty))
+    }
+
     /// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the
     /// `w.len() / row_bytes` rows of `w` (`k` elements each) and the `acts.n` tokens. The
-    /// activation rows are of type `vec_dot_type(w_ty)` with their [`ActRows::prepare`] values.
+    /// activation rows are of type `vec_dot_type(w_ty)`, packed for the 32-element formats.
     ///
     /// # Panics
     /// If there is no GEMM kernel for `w_ty` ([`KernelTable::has_gemm`]), or a size is wrong.
@@ -363,14 +380,13 @@ impl KernelTable {
             wb > 0 && w.len().is_multiple_of(wb),
             "{w_ty} weights of {k} columns"
         );
-        let nb = k / 32;
         assert!((1..=4).contains(&acts.n));
-        // the 32-element formats also read the per-block side values
-        let side = matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1);
-        for t in 0..acts.n {
-            assert!(acts.rows[t].len() >= ab);
-            assert!(!side || (acts.d[t].len() >= nb && acts.sum[t].len() >= nb));
-            assert!(kern.act != GgmlType::Q8_1 || acts.s[t].len() >= nb);
+        if matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1) {
+            assert!(acts.packed.len() >= ActRows::packed_len(acts.n, k / 32));
+        } else {
+            for t in 0..acts.n {
+                assert!(acts.rows[t].len() >= ab);
+            }
         }
         assert!(out.len() >= (acts.n - 1) * ldo + w.len() / wb);
         let acts = ActRows {
@@ -536,17 +552,17 @@ impl KernelTable {
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
         macro_rules! gemm {
-            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$({
+            ($($ty:ident: $fmt:ident::$wb:ident;)*) => {$({
                 fn g(k: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
-                    let acts = GemmActs::<$act::$ab>::new(a);
                     let w = quant::as_blocks::<$fmt::$wb>(w);
+                    let p = a.packed;
                     // SAFETY: as for `simd_dot`.
                     unsafe {
-                        match acts.n {
-                            1 => $fmt::x86::gemm_avx512::<1>(k / 32, w, &acts, out, ldo),
-                            2 => $fmt::x86::gemm_avx512::<2>(k / 32, w, &acts, out, ldo),
-                            3 => $fmt::x86::gemm_avx512::<3>(k / 32, w, &acts, out, ldo),
-                            _ => $fmt::x86::gemm_avx512::<4>(k / 32, w, &acts, out, ldo),
+                        match a.n {
+                            1 => $fmt::x86::gemm_avx512::<1>(k / 32, w, p, out, ldo),
+                            2 => $fmt::x86::gemm_avx512::<2>(k / 32, w, p, out, ldo),
+                            3 => $fmt::x86::gemm_avx512::<3>(k / 32, w, p, out, ldo),
+                            _ => $fmt::x86::gemm_avx512::<4>(k / 32, w, p, out, ldo),
                         }
                     }
                 }
@@ -576,12 +592,12 @@ impl KernelTable {
             Q6_K: q6_k::BlockQ6_K;
         }
         gemm! {
-            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
-            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
-            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
-            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
-            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
-            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
+            Q4_0: q4_0::BlockQ4_0;
+            Q4_1: q4_1::BlockQ4_1;
+            Q5_0: q5_0::BlockQ5_0;
+            Q5_1: q5_1::BlockQ5_1;
+            Q8_0: q8_0::BlockQ8_0;
+            IQ4_NL: iq4_nl::BlockIQ4_NL;
         }
     }
 }

@@ -293,40 +293,36 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 // GEMM driver for the 32-element block formats (prefill)
 // ---------------------------------------------------------------------------------------------
 
-/// `out[t * ldo + r] = Σ w_r · a_t` for every row `r` of `w` (`nb` blocks each) and the
-/// `NT` (1 to 4) [`GemmActs`] tokens, on the AVX-512 tier (256-bit VNNI). Two rows × `NT` tokens
-/// at a time: each weight block is unpacked once for all the tokens, each activation block loaded
-/// once for two rows. A token's result does not depend on `NT` or on the other rows, so one
-/// token's logits are the same whether it is decoded alone or prefilled in a batch.
+/// `out[t * ldo + r] = Σ w_r · a_t` for every row `r` of `w` (`nb` blocks each) and the `NT`
+/// (1 to 4) tokens of `packed` ([`crate::kernels::ActRows::pack`]), on the AVX-512 tier (256-bit
+/// VNNI). Two rows × `NT` tokens at a time: each weight block is unpacked once for all the
+/// tokens, each activation block loaded once for two rows. A token's result does not depend on
+/// `NT` or on the other rows, so one token's logits are the same whether it is decoded alone or
+/// prefilled in a batch.
 ///
-/// `codes` gives a block's 32 codes as unsigned bytes; the weight value is
-/// `d · (code − z)` (zero-point formats, `MIN = false`: `z · Σa` comes off in integers, as the
-/// first lane of the accumulator's initial value) or `d · code + m` (`MIN = true`: `m · s_a` is
-/// added per block, `s_a` being the Q8_1 activation's `d_a Σa`).
+/// `codes` gives a block's 32 codes as unsigned bytes; the weight value is `d · (code − z)`
+/// (`MIN = false`) or `d · code + m` (`MIN = true`). The per-block integer dot products are
+/// exact; the `−z·d_w·(d_a Σa)` or `m·s_a` term is added per block for four tokens at once.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm32_avx512<W, A, const MIN: bool, const NT: usize>(
+pub(crate) fn gemm32_avx512<W, const MIN: bool, const NT: usize>(
     w: &[W],
     nb: usize,
-    acts: &crate::kernels::GemmActs<'_, A>,
+    packed: &[u8],
     z: u8,
     codes: impl Fn(&W) -> __m256i,
     wd: impl Fn(&W) -> [u8; 2],
     wm: impl Fn(&W) -> [u8; 2],
-    aq: impl Fn(&A) -> __m256i,
     out: &mut [f32],
     ldo: usize,
 ) {
-    assert!(nb > 0 && w.len().is_multiple_of(nb));
+    assert!(nb > 0 && w.len().is_multiple_of(nb) && (1..=4).contains(&NT));
     let n_rows = w.len() / nb;
-    let nt = acts.n;
-    assert!(nt == NT && NT <= 4 && out.len() >= (nt - 1) * ldo + n_rows);
-    let a: [&[A]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nb]);
-    let ad: [&[f32]; NT] = std::array::from_fn(|t| &acts.d[t][..nb]);
-    let az: [&[i32]; NT] = std::array::from_fn(|t| &acts.sum[t][..nb]);
-    let asum: [&[f32]; NT] = std::array::from_fn(|t| &acts.s[t][..if MIN { nb } else { 0 }]);
-    let zi = z as i32;
+    let stride = NT * crate::kernels::PACKED_BLOCK_BYTES;
+    assert!(packed.len() >= nb * stride + 16);
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let zf = z as f32;
     let mut r = 0;
     while r < n_rows {
         let w0 = &w[r * nb..(r + 1) * nb];
@@ -336,40 +332,49 @@ pub(crate) fn gemm32_avx512<W, A, const MIN: bool, const NT: usize>(
             w0
         };
         let mut acc = [[_mm256_setzero_ps(); NT]; 2];
-        let mut accm = [[0f32; NT]; 2];
-        for b in 0..nb {
-            let (c0, c1) = (codes(&w0[b]), codes(&w1[b]));
-            let (d0, d1) = (
-                _mm256_set1_ps(f16(wd(&w0[b]))),
-                _mm256_set1_ps(f16(wd(&w1[b]))),
-            );
-            let (m0, m1) = if MIN {
-                (f16(wm(&w0[b])), f16(wm(&w1[b])))
+        let mut accm = [_mm_setzero_ps(); 2];
+        let mut p = packed.as_ptr();
+        for (b0, b1) in w0.iter().zip(w1) {
+            let (c0, c1) = (codes(b0), codes(b1));
+            let (dw0, dw1) = (f16(wd(b0)), f16(wd(b1)));
+            let (d0, d1) = (_mm256_set1_ps(dw0), _mm256_set1_ps(dw1));
+            let (k0, k1) = if MIN {
+                (f16(wm(b0)), f16(wm(b1)))
             } else {
-                (0.0, 0.0)
+                (-zf * dw0, -zf * dw1)
             };
+            // SAFETY: `p` walks `nb` blocks of `stride` bytes (checked above), plus the 16 bytes
+            // of padding that the 4-wide load of the `s` values may reach.
+            let sv = unsafe { _mm_loadu_ps(p.add(36 * NT).cast()) };
+            accm[0] = _mm_fmadd_ps(_mm_set1_ps(k0), sv, accm[0]);
+            accm[1] = _mm_fmadd_ps(_mm_set1_ps(k1), sv, accm[1]);
             for t in 0..NT {
-                let y = aq(&a[t][b]);
-                let init = if MIN {
-                    _mm256_setzero_si256()
-                } else {
-                    _mm256_zextsi128_si256(_mm_cvtsi32_si128(-zi * az[t][b]))
+                // SAFETY: as above.
+                let (y, da) = unsafe {
+                    (
+                        _mm256_loadu_si256(p.add(32 * t).cast()),
+                        _mm256_set1_ps(p.add(32 * NT + 4 * t).cast::<f32>().read_unaligned()),
+                    )
                 };
-                let da = _mm256_set1_ps(ad[t][b]);
-                let p0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(init, c0, y)), da);
-                let p1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(init, c1, y)), da);
+                let z = _mm256_setzero_si256();
+                let p0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, c0, y)), da);
+                let p1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, c1, y)), da);
                 acc[0][t] = _mm256_fmadd_ps(p0, d0, acc[0][t]);
                 acc[1][t] = _mm256_fmadd_ps(p1, d1, acc[1][t]);
-                if MIN {
-                    accm[0][t] = m0.mul_add(asum[t][b], accm[0][t]);
-                    accm[1][t] = m1.mul_add(asum[t][b], accm[1][t]);
-                }
             }
+            // SAFETY: stays within the checked range (one past the last block at most).
+            p = unsafe { p.add(stride) };
         }
-        for t in 0..nt {
-            out[t * ldo + r] = hsum_ps(acc[0][t]) + accm[0][t];
+        let mut m = [[0f32; 4]; 2];
+        // SAFETY: four f32 each.
+        unsafe {
+            _mm_storeu_ps(m[0].as_mut_ptr(), accm[0]);
+            _mm_storeu_ps(m[1].as_mut_ptr(), accm[1]);
+        }
+        for t in 0..NT {
+            out[t * ldo + r] = hsum_ps(acc[0][t]) + m[0][t];
             if r + 1 < n_rows {
-                out[t * ldo + r + 1] = hsum_ps(acc[1][t]) + accm[1][t];
+                out[t * ldo + r + 1] = hsum_ps(acc[1][t]) + m[1][t];
             }
         }
         r += 2;

@@ -64,20 +64,19 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f3
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
     w: &[BlockIQ4_NL],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_0>,
+    packed: &[u8],
     out: &mut [f32],
     ldo: usize,
 ) {
     let table = _mm256_xor_si256(table256(), _mm256_set1_epi8(0x80u8 as i8));
-    gemm32_avx512::<_, _, false, NT>(
+    gemm32_avx512::<_, false, NT>(
         w,
         nb,
-        acts,
+        packed,
         128,
         |b| _mm256_shuffle_epi8(table, unpack_nibbles(&b.qs)),
         |b| b.d,
         |_| [0; 2],
-        |y| ld256(&y.qs),
         out,
         ldo,
     )

@@ -70,19 +70,18 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
     w: &[BlockQ5_0],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_0>,
+    packed: &[u8],
     out: &mut [f32],
     ldo: usize,
 ) {
-    gemm32_avx512::<_, _, false, NT>(
+    gemm32_avx512::<_, false, NT>(
         w,
         nb,
-        acts,
+        packed,
         16,
         |b| codes_mask(&b.qs, b.qh),
         |b| b.d,
         |_| [0; 2],
-        |y| ld256(&y.qs),
         out,
         ldo,
     )

@@ -43,19 +43,18 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
     w: &[BlockQ5_1],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_1>,
+    packed: &[u8],
     out: &mut [f32],
     ldo: usize,
 ) {
-    gemm32_avx512::<_, _, true, NT>(
+    gemm32_avx512::<_, true, NT>(
         w,
         nb,
-        acts,
+        packed,
         0,
         |b| codes_mask(&b.qs, b.qh),
         |b| b.d,
         |b| b.m,
-        |y| ld256(&y.qs),
         out,
         ldo,
     )
