@@ -293,16 +293,53 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 // GEMM driver for the 32-element block formats (prefill)
 // ---------------------------------------------------------------------------------------------
 
+/// The 8×8 transpose of 32-bit lanes: lane `i` of result `j` is lane `j` of `c[i]`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn transpose8x8_epi32(c: [__m256i; 8]) -> [__m256i; 8] {
+    let t: [__m256i; 8] = std::array::from_fn(|i| {
+        let (a, b) = (c[i & !1], c[i | 1]);
+        if i % 2 == 0 {
+            _mm256_unpacklo_epi32(a, b)
+        } else {
+            _mm256_unpackhi_epi32(a, b)
+        }
+    });
+    // t[2k]: rows 2k,2k+1 lanes 0,1 (| 4,5); t[2k+1]: lanes 2,3 (| 6,7)
+    let u: [__m256i; 8] = std::array::from_fn(|i| {
+        let (half, j) = (i / 4, i % 4); // rows 4*half.., lane j (| j+4)
+        let (a, b) = (t[4 * half + (j / 2)], t[4 * half + 2 + (j / 2)]);
+        if j % 2 == 0 {
+            _mm256_unpacklo_epi64(a, b)
+        } else {
+            _mm256_unpackhi_epi64(a, b)
+        }
+    });
+    std::array::from_fn(|j| {
+        let (lo, hi) = (u[j % 4], u[4 + j % 4]);
+        if j < 4 {
+            _mm256_permute2x128_si256::<0x20>(lo, hi)
+        } else {
+            _mm256_permute2x128_si256::<0x31>(lo, hi)
+        }
+    })
+}
+
 /// `out[t * ldo + r] = Σ w_r · a_t` for every row `r` of `w` (`nb` blocks each) and the `NT`
 /// (1 to 4) tokens of `packed` ([`crate::kernels::ActRows::pack`]), on the AVX-512 tier (256-bit
-/// VNNI). Two rows × `NT` tokens at a time: each weight block is unpacked once for all the
-/// tokens, each activation block loaded once for two rows. A token's result does not depend on
-/// `NT` or on the other rows, so one token's logits are the same whether it is decoded alone or
-/// prefilled in a batch.
+/// VNNI).
 ///
-/// `codes` gives a block's 32 codes as unsigned bytes; the weight value is `d · (code − z)`
-/// (`MIN = false`) or `d · code + m` (`MIN = true`). The per-block integer dot products are
-/// exact; the `−z·d_w·(d_a Σa)` or `m·s_a` term is added per block for four tokens at once.
+/// Eight rows at a time, one row per 32-bit lane: each row's block is unpacked to 32 unsigned
+/// codes, the eight blocks are transposed so that vector `j` holds every row's codes `4j..4j+4`,
+/// and each token's activation bytes `4j..4j+4`, broadcast, meet them in `vpdpbusd`: after eight
+/// of those a lane holds its row's integer block sum. The float work (scales, offsets) then runs
+/// once per eight rows instead of once per row, and no horizontal sums are needed. A token's
+/// result does not depend on `NT` or on the other rows, so one token's logits are the same
+/// whether it is decoded alone or prefilled in a batch.
+///
+/// `codes` gives a block's codes; the weight value is `d · (code − z)` (`MIN = false`) or
+/// `d · code + m` (`MIN = true`). Per block and token: `acc += d_w · (d_a · Σ code·a)` then
+/// `acc += k_w · s_a` with `k_w = −z·d_w` or `m`, and `s_a = d_a Σa`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
@@ -322,61 +359,62 @@ pub(crate) fn gemm32_avx512<W, const MIN: bool, const NT: usize>(
     let stride = NT * crate::kernels::PACKED_BLOCK_BYTES;
     assert!(packed.len() >= nb * stride + 16);
     assert!(out.len() >= (NT - 1) * ldo + n_rows);
-    let zf = z as f32;
-    let mut r = 0;
-    while r < n_rows {
-        let w0 = &w[r * nb..(r + 1) * nb];
-        let w1 = if r + 1 < n_rows {
-            &w[(r + 1) * nb..(r + 2) * nb]
-        } else {
-            w0
-        };
-        let mut acc = [[_mm256_setzero_ps(); NT]; 2];
-        let mut accm = [_mm_setzero_ps(); 2];
+    let negz = _mm256_set1_ps(-(z as f32));
+    let f16x8 = |h: [[u8; 2]; 8]| {
+        let v = h.map(u16::from_le_bytes);
+        // SAFETY: 16 readable bytes.
+        _mm256_cvtph_ps(unsafe { _mm_loadu_si128(v.as_ptr().cast()) })
+    };
+    for r0 in (0..n_rows).step_by(8) {
+        // rows past the end repeat the last one (computed, not stored)
+        let rows: [&[W]; 8] = std::array::from_fn(|i| {
+            let r = (r0 + i).min(n_rows - 1);
+            &w[r * nb..(r + 1) * nb]
+        });
+        let mut acc = [_mm256_setzero_ps(); NT];
         let mut p = packed.as_ptr();
-        for (b0, b1) in w0.iter().zip(w1) {
-            let (c0, c1) = (codes(b0), codes(b1));
-            let (dw0, dw1) = (f16(wd(b0)), f16(wd(b1)));
-            let (d0, d1) = (_mm256_set1_ps(dw0), _mm256_set1_ps(dw1));
-            let (k0, k1) = if MIN {
-                (f16(wm(b0)), f16(wm(b1)))
+        for b in 0..nb {
+            let cw = transpose8x8_epi32(std::array::from_fn(|i| codes(&rows[i][b])));
+            let dw = f16x8(std::array::from_fn(|i| wd(&rows[i][b])));
+            let kw = if MIN {
+                f16x8(std::array::from_fn(|i| wm(&rows[i][b])))
             } else {
-                (-zf * dw0, -zf * dw1)
+                _mm256_mul_ps(negz, dw)
             };
-            // SAFETY: `p` walks `nb` blocks of `stride` bytes (checked above), plus the 16 bytes
-            // of padding that the 4-wide load of the `s` values may reach.
-            let sv = unsafe { _mm_loadu_ps(p.add(36 * NT).cast()) };
-            accm[0] = _mm_fmadd_ps(_mm_set1_ps(k0), sv, accm[0]);
-            accm[1] = _mm_fmadd_ps(_mm_set1_ps(k1), sv, accm[1]);
-            for t in 0..NT {
-                // SAFETY: as above.
-                let (y, da) = unsafe {
+            for (t, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: `p` walks `nb` blocks of `stride` bytes (checked above).
+                let (a, da, sa) = unsafe {
                     (
-                        _mm256_loadu_si256(p.add(32 * t).cast()),
+                        p.add(32 * t).cast::<i32>(),
                         _mm256_set1_ps(p.add(32 * NT + 4 * t).cast::<f32>().read_unaligned()),
+                        _mm256_set1_ps(p.add(36 * NT + 4 * t).cast::<f32>().read_unaligned()),
                     )
                 };
-                let z = _mm256_setzero_si256();
-                let p0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, c0, y)), da);
-                let p1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, c1, y)), da);
-                acc[0][t] = _mm256_fmadd_ps(p0, d0, acc[0][t]);
-                acc[1][t] = _mm256_fmadd_ps(p1, d1, acc[1][t]);
+                let (mut s0, mut s1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                for j in (0..8).step_by(2) {
+                    // SAFETY: within the token's 32 codes.
+                    let (y0, y1) = unsafe {
+                        (
+                            _mm256_set1_epi32(a.add(j).read_unaligned()),
+                            _mm256_set1_epi32(a.add(j + 1).read_unaligned()),
+                        )
+                    };
+                    s0 = _mm256_dpbusd_epi32(s0, cw[j], y0);
+                    s1 = _mm256_dpbusd_epi32(s1, cw[j + 1], y1);
+                }
+                let x = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), da);
+                *acc = _mm256_fmadd_ps(x, dw, *acc);
+                *acc = _mm256_fmadd_ps(kw, sa, *acc);
             }
             // SAFETY: stays within the checked range (one past the last block at most).
             p = unsafe { p.add(stride) };
         }
-        let mut m = [[0f32; 4]; 2];
-        // SAFETY: four f32 each.
-        unsafe {
-            _mm_storeu_ps(m[0].as_mut_ptr(), accm[0]);
-            _mm_storeu_ps(m[1].as_mut_ptr(), accm[1]);
+        let n = (n_rows - r0).min(8);
+        for (t, a) in acc.iter().enumerate() {
+            let mut v = [0f32; 8];
+            // SAFETY: eight f32.
+            unsafe { _mm256_storeu_ps(v.as_mut_ptr(), *a) };
+            out[t * ldo + r0..t * ldo + r0 + n].copy_from_slice(&v[..n]);
         }
-        for t in 0..NT {
-            out[t * ldo + r] = hsum_ps(acc[0][t]) + m[0][t];
-            if r + 1 < n_rows {
-                out[t * ldo + r + 1] = hsum_ps(acc[1][t]) + m[1][t];
-            }
-        }
-        r += 2;
     }
 }
