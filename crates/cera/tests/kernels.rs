@@ -565,7 +565,7 @@ fn real_model_tensors() {
 /// the same sums up to float rounding (`SIMD_VS_SCALAR` of `Σ|w·a|`).
 #[test]
 fn gemm_matches_gemv() {
-    use cera::kernels::ActRows;
+    use cera::kernels::{ActRows, pack};
     let mut rng = Rng(0x6e33);
     let mut checked = 0;
     for t in tables() {
@@ -575,7 +575,7 @@ fn gemm_matches_gemv() {
             }
             let act_ty = KernelTable::vec_dot_type(ty).unwrap();
             for k in sizes(ty) {
-                for rows in [1usize, 2, 7, 16] {
+                for rows in [1usize, 2, 7, 16, 21] {
                     let wf = rng.vec(rows * k, 0.1);
                     let w = quant::quantize_to_vec(ty, &wf).unwrap();
                     let wd = quant::dequantize_to_vec(ty, &w, rows * k).unwrap();
@@ -599,7 +599,14 @@ fn gemm_matches_gemv() {
                         };
                         let ldo = rows + 3;
                         let mut out = vec![f32::NAN; 4 * ldo];
-                        t.gemm(ty, k, &w, &a, &mut out, ldo);
+                        let wk = if t.gemm_packs_weights(ty) {
+                            let mut p = vec![0u8; pack::packed_len(ty, rows, k).unwrap()];
+                            pack::pack(ty, rows, k, &w, &mut p);
+                            p
+                        } else {
+                            w.clone()
+                        };
+                        t.gemm(ty, k, rows, &wk, &a, &mut out, ldo);
                         for tok in 0..n {
                             let mut want = vec![0f32; rows];
                             t.gemv(ty, k, &w, &acts[tok], &mut want);
@@ -609,7 +616,11 @@ fn gemm_matches_gemv() {
                                     .sum();
                                 let got = out[tok * ldo + r];
                                 if bit_exact(ty) {
-                                    assert_eq!(got.to_bits(), want[r].to_bits(), "{ty} k={k} r={r}: GEMM and GEMV bits");
+                                    assert_eq!(
+                                        got.to_bits(),
+                                        want[r].to_bits(),
+                                        "{ty} k={k} r={r}: GEMM and GEMV bits"
+                                    );
                                 }
                                 let err = (got as f64 - want[r] as f64).abs();
                                 assert!(

@@ -2,12 +2,12 @@
 //! the weight format's paired type, then each thread takes chunks of weight rows and runs them
 //! against every token (the chunk stays in cache while the tokens stream by).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::{Cpu, SyncPtr};
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::{ActRows, KernelTable};
+use crate::kernels::{ActRows, KernelTable, pack};
 use crate::quant::GgmlType;
 
 /// A 2-D weight: `rows` outputs × `cols` inputs, row-major, in ggml blocks, borrowed from the
@@ -23,6 +23,9 @@ pub struct Weight {
     pub rows: usize,
     /// Input features (ggml `ne[0]`).
     pub cols: usize,
+    /// The x8-packed copy the GEMM kernels read (`kernels::pack`), made on first use and
+    /// shared by clones; `None` inside when the format has no packed kernel.
+    packed: Arc<OnceLock<Option<Vec<u8>>>>,
 }
 
 impl std::fmt::Debug for Weight {
@@ -46,7 +49,26 @@ impl Weight {
             ty: info.ty,
             rows: rows as usize,
             cols: cols as usize,
+            packed: Arc::default(),
         }
+    }
+
+    /// The x8-packed weights when the kernel table reads this format packed. Packed on first
+    /// call; the original pages are then released from the resident set (they are only read
+    /// again for embedding lookups).
+    fn packed(&self, table: &KernelTable) -> Option<&[u8]> {
+        if !table.gemm_packs_weights(self.ty) {
+            return None;
+        }
+        self.packed
+            .get_or_init(|| {
+                let len = pack::packed_len(self.ty, self.rows, self.cols)?;
+                let mut v = vec![0u8; len];
+                pack::pack(self.ty, self.rows, self.cols, self.data(), &mut v);
+                self.file.release_range(self.offset, self.len);
+                Some(v)
+            })
+            .as_deref()
     }
 
     pub fn data(&self) -> &[u8] {
@@ -75,6 +97,7 @@ impl Weight {
             ty: self.ty,
             rows: n,
             cols: self.cols,
+            packed: Arc::default(),
         }
     }
 
@@ -129,7 +152,8 @@ impl Cpu {
         let nb = cols / 32;
         acts.packed_group = ActRows::packed_len(4, nb);
         if pack {
-            acts.packed.resize(n_tokens.div_ceil(4) * acts.packed_group, 0);
+            acts.packed
+                .resize(n_tokens.div_ceil(4) * acts.packed_group, 0);
         }
         let ptr = SyncPtr(acts.buf.as_mut_ptr());
         let pptr = SyncPtr(acts.packed.as_mut_ptr());
@@ -229,10 +253,16 @@ impl Cpu {
             } else {
                 n_tokens > 1
             };
-        if use_gemm {
-            let chunk = (rows / (threads * 4)).clamp(16, 256);
+        let wpacked = if use_gemm { w.packed(table) } else { None };
+        if use_gemm && (wpacked.is_some() || !table.gemm_packs_weights(w.ty)) {
+            let chunk = (rows / (threads * 4)).clamp(16, 256).next_multiple_of(8);
+            let group_bytes = pack::superblock_bytes(w.ty).unwrap_or(0) * (w.cols / 32);
             self.pool.for_chunks(rows, chunk, threads, &|r| {
-                let wchunk = &data[r.start * rb..r.end * rb];
+                let wchunk = match wpacked {
+                    // chunks start at multiples of eight rows: whole groups
+                    Some(pw) => &pw[r.start / 8 * group_bytes..r.end.div_ceil(8) * group_bytes],
+                    None => &data[r.start * rb..r.end * rb],
+                };
                 let mut tile = [0f32; 4 * 256];
                 let n = r.len();
                 for t0 in (0..n_tokens).step_by(4) {
@@ -249,7 +279,7 @@ impl Cpu {
                             &[]
                         },
                     };
-                    table.gemm(w.ty, w.cols, wchunk, &a, &mut tile, n);
+                    table.gemm(w.ty, w.cols, n, wchunk, &a, &mut tile, n);
                     for i in 0..nt {
                         // SAFETY: rows r of token t0+i are written only by this chunk.
                         let dst = unsafe { ptr.slice((t0 + i) * rows + r.start, n) };

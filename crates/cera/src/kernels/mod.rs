@@ -44,6 +44,7 @@
 //!   costs nothing.
 
 pub mod cpu;
+pub mod pack;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -62,9 +63,9 @@ type DotFn = fn(usize, &[u8], &[u8]) -> f32;
 /// f32 activations to a row of the activation type.
 type QuantRowFn = fn(&[f32], &mut [u8]);
 
-/// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for every row of `w`
-/// (`k` elements each).
-type GemmFn = fn(usize, &[u8], &ActRows<'_>, &mut [f32], usize);
+/// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows` rows
+/// of `w` (`k` elements each; x8-packed for the 32-element formats).
+type GemmFn = fn(usize, usize, &[u8], &ActRows<'_>, &mut [f32], usize);
 
 /// Up to four activation rows for a GEMM kernel: the quantized rows (the K-quant kernels read
 /// these) and, for Q8_0 and Q8_1, the same tokens packed per block ([`ActRows::pack`]), which is
@@ -93,7 +94,8 @@ impl ActRows<'_> {
         let n = rows.len();
         assert!((1..=4).contains(&n) && out.len() >= Self::packed_len(n, nb));
         let stride = n * PACKED_BLOCK_BYTES;
-        let put = |out: &mut [u8], at: usize, v: f32| out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        let put =
+            |out: &mut [u8], at: usize, v: f32| out[at..at + 4].copy_from_slice(&v.to_le_bytes());
         for (t, row) in rows.iter().enumerate() {
             for b in 0..nb {
                 let base = b * stride;
@@ -357,16 +359,24 @@ impl KernelTable {
                 .any(|&w| self.has_gemm(w) && Self::vec_dot_type(w) == Some(act_ty))
     }
 
-    /// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the
-    /// `w.len() / row_bytes` rows of `w` (`k` elements each) and the `acts.n` tokens. The
-    /// activation rows are of type `vec_dot_type(w_ty)`, packed for the 32-element formats.
+    /// Whether the GEMM kernel for `w_ty` takes its weights in the x8 layout ([`pack`]).
+    pub fn gemm_packs_weights(&self, w_ty: GgmlType) -> bool {
+        self.has_gemm(w_ty) && pack::superblock_bytes(w_ty).is_some()
+    }
+
+    /// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows`
+    /// rows of `w` (`k` elements each) and the `acts.n` tokens. `w` is x8-packed when
+    /// [`KernelTable::gemm_packs_weights`] says so, plain rows otherwise; the activation rows are
+    /// of type `vec_dot_type(w_ty)`, packed ([`ActRows::pack`]) for the 32-element formats.
     ///
     /// # Panics
     /// If there is no GEMM kernel for `w_ty` ([`KernelTable::has_gemm`]), or a size is wrong.
+    #[allow(clippy::too_many_arguments)]
     pub fn gemm(
         &self,
         w_ty: GgmlType,
         k: usize,
+        n_rows: usize,
         w: &[u8],
         acts: &ActRows,
         out: &mut [f32],
@@ -376,24 +386,18 @@ impl KernelTable {
             .unwrap_or_else(|| panic!("no GEMM kernel for {w_ty} weights"));
         let kern = self.kernel(w_ty);
         let (wb, ab) = row_bytes(w_ty, kern.act, k);
-        assert!(
-            wb > 0 && w.len().is_multiple_of(wb),
-            "{w_ty} weights of {k} columns"
-        );
-        assert!((1..=4).contains(&acts.n));
-        if matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1) {
+        assert!(wb > 0 && (1..=4).contains(&acts.n));
+        if self.gemm_packs_weights(w_ty) {
+            assert!(w.len() >= pack::packed_len(w_ty, n_rows, k).unwrap());
             assert!(acts.packed.len() >= ActRows::packed_len(acts.n, k / 32));
         } else {
+            assert_eq!(w.len(), n_rows * wb, "{w_ty} weights of {n_rows} x {k}");
             for t in 0..acts.n {
                 assert!(acts.rows[t].len() >= ab);
             }
         }
-        assert!(out.len() >= (acts.n - 1) * ldo + w.len() / wb);
-        let acts = ActRows {
-            rows: acts.rows.map(|r| &r[..ab.min(r.len())]),
-            ..*acts
-        };
-        f(k, w, &acts, out, ldo);
+        assert!(out.len() >= (acts.n - 1) * ldo + n_rows);
+        f(k, n_rows, w, acts, out, ldo);
     }
 
     fn build(tier: CpuTier) -> KernelTable {
@@ -553,16 +557,15 @@ impl KernelTable {
         }
         macro_rules! gemm {
             ($($ty:ident: $fmt:ident::$wb:ident;)*) => {$({
-                fn g(k: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
-                    let w = quant::as_blocks::<$fmt::$wb>(w);
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
                     let p = a.packed;
                     // SAFETY: as for `simd_dot`.
                     unsafe {
                         match a.n {
-                            1 => $fmt::x86::gemm_avx512::<1>(k / 32, w, p, out, ldo),
-                            2 => $fmt::x86::gemm_avx512::<2>(k / 32, w, p, out, ldo),
-                            3 => $fmt::x86::gemm_avx512::<3>(k / 32, w, p, out, ldo),
-                            _ => $fmt::x86::gemm_avx512::<4>(k / 32, w, p, out, ldo),
+                            1 => $fmt::x86::gemm_avx512::<1>(k / 32, n, w, p, out, ldo),
+                            2 => $fmt::x86::gemm_avx512::<2>(k / 32, n, w, p, out, ldo),
+                            3 => $fmt::x86::gemm_avx512::<3>(k / 32, n, w, p, out, ldo),
+                            _ => $fmt::x86::gemm_avx512::<4>(k / 32, n, w, p, out, ldo),
                         }
                     }
                 }
@@ -571,7 +574,7 @@ impl KernelTable {
         }
         macro_rules! gemm_k {
             ($($ty:ident: $fmt:ident::$wb:ident;)*) => {$({
-                fn g(k: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                fn g(k: usize, _: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
                     let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
                     let w = quant::as_blocks::<$fmt::$wb>(w);
                     // SAFETY: as for `simd_dot`.

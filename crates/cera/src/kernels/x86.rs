@@ -293,91 +293,51 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 // GEMM driver for the 32-element block formats (prefill)
 // ---------------------------------------------------------------------------------------------
 
-/// The 8×8 transpose of 32-bit lanes: lane `i` of result `j` is lane `j` of `c[i]`.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn transpose8x8_epi32(c: [__m256i; 8]) -> [__m256i; 8] {
-    let t: [__m256i; 8] = std::array::from_fn(|i| {
-        let (a, b) = (c[i & !1], c[i | 1]);
-        if i % 2 == 0 {
-            _mm256_unpacklo_epi32(a, b)
-        } else {
-            _mm256_unpackhi_epi32(a, b)
-        }
-    });
-    // t[2k]: rows 2k,2k+1 lanes 0,1 (| 4,5); t[2k+1]: lanes 2,3 (| 6,7)
-    let u: [__m256i; 8] = std::array::from_fn(|i| {
-        let (half, j) = (i / 4, i % 4); // rows 4*half.., lane j (| j+4)
-        let (a, b) = (t[4 * half + (j / 2)], t[4 * half + 2 + (j / 2)]);
-        if j % 2 == 0 {
-            _mm256_unpacklo_epi64(a, b)
-        } else {
-            _mm256_unpackhi_epi64(a, b)
-        }
-    });
-    std::array::from_fn(|j| {
-        let (lo, hi) = (u[j % 4], u[4 + j % 4]);
-        if j < 4 {
-            _mm256_permute2x128_si256::<0x20>(lo, hi)
-        } else {
-            _mm256_permute2x128_si256::<0x31>(lo, hi)
-        }
-    })
-}
-
-/// `out[t * ldo + r] = Σ w_r · a_t` for every row `r` of `w` (`nb` blocks each) and the `NT`
-/// (1 to 4) tokens of `packed` ([`crate::kernels::ActRows::pack`]), on the AVX-512 tier (256-bit
-/// VNNI).
+/// `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows` rows of `w`, a matrix of a 32-element
+/// format in the x8 layout ([`crate::kernels::pack`]: `nb` super-blocks of `sb` bytes per group
+/// of eight rows), and the `NT` (1 to 4) tokens of `packed`
+/// ([`crate::kernels::ActRows::pack`]), on the AVX-512 tier (256-bit VNNI).
 ///
-/// Eight rows at a time, one row per 32-bit lane: each row's block is unpacked to 32 unsigned
-/// codes, the eight blocks are transposed so that vector `j` holds every row's codes `4j..4j+4`,
-/// and each token's activation bytes `4j..4j+4`, broadcast, meet them in `vpdpbusd`: after eight
-/// of those a lane holds its row's integer block sum. The float work (scales, offsets) then runs
-/// once per eight rows instead of once per row, and no horizontal sums are needed. A token's
-/// result does not depend on `NT` or on the other rows, so one token's logits are the same
-/// whether it is decoded alone or prefilled in a batch.
+/// One row per 32-bit lane: `unpack` turns a super-block into eight vectors, vector `j` holding
+/// every row's (unsigned) codes `4j..4j+4`; each token's activation bytes `4j..4j+4`, broadcast,
+/// meet them in `vpdpbusd`, and after eight of those each lane holds its row's integer block
+/// sum. The float work (scales, offsets) runs once per eight rows, and no horizontal sums are
+/// needed. A token's result depends neither on `NT` nor on the other rows, so a token's logits
+/// are the same whether it is decoded alone or prefilled in a batch.
 ///
-/// `codes` gives a block's codes; the weight value is `d · (code − z)` (`MIN = false`) or
-/// `d · code + m` (`MIN = true`). Per block and token: `acc += d_w · (d_a · Σ code·a)` then
-/// `acc += k_w · s_a` with `k_w = −z·d_w` or `m`, and `s_a = d_a Σa`.
+/// The weight value is `d · (code − z)` (`MIN = false`) or `d · code + m` (`MIN = true`), with
+/// `d` and `m` at `offs` in the super-block. Per block and token: `acc += d_w · (d_a · Σ code·a)`
+/// then `acc += k_w · s_a` with `k_w = −z·d_w` or `m`, and `s_a = d_a Σa`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm32_avx512<W, const MIN: bool, const NT: usize>(
-    w: &[W],
+pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
+    w: &[u8],
+    n_rows: usize,
     nb: usize,
-    packed: &[u8],
+    sb: usize,
+    offs: (usize, usize),
     z: u8,
-    codes: impl Fn(&W) -> __m256i,
-    wd: impl Fn(&W) -> [u8; 2],
-    wm: impl Fn(&W) -> [u8; 2],
+    unpack: impl Fn(&[u8]) -> [__m256i; 8],
+    packed: &[u8],
     out: &mut [f32],
     ldo: usize,
 ) {
-    assert!(nb > 0 && w.len().is_multiple_of(nb) && (1..=4).contains(&NT));
-    let n_rows = w.len() / nb;
+    assert!(nb > 0 && (1..=4).contains(&NT) && offs.0 + 16 <= sb && (!MIN || offs.1 + 16 <= sb));
+    let groups = n_rows.div_ceil(8);
+    assert!(w.len() >= groups * nb * sb);
     let stride = NT * crate::kernels::PACKED_BLOCK_BYTES;
     assert!(packed.len() >= nb * stride + 16);
     assert!(out.len() >= (NT - 1) * ldo + n_rows);
     let negz = _mm256_set1_ps(-(z as f32));
-    let f16x8 = |h: [[u8; 2]; 8]| {
-        let v = h.map(u16::from_le_bytes);
-        // SAFETY: 16 readable bytes.
-        _mm256_cvtph_ps(unsafe { _mm_loadu_si128(v.as_ptr().cast()) })
-    };
-    for r0 in (0..n_rows).step_by(8) {
-        // rows past the end repeat the last one (computed, not stored)
-        let rows: [&[W]; 8] = std::array::from_fn(|i| {
-            let r = (r0 + i).min(n_rows - 1);
-            &w[r * nb..(r + 1) * nb]
-        });
+    for g in 0..groups {
         let mut acc = [_mm256_setzero_ps(); NT];
         let mut p = packed.as_ptr();
-        for b in 0..nb {
-            let cw = transpose8x8_epi32(std::array::from_fn(|i| codes(&rows[i][b])));
-            let dw = f16x8(std::array::from_fn(|i| wd(&rows[i][b])));
+        for s in w[g * nb * sb..(g + 1) * nb * sb].chunks_exact(sb) {
+            let cw = unpack(s);
+            let dw = _mm256_cvtph_ps(ld128(&s[offs.0..]));
             let kw = if MIN {
-                f16x8(std::array::from_fn(|i| wm(&rows[i][b])))
+                _mm256_cvtph_ps(ld128(&s[offs.1..]))
             } else {
                 _mm256_mul_ps(negz, dw)
             };
@@ -409,12 +369,47 @@ pub(crate) fn gemm32_avx512<W, const MIN: bool, const NT: usize>(
             // SAFETY: stays within the checked range (one past the last block at most).
             p = unsafe { p.add(stride) };
         }
+        let r0 = 8 * g;
         let n = (n_rows - r0).min(8);
         for (t, a) in acc.iter().enumerate() {
-            let mut v = [0f32; 8];
-            // SAFETY: eight f32.
-            unsafe { _mm256_storeu_ps(v.as_mut_ptr(), *a) };
-            out[t * ldo + r0..t * ldo + r0 + n].copy_from_slice(&v[..n]);
+            let dst = &mut out[t * ldo + r0..t * ldo + r0 + n];
+            if n == 8 {
+                // SAFETY: `dst` holds eight f32.
+                unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *a) };
+            } else {
+                let mut v = [0f32; 8];
+                // SAFETY: eight f32.
+                unsafe { _mm256_storeu_ps(v.as_mut_ptr(), *a) };
+                dst.copy_from_slice(&v[..n]);
+            }
         }
     }
+}
+
+/// Code vectors of a nibble format's x8 super-block: low nibbles of vector `v` are codes
+/// `4v..`, high nibbles codes `16 + 4v..` (code vector `v + 4`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn unpack_x8_nibbles(s: &[u8]) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut c = [_mm256_setzero_si256(); 8];
+    for v in 0..4 {
+        let x = ld256(&s[32 * v..]);
+        c[v] = _mm256_and_si256(x, m4);
+        c[v + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+    }
+    c
+}
+
+/// Adds the fifth bits of a Q5 x8 super-block (masks at byte 128) to its nibble codes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+pub(crate) fn unpack_x8_q5(s: &[u8]) -> [__m256i; 8] {
+    let mut c = unpack_x8_nibbles(s);
+    let sixteen = _mm256_set1_epi8(16);
+    for (j, cj) in c.iter_mut().enumerate() {
+        let m = u32::from_le_bytes(s[128 + 4 * j..132 + 4 * j].try_into().unwrap());
+        *cj = _mm256_mask_add_epi8(*cj, m, *cj, sixteen);
+    }
+    c
 }

@@ -38,23 +38,27 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM (two rows × four tokens; see `kernels::x86::gemm32_avx512`).
+/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8_avx512`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
-    w: &[BlockQ5_1],
+    n_rows: usize,
+    w: &[u8],
     packed: &[u8],
     out: &mut [f32],
     ldo: usize,
 ) {
-    gemm32_avx512::<_, true, NT>(
+    use crate::kernels::pack;
+    let ty = crate::quant::GgmlType::Q5_1;
+    gemm_x8_avx512::<true, NT>(
         w,
+        n_rows,
         nb,
-        packed,
+        pack::superblock_bytes(ty).unwrap(),
+        pack::scale_offsets(ty),
         0,
-        |b| codes_mask(&b.qs, b.qh),
-        |b| b.d,
-        |b| b.m,
+        |s| unpack_x8_q5(s),
+        packed,
         out,
         ldo,
     )
