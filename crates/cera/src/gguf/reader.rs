@@ -429,14 +429,14 @@ impl GgufFile {
     /// the process's resident set. A later read maps them in again from the file. No-op for
     /// files held in memory.
     pub fn release_range(&self, offset: usize, len: usize) {
-        if let Source::Mmap(m) = &self.source {
-            if offset.checked_add(len).is_some_and(|e| e <= m.len()) {
-                // SAFETY: the mapping is private and read-only, so dropping its pages loses
-                // nothing: later reads fault the same file contents back in.
-                let _ = unsafe {
-                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
-                };
-            }
+        if let Source::Mmap(m) = &self.source
+            && offset.checked_add(len).is_some_and(|e| e <= m.len())
+        {
+            // SAFETY: the mapping is private and read-only, so dropping its pages loses
+            // nothing: later reads fault the same file contents back in.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+            };
         }
     }
 

@@ -62,7 +62,7 @@ pub fn packed_len(ty: GgmlType, rows: usize, k: usize) -> Option<usize> {
 pub fn pack(ty: GgmlType, rows: usize, k: usize, src: &[u8], dst: &mut [u8]) {
     use GgmlType::*;
     let sb = superblock_bytes(ty).unwrap_or_else(|| panic!("{ty} has no x8 layout"));
-    let bb = ty.block_bytes().expect("a block format") as usize;
+    let bb = ty.block_bytes().expect("a block format");
     let nb = k / 32;
     assert_eq!(src.len(), rows * nb * bb, "{ty}: {rows} rows of {k}");
     assert_eq!(Some(dst.len()), packed_len(ty, rows, k));
