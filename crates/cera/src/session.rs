@@ -128,7 +128,8 @@ impl Session {
         Session {
             engine,
             state,
-            tokens: Vec::new(),
+            // reserved up front, so decoding never grows it
+            tokens: Vec::with_capacity(n_ctx),
             logits: Vec::new(),
             logits_valid: false,
             n_ctx,
