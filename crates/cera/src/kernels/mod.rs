@@ -77,7 +77,7 @@ pub struct ActRows<'a> {
     pub packed: &'a [u8],
 }
 
-/// Bytes per token and 32-block in [`ActRows::pack`]'s layout: 32 codes, `d` and `s` as f32.
+/// Bytes per token and 32-block in [`ActRows::pack`]'s layout: 32 codes, `d`, and `Σa` or `s`.
 pub const PACKED_BLOCK_BYTES: usize = 40;
 
 impl ActRows<'_> {
@@ -88,8 +88,9 @@ impl ActRows<'_> {
     }
 
     /// Interleaves up to four quantized Q8_0 or Q8_1 rows per 32-block: for each block, the
-    /// `n` tokens' 32 codes, then their scales `d` (f32), then their `s = d·Σa` (f32; Q8_1's
-    /// stored value, rounded to f16 as ggml keeps it). The kernels then walk one stream.
+    /// `n` tokens' 32 codes, then their scales `d` (f32), then per token either the integer
+    /// `Σa` (i32, Q8_0: the zero-point formats take `z·Σa` off in integers) or Q8_1's stored
+    /// `s = d·Σa` (f32, rounded to f16 as ggml keeps it). The kernels then walk one stream.
     pub fn pack(act_ty: GgmlType, rows: &[&[u8]], nb: usize, out: &mut [u8]) {
         let n = rows.len();
         assert!((1..=4).contains(&n) && out.len() >= Self::packed_len(n, nb));
@@ -102,19 +103,19 @@ impl ActRows<'_> {
                 let (qs, d, s) = match act_ty {
                     GgmlType::Q8_0 => {
                         let blk = &quant::as_blocks::<q8_0::BlockQ8_0>(row)[b];
-                        let d = quant::f16_to_f32(blk.d);
                         let sum: i32 = blk.qs.iter().map(|&x| x as i8 as i32).sum();
-                        (&blk.qs, d, d * sum as f32)
+                        (&blk.qs, quant::f16_to_f32(blk.d), sum.to_le_bytes())
                     }
                     GgmlType::Q8_1 => {
                         let blk = &quant::as_blocks::<q8_1::BlockQ8_1>(row)[b];
-                        (&blk.qs, quant::f16_to_f32(blk.d), quant::f16_to_f32(blk.s))
+                        let s = quant::f16_to_f32(blk.s);
+                        (&blk.qs, quant::f16_to_f32(blk.d), s.to_le_bytes())
                     }
                     _ => panic!("{act_ty} rows are not packed"),
                 };
                 out[base + 32 * t..base + 32 * t + 32].copy_from_slice(qs);
                 put(out, base + 32 * n + 4 * t, d);
-                put(out, base + 36 * n + 4 * t, s);
+                out[base + 36 * n + 4 * t..base + 36 * n + 4 * t + 4].copy_from_slice(&s);
             }
         }
     }

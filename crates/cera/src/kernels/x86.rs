@@ -306,8 +306,9 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 /// are the same whether it is decoded alone or prefilled in a batch.
 ///
 /// The weight value is `d · (code − z)` (`MIN = false`) or `d · code + m` (`MIN = true`), with
-/// `d` and `m` at `offs` in the super-block. Per block and token: `acc += d_w · (d_a · Σ code·a)`
-/// then `acc += k_w · s_a` with `k_w = −z·d_w` or `m`, and `s_a = d_a Σa`.
+/// `d` and `m` at `offs` in the super-block. Per block and token: `acc += d_w · (d_a · Σ (code −
+/// z)·a)` with the sum exact in integers (as ggml's), plus `m · s_a` for the `MIN` formats (`s_a`
+/// = Q8_1's `d_a Σa`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
@@ -329,28 +330,34 @@ pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
     let stride = NT * crate::kernels::PACKED_BLOCK_BYTES;
     assert!(packed.len() >= nb * stride + 16);
     assert!(out.len() >= (NT - 1) * ldo + n_rows);
-    let negz = _mm256_set1_ps(-(z as f32));
+    let negz = -(z as i32);
     for g in 0..groups {
         let mut acc = [_mm256_setzero_ps(); NT];
         let mut p = packed.as_ptr();
         for s in w[g * nb * sb..(g + 1) * nb * sb].chunks_exact(sb) {
             let cw = unpack(s);
             let dw = _mm256_cvtph_ps(ld128(&s[offs.0..]));
-            let kw = if MIN {
+            let mw = if MIN {
                 _mm256_cvtph_ps(ld128(&s[offs.1..]))
             } else {
-                _mm256_mul_ps(negz, dw)
+                dw
             };
             for (t, acc) in acc.iter_mut().enumerate() {
                 // SAFETY: `p` walks `nb` blocks of `stride` bytes (checked above).
-                let (a, da, sa) = unsafe {
+                let (a, da, extra) = unsafe {
                     (
                         p.add(32 * t).cast::<i32>(),
                         _mm256_set1_ps(p.add(32 * NT + 4 * t).cast::<f32>().read_unaligned()),
-                        _mm256_set1_ps(p.add(36 * NT + 4 * t).cast::<f32>().read_unaligned()),
+                        p.add(36 * NT + 4 * t).cast::<[u8; 4]>().read(),
                     )
                 };
-                let (mut s0, mut s1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                // zero-point formats: `−z·Σa` starts the integer sum, so it is exact
+                let mut s0 = if MIN {
+                    _mm256_setzero_si256()
+                } else {
+                    _mm256_set1_epi32(negz * i32::from_le_bytes(extra))
+                };
+                let mut s1 = _mm256_setzero_si256();
                 for j in (0..8).step_by(2) {
                     // SAFETY: within the token's 32 codes.
                     let (y0, y1) = unsafe {
@@ -364,7 +371,10 @@ pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
                 }
                 let x = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), da);
                 *acc = _mm256_fmadd_ps(x, dw, *acc);
-                *acc = _mm256_fmadd_ps(kw, sa, *acc);
+                if MIN {
+                    let sa = _mm256_set1_ps(f32::from_le_bytes(extra));
+                    *acc = _mm256_fmadd_ps(mw, sa, *acc);
+                }
             }
             // SAFETY: stays within the checked range (one past the last block at most).
             p = unsafe { p.add(stride) };
