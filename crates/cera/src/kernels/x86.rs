@@ -306,9 +306,9 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 /// are the same whether it is decoded alone or prefilled in a batch.
 ///
 /// The weight value is `d · (code − z)` (`MIN = false`) or `d · code + m` (`MIN = true`), with
-/// `d` and `m` at `offs` in the super-block. Per block and token: `acc += d_w · (d_a · Σ (code −
-/// z)·a)` with the sum exact in integers (as ggml's), plus `m · s_a` for the `MIN` formats (`s_a`
-/// = Q8_1's `d_a Σa`).
+/// `d` and `m` at `offs` in the super-block. Per block and token, in ggml's order:
+/// `acc += (d_w·d_a) · Σ (code − z)·a` with the sum exact in integers, and for the `MIN` formats
+/// `acc_m += m · s_a` (`s_a` = Q8_1's `d_a Σa`), added at the end.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
@@ -333,6 +333,7 @@ pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
     let negz = -(z as i32);
     for g in 0..groups {
         let mut acc = [_mm256_setzero_ps(); NT];
+        let mut accm = [_mm256_setzero_ps(); NT];
         let mut p = packed.as_ptr();
         for s in w[g * nb * sb..(g + 1) * nb * sb].chunks_exact(sb) {
             let cw = unpack(s);
@@ -369,11 +370,12 @@ pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
                     s0 = _mm256_dpbusd_epi32(s0, cw[j], y0);
                     s1 = _mm256_dpbusd_epi32(s1, cw[j + 1], y1);
                 }
-                let x = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), da);
-                *acc = _mm256_fmadd_ps(x, dw, *acc);
+                // ggml's order: the scale product first, then one FMA; the offsets apart
+                let dd = _mm256_mul_ps(dw, da);
+                *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), dd, *acc);
                 if MIN {
                     let sa = _mm256_set1_ps(f32::from_le_bytes(extra));
-                    *acc = _mm256_fmadd_ps(mw, sa, *acc);
+                    accm[t] = _mm256_fmadd_ps(mw, sa, accm[t]);
                 }
             }
             // SAFETY: stays within the checked range (one past the last block at most).
@@ -381,6 +383,11 @@ pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
         }
         let r0 = 8 * g;
         let n = (n_rows - r0).min(8);
+        if MIN {
+            for (a, m) in acc.iter_mut().zip(&accm) {
+                *a = _mm256_add_ps(*a, *m);
+            }
+        }
         for (t, a) in acc.iter().enumerate() {
             let dst = &mut out[t * ldo + r0..t * ldo + r0 + n];
             if n == 8 {
