@@ -64,8 +64,28 @@ impl Weight {
             .get_or_init(|| {
                 let len = pack::packed_len(self.ty, self.rows, self.cols)?;
                 let mut v = vec![0u8; len];
-                pack::pack(self.ty, self.rows, self.cols, self.data(), &mut v);
-                self.file.release_range(self.offset, self.len);
+                // a few MB at a time, releasing what was read: the original and the copy are
+                // never both resident (a 28 MB tied embedding would otherwise add 28 MB to the
+                // peak)
+                let rb = self.row_bytes();
+                let step = ((4 << 20) / rb.max(1))
+                    .max(1)
+                    .next_multiple_of(pack::GROUP_ROWS);
+                let data = self.data();
+                for r0 in (0..self.rows).step_by(step) {
+                    let r1 = (r0 + step).min(self.rows);
+                    let dst_at = pack::packed_len(self.ty, r0, self.cols)?;
+                    let dst_len = pack::packed_len(self.ty, r1 - r0, self.cols)?;
+                    let src = &data[r0 * rb..r1 * rb];
+                    pack::pack(
+                        self.ty,
+                        r1 - r0,
+                        self.cols,
+                        src,
+                        &mut v[dst_at..dst_at + dst_len],
+                    );
+                    self.file.release_range(self.offset + r0 * rb, src.len());
+                }
                 Some(v)
             })
             .as_deref()
