@@ -124,7 +124,8 @@ impl Session {
         } else {
             opts.n_ctx
         };
-        let state = engine.model.new_state(n_ctx, opts.kv_type);
+        let v_type = opts.kv_type_v.unwrap_or(opts.kv_type);
+        let state = engine.model.new_state(n_ctx, opts.kv_type, v_type);
         Session {
             engine,
             state,

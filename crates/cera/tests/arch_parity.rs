@@ -117,7 +117,7 @@ fn check(name: &str) {
             .map(|t| t.as_u64().unwrap() as u32)
             .collect();
         let steps = steps(&fx);
-        let mut st = model.new_state(prompt.len() + steps.len() + 8, KvType::F16);
+        let mut st = model.new_state(prompt.len() + steps.len() + 8, KvType::F16, KvType::F16);
         model
             .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
             .unwrap();
@@ -188,12 +188,12 @@ fn prefill_matches_decode(name: &str, model: &Model, cpu: &Cpu, prompt: &[u32], 
     let n = toks.len();
     let vocab = model.n_vocab();
     let mut batch = Vec::new();
-    let mut st = model.new_state(n, KvType::F16);
+    let mut st = model.new_state(n, KvType::F16, KvType::F16);
     model
         .forward(cpu, &mut st, &toks, 0, true, &mut batch)
         .unwrap();
     assert_eq!(batch.len(), n * vocab);
-    let mut st = model.new_state(n, KvType::F16);
+    let mut st = model.new_state(n, KvType::F16, KvType::F16);
     let mut one = Vec::new();
     for (p, &t) in toks.iter().enumerate() {
         model

@@ -9,6 +9,7 @@ use half::f16;
 use self::simd::{BK, Ops};
 use super::{Cpu, SyncPtr};
 use crate::kernels::CpuTier;
+use crate::quant::q8_0::{self, BlockQ8_0};
 
 /// Element type of the KV cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -17,6 +18,21 @@ pub enum KvType {
     F32,
     #[default]
     F16,
+    /// ggml's Q8_0 blocks (32 values, one f16 scale): about half of f16's memory. Needs head
+    /// sizes that are multiples of 32; a cache whose heads are not keeps f16
+    /// ([`KvType::for_head_dim`]).
+    Q8_0,
+}
+
+impl KvType {
+    /// The type a cache with heads of `head_dim` actually uses: Q8_0 only when the heads are
+    /// whole blocks, f16 otherwise.
+    pub fn for_head_dim(self, head_dim: usize) -> KvType {
+        match self {
+            KvType::Q8_0 if !head_dim.is_multiple_of(32) => KvType::F16,
+            t => t,
+        }
+    }
 }
 
 impl std::str::FromStr for KvType {
@@ -25,8 +41,9 @@ impl std::str::FromStr for KvType {
         match s.to_ascii_lowercase().as_str() {
             "f32" => Ok(KvType::F32),
             "f16" => Ok(KvType::F16),
+            "q8_0" => Ok(KvType::Q8_0),
             _ => Err(format!(
-                "unsupported KV cache type '{s}' (supported: f32, f16)"
+                "unsupported KV cache type '{s}' (supported: f32, f16, q8_0)"
             )),
         }
     }
@@ -36,6 +53,7 @@ impl std::str::FromStr for KvType {
 enum KvBuf {
     F32(Vec<f32>),
     F16(Vec<f16>),
+    Q8_0(Vec<BlockQ8_0>),
 }
 
 impl KvBuf {
@@ -43,6 +61,13 @@ impl KvBuf {
         match ty {
             KvType::F32 => KvBuf::F32(vec![0.0; n]),
             KvType::F16 => KvBuf::F16(vec![f16::ZERO; n]),
+            KvType::Q8_0 => {
+                let zero = BlockQ8_0 {
+                    d: [0; 2],
+                    qs: [0; 32],
+                };
+                KvBuf::Q8_0(vec![zero; n.div_ceil(32)])
+            }
         }
     }
 
@@ -54,6 +79,16 @@ impl KvBuf {
                     *d = f16::from_f32(s);
                 }
             }
+            // rows are whole blocks (`KvType::for_head_dim`), quantized as ggml's CPU does
+            KvBuf::Q8_0(v) => q8_0::quantize_act(src, &mut v[at / 32..(at + src.len()) / 32]),
+        }
+    }
+
+    fn elem_bytes(&self) -> f64 {
+        match self {
+            KvBuf::F32(_) => 4.0,
+            KvBuf::F16(_) => 2.0,
+            KvBuf::Q8_0(_) => 34.0 / 32.0,
         }
     }
 }
@@ -69,10 +104,25 @@ pub struct KvLayer {
 }
 
 impl KvLayer {
+    /// Keys and values of the same type.
     pub fn new(ty: KvType, n_ctx: usize, k_dim: usize, v_dim: usize) -> KvLayer {
+        Self::with_types(ty, ty, n_ctx, k_dim, v_dim)
+    }
+
+    /// Keys of `k_ty`, values of `v_ty` (Q8_0 needs `k_dim`/`v_dim` and the head sizes to be
+    /// multiples of 32: see [`KvType::for_head_dim`]).
+    pub fn with_types(
+        k_ty: KvType,
+        v_ty: KvType,
+        n_ctx: usize,
+        k_dim: usize,
+        v_dim: usize,
+    ) -> KvLayer {
+        assert!(k_ty != KvType::Q8_0 || k_dim.is_multiple_of(32));
+        assert!(v_ty != KvType::Q8_0 || v_dim.is_multiple_of(32));
         KvLayer {
-            k: KvBuf::new(ty, n_ctx * k_dim),
-            v: KvBuf::new(ty, n_ctx * v_dim),
+            k: KvBuf::new(k_ty, n_ctx * k_dim),
+            v: KvBuf::new(v_ty, n_ctx * v_dim),
             k_dim,
             v_dim,
             n_ctx,
@@ -85,11 +135,9 @@ impl KvLayer {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        let elem = match self.k {
-            KvBuf::F32(_) => 4,
-            KvBuf::F16(_) => 2,
-        };
-        self.n_ctx * (self.k_dim + self.v_dim) * elem
+        (self.n_ctx as f64
+            * (self.k_dim as f64 * self.k.elem_bytes() + self.v_dim as f64 * self.v.elem_bytes()))
+            as usize
     }
 
     /// Stores `n` tokens' keys and values at positions `pos..pos+n`.
@@ -276,6 +324,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
     let (d, dv, group) = (p.head_dim, p.head_dim_v, ctx.group);
     let rows = it.r1 - it.r0;
     let f16_keys = matches!(ctx.kv.k, KvBuf::F16(_));
+    let q8_keys = matches!(ctx.kv.k, KvBuf::Q8_0(_));
     sc.q.resize(rows * d, 0.0);
     sc.k.resize(BK * d, 0.0);
     sc.v.resize(BK * dv, 0.0);
@@ -294,6 +343,16 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
             // q is rounded to f16 for the product with f16 keys, as llama.cpp does
             for (o, &x) in dst.iter_mut().zip(src) {
                 *o = f16::from_f32(x).to_f32();
+            }
+        } else if q8_keys {
+            // and to Q8_0 for Q8_0 keys (llama.cpp takes their dot product in Q8_0)
+            let mut blk = [BlockQ8_0 {
+                d: [0; 2],
+                qs: [0; 32],
+            }];
+            for (o, x) in dst.chunks_exact_mut(32).zip(src.chunks_exact(32)) {
+                q8_0::quantize_act(x, &mut blk);
+                q8_0::dequantize(&blk, o);
             }
         } else {
             dst.copy_from_slice(src);
@@ -315,6 +374,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
                 // SAFETY (all `O::` calls): `tile` runs only under the tier's features.
                 KvBuf::F16(k) => unsafe { O::cvt(&k[at..at + d], dst) },
                 KvBuf::F32(k) => dst.copy_from_slice(&k[at..at + d]),
+                KvBuf::Q8_0(k) => q8_0::dequantize(&k[at / 32..(at + d) / 32], dst),
             }
         }
         for j in 0..kb {
@@ -323,6 +383,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
             match &ctx.kv.v {
                 KvBuf::F16(v) => unsafe { O::cvt(&v[at..at + dv], dst) },
                 KvBuf::F32(v) => dst.copy_from_slice(&v[at..at + dv]),
+                KvBuf::Q8_0(v) => q8_0::dequantize(&v[at / 32..(at + dv) / 32], dst),
             }
         }
         for r in 0..rows {
@@ -455,7 +516,10 @@ mod tests {
                 let mut seed = 7u32;
                 for &(nh, nkv, hd, hdv, pos0, n) in &shapes {
                     for (window, softcap) in [(None, None), (Some(37), None), (None, Some(5.0))] {
-                        for ty in [KvType::F32, KvType::F16] {
+                        for ty in [KvType::F32, KvType::F16, KvType::Q8_0] {
+                            if ty.for_head_dim(hd) != ty || ty.for_head_dim(hdv) != ty {
+                                continue;
+                            }
                             let p = AttentionParams {
                                 n_head: nh,
                                 n_kv_head: nkv,
@@ -482,9 +546,11 @@ mod tests {
                             let mut out = vec![0f32; n * nh * hdv];
                             cpu.attention(&q, &kv, pos0, n, &p, &mut out);
                             let want = reference(&q, &k, &v, pos0, n, &p);
+                            // Q8_0 keeps about 2-3 significant digits of K, V and q
+                            let tol = if ty == KvType::Q8_0 { 3e-2 } else { 2e-5 };
                             for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                                 assert!(
-                                    (a - b).abs() < 2e-5,
+                                    (a - b).abs() < tol,
                                     "{tier} t{threads} {:?} {window:?} {softcap:?} {ty:?} [{i}]: {a} vs {b}",
                                     (nh, nkv, hd, hdv, pos0, n)
                                 );
