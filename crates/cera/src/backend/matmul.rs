@@ -264,19 +264,17 @@ impl Cpu {
             (rows / (threads * 8)).clamp(16, 256)
         };
         let ptr = SyncPtr(out.as_mut_ptr());
-        let packed = acts.ty != Some(GgmlType::Q8_K);
-        // K-quant GEMMs give the GEMV's bits, so decode keeps the GEMV; the 32-element ones
-        // run for decode too (their arithmetic differs from the GEMV's)
+        // activations packed for the 32-element kernels (the K-quant ones read the rows)
+        let packed = matches!(acts.ty, Some(GgmlType::Q8_0 | GgmlType::Q8_1));
+        // Packed weights go through the GEMM for decode too: the same kernel for one token or
+        // many, so decode computes what prefill computes (and the original pages stay released).
         let use_gemm = table.has_gemm(w.ty)
-            && if packed {
-                acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group
-            } else {
-                n_tokens > 1
-            };
+            && (!packed || acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group);
         let wpacked = if use_gemm { w.packed(table) } else { None };
         if use_gemm && (wpacked.is_some() || !table.gemm_packs_weights(w.ty)) {
             let chunk = (rows / (threads * 4)).clamp(16, 256).next_multiple_of(8);
-            let group_bytes = pack::superblock_bytes(w.ty).unwrap_or(0) * (w.cols / 32);
+            let group_bytes =
+                pack::superblock_bytes(w.ty).unwrap_or(0) * (w.cols / pack::block_cols(w.ty));
             self.pool.for_chunks(rows, chunk, threads, &|r| {
                 let wchunk = match wpacked {
                     // chunks start at multiples of eight rows: whole groups

@@ -390,9 +390,12 @@ impl KernelTable {
         assert!(wb > 0 && (1..=4).contains(&acts.n));
         if self.gemm_packs_weights(w_ty) {
             assert!(w.len() >= pack::packed_len(w_ty, n_rows, k).unwrap());
-            assert!(acts.packed.len() >= ActRows::packed_len(acts.n, k / 32));
         } else {
             assert_eq!(w.len(), n_rows * wb, "{w_ty} weights of {n_rows} x {k}");
+        }
+        if matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1) {
+            assert!(acts.packed.len() >= ActRows::packed_len(acts.n, k / 32));
+        } else {
             for t in 0..acts.n {
                 assert!(acts.rows[t].len() >= ab);
             }
@@ -573,27 +576,26 @@ impl KernelTable {
                 self.gemm[$ty.id() as usize] = Some(g as GemmFn);
             })*};
         }
-        macro_rules! gemm_k {
-            ($($ty:ident: $fmt:ident::$wb:ident;)*) => {$({
-                fn g(k: usize, _: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+        macro_rules! gemm_kx8 {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
                     let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
-                    let w = quant::as_blocks::<$fmt::$wb>(w);
                     // SAFETY: as for `simd_dot`.
                     unsafe {
                         match acts.n {
-                            1 => $fmt::x86::gemm_avx512::<1>(k, w, &acts, out, ldo),
-                            2 => $fmt::x86::gemm_avx512::<2>(k, w, &acts, out, ldo),
-                            3 => $fmt::x86::gemm_avx512::<3>(k, w, &acts, out, ldo),
-                            _ => $fmt::x86::gemm_avx512::<4>(k, w, &acts, out, ldo),
+                            1 => $fmt::x86::gemm_x8_avx512::<1>(k, n, w, &acts, out, ldo),
+                            2 => $fmt::x86::gemm_x8_avx512::<2>(k, n, w, &acts, out, ldo),
+                            3 => $fmt::x86::gemm_x8_avx512::<3>(k, n, w, &acts, out, ldo),
+                            _ => $fmt::x86::gemm_x8_avx512::<4>(k, n, w, &acts, out, ldo),
                         }
                     }
                 }
                 self.gemm[$ty.id() as usize] = Some(g as GemmFn);
             })*};
         }
-        gemm_k! {
-            Q4_K: q4_k::BlockQ4_K;
-            Q6_K: q6_k::BlockQ6_K;
+        gemm_kx8! {
+            Q4_K: q4_k;
+            Q6_K: q6_k;
         }
         gemm! {
             Q4_0: q4_0::BlockQ4_0;

@@ -430,3 +430,36 @@ pub(crate) fn unpack_x8_q5(s: &[u8]) -> [__m256i; 8] {
     }
     c
 }
+
+/// Eight bytes, zero-extended into an `__m128i`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn ld_u64(s: &[u8]) -> __m128i {
+    _mm_cvtsi64_si128(i64::from_le_bytes(s[..8].try_into().unwrap()))
+}
+
+/// Four bytes broadcast to every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn bcast_dword(s: &[u8]) -> __m256i {
+    _mm256_set1_epi32(i32::from_le_bytes(s[..4].try_into().unwrap()))
+}
+
+/// Stores lane `i` of `acc[t]` at `out[t * ldo + r0 + i]` for the rows below `n_rows`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn store_rows8(acc: &[__m256], out: &mut [f32], ldo: usize, r0: usize, n_rows: usize) {
+    let n = (n_rows - r0).min(8);
+    for (t, a) in acc.iter().enumerate() {
+        let dst = &mut out[t * ldo + r0..t * ldo + r0 + n];
+        if n == 8 {
+            // SAFETY: `dst` holds eight f32.
+            unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *a) };
+        } else {
+            let mut v = [0f32; 8];
+            // SAFETY: eight f32.
+            unsafe { _mm256_storeu_ps(v.as_mut_ptr(), *a) };
+            dst.copy_from_slice(&v[..n]);
+        }
+    }
+}
