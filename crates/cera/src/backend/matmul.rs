@@ -1,6 +1,13 @@
 //! Matrix multiplication against quantized weights: activations are quantized once per op to
-//! the weight format's paired type, then each thread takes chunks of weight rows and runs them
-//! against every token (the chunk stays in cache while the tokens stream by).
+//! the weight format's paired type (and shared by the matmuls that read the same input), then
+//! each thread takes chunks of weight rows.
+//!
+//! Where the kernel table has a GEMM kernel for the format (the AVX-512 tier: Q4_0, Q4_1, Q5_0,
+//! Q5_1, Q8_0, IQ4_NL, Q4_K, Q6_K), the weights are repacked once, on first use, into the x8
+//! layout (`kernels::pack`: eight rows interleaved per 32-bit lane) and every matmul, prefill
+//! or decode, runs that kernel on up to four tokens at a time: the same arithmetic for one
+//! token or many, so decoding computes exactly what prefill computes. Other formats and tiers
+//! run the GEMV per token over the rows as stored in the file.
 
 use std::sync::{Arc, OnceLock};
 

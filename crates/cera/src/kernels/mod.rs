@@ -42,6 +42,15 @@
 //!   vectors, where that measured faster; BF16 uses `vdpbf16ps` when the host has AVX512-BF16.
 //!   On AMD Zen 4, which executes 512-bit instructions as two 256-bit halves, the same choice
 //!   costs nothing.
+//!
+//! # GEMM
+//! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for Q4_0, Q4_1, Q5_0, Q5_1,
+//! Q8_0, IQ4_NL, Q4_K and Q6_K over weights repacked into the x8 layout ([`pack`]): eight rows
+//! per vector, one per 32-bit lane, so `vpdpbusd` against a broadcast activation dword yields
+//! eight rows' partial sums at once and the scales apply per lane, with no horizontal sums. Up
+//! to four tokens share each unpacked weight block. The 32-element formats read their
+//! activations interleaved per block ([`ActRows::pack`]). The integer sums are exact; the
+//! K-quant kernels keep the scalar float formula and so give the GEMV's bits.
 
 pub mod cpu;
 pub mod pack;
