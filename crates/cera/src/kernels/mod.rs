@@ -131,11 +131,13 @@ impl ActRows<'_> {
 }
 
 /// The typed rows of an [`ActRows`], for the K-quant kernels.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct GemmActs<'a, A> {
     pub n: usize,
     pub blocks: [&'a [A]; 4],
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 impl<'a, A: quant::Block> GemmActs<'a, A> {
     pub(crate) fn new(a: &ActRows<'a>) -> Self {
         GemmActs {
