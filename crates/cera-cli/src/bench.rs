@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use cera::engine::{Engine, EngineOptions, SessionOptions};
 use cera::sample::Rng;
+use cera::session::Session;
 use serde_json::json;
 
 use crate::common::{human_bytes, human_count, resolve_model};
@@ -93,17 +94,18 @@ fn mean_std(v: &[f64]) -> (f64, f64) {
 
 /// One timed run: `depth` tokens prefilled untimed, then `n_prompt` tokens in one prefill or
 /// `n_gen` tokens decoded one at a time.
+/// One repetition on `s` (reset first): `depth` random tokens of context, then the timed
+/// prompt (`n_prompt` tokens in one batch) or `n_gen` single-token decode steps.
 fn run_once(
     engine: &Engine,
+    s: &mut Session,
     n_prompt: usize,
     n_gen: usize,
     depth: usize,
     rng: &mut Rng,
 ) -> anyhow::Result<u64> {
     let n_vocab = engine.n_vocab() as u64;
-    let mut opts = SessionOptions::default();
-    opts.n_ctx = depth + n_prompt + n_gen + 1;
-    let mut s = engine.session(opts);
+    s.reset();
     let mut tok = || (rng.next_u64() % n_vocab) as u32;
     if depth > 0 {
         let d: Vec<u32> = (0..depth).map(|_| tok()).collect();
@@ -151,11 +153,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         }
         for (p, n, d) in tests {
-            // warm-up run, not recorded (page in the weights, size the buffers)
-            run_once(&engine, p.min(16), n.min(4), d.min(16), &mut rng)?;
+            // one session per test, reset between repetitions (as llama-bench keeps one context)
+            let mut opts = SessionOptions::default();
+            opts.n_ctx = d + p + n + 1;
+            let mut s = engine.session(opts);
+            // warm-up run, not recorded (page in and pack the weights, size the buffers)
+            run_once(&engine, &mut s, p.min(16), n.min(4), d.min(16), &mut rng)?;
             let mut samples = Vec::with_capacity(a.reps);
             for _ in 0..a.reps {
-                samples.push(run_once(&engine, p, n, d, &mut rng)?);
+                samples.push(run_once(&engine, &mut s, p, n, d, &mut rng)?);
             }
             let r = TestResult {
                 n_prompt: p,
