@@ -15,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod fetch;
 pub mod gguf;
+pub mod grammar;
 pub mod kernels;
 pub mod keys;
 pub mod models;
@@ -23,5 +24,6 @@ pub mod runtime;
 pub mod sample;
 pub mod session;
 pub mod tokenizer;
+pub mod tools;
 
 pub use error::{Error, Result};

@@ -24,6 +24,8 @@ pub enum FinishReason {
     Cancelled,
     /// The context is full.
     ContextFull,
+    /// The grammar allows no token here (see [`GenerateOptions::grammar`]).
+    GrammarDeadEnd,
 }
 
 impl FinishReason {
@@ -34,6 +36,7 @@ impl FinishReason {
             FinishReason::Stop => "stop",
             FinishReason::Cancelled => "cancelled",
             FinishReason::ContextFull => "context_full",
+            FinishReason::GrammarDeadEnd => "grammar",
         }
     }
 }
@@ -48,6 +51,8 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// Keep going past end-of-generation tokens.
     pub ignore_eog: bool,
+    /// Constrain the output to a grammar (from its start, or lazily from a trigger).
+    pub grammar: Option<crate::grammar::GrammarConstraint>,
 }
 
 /// What a sink tells the generator after each piece.
@@ -248,6 +253,10 @@ impl Session {
         let tok = &engine.tokenizer;
         let mut decoder = tok.stream_decoder();
         let mut stops = StopMatcher::new(&opts.stop);
+        let mut constraint = opts
+            .grammar
+            .as_ref()
+            .map(|g| crate::grammar::Constraint::new(g, engine.token_trie(), tok));
         let mut summary = Summary {
             prompt_tokens: std::mem::take(&mut self.pending_prompt),
             generated_tokens: 0,
@@ -268,7 +277,22 @@ impl Session {
                 summary.finish = FinishReason::Cancelled;
                 break;
             }
-            let next = sampler.sample(&mut self.logits);
+            let next = match &mut constraint {
+                None => sampler.sample(&mut self.logits),
+                Some(c) => match c.sample(&mut sampler, &mut self.logits) {
+                    Some(t) => t,
+                    None => {
+                        summary.finish = FinishReason::GrammarDeadEnd;
+                        break;
+                    }
+                },
+            };
+            if let Some(c) = &mut constraint
+                && !c.accept(next)
+            {
+                summary.finish = FinishReason::GrammarDeadEnd;
+                break;
+            }
             sampler.accept(next);
             summary.generated_tokens += 1;
             summary.tokens.push(next);
