@@ -87,6 +87,8 @@ pub struct Summary {
     /// The generated text (stop string excluded).
     pub text: String,
     pub tokens: Vec<u32>,
+    /// Steps where the grammar rejected the sampled token and the full mask was applied.
+    pub grammar_masked: usize,
 }
 
 impl Summary {
@@ -265,6 +267,7 @@ impl Session {
             finish: FinishReason::Length,
             text: String::new(),
             tokens: Vec::new(),
+            grammar_masked: 0,
         };
         self.cancel.store(false, Ordering::Release);
         let t0 = Instant::now();
@@ -338,6 +341,7 @@ impl Session {
         // an EOG token or the token that completed a stop string was sampled but not fed; keep
         // the context consistent: the logits still belong to the last fed token
         summary.decode = t0.elapsed();
+        summary.grammar_masked = constraint.map_or(0, |c| c.n_masked);
         Ok(summary)
     }
 }

@@ -236,12 +236,7 @@ fn check_left_recursion(g: &Grammar) -> Result<()> {
     // depth-first search for a cycle: 0 unvisited, 1 on the path, 2 done
     let mut mark = vec![0u8; n];
     let mut path: Vec<u32> = Vec::new();
-    fn visit(
-        r: u32,
-        edges: &[Vec<u32>],
-        mark: &mut [u8],
-        path: &mut Vec<u32>,
-    ) -> Option<Vec<u32>> {
+    fn visit(r: u32, edges: &[Vec<u32>], mark: &mut [u8], path: &mut Vec<u32>) -> Option<Vec<u32>> {
         mark[r as usize] = 1;
         path.push(r);
         for &s in &edges[r as usize] {
@@ -268,9 +263,15 @@ fn check_left_recursion(g: &Grammar) -> Result<()> {
         if mark[r as usize] == 0
             && let Some(cycle) = visit(r, &edges, &mut mark, &mut path)
         {
-            let names: Vec<&str> = cycle.iter().map(|&c| g.names[c as usize].as_str()).collect();
+            let names: Vec<&str> = cycle
+                .iter()
+                .map(|&c| g.names[c as usize].as_str())
+                .collect();
             let owner = names[0].split('/').next().unwrap_or(names[0]);
-            let hint = if names.iter().any(|n| n.contains("/star-") || n.contains("/opt-")) {
+            let hint = if names
+                .iter()
+                .any(|n| n.contains("/star-") || n.contains("/opt-"))
+            {
                 " (a repeated part that can match the empty string)"
             } else {
                 ""

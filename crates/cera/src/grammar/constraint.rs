@@ -33,10 +33,7 @@ pub(crate) struct Constraint<'a> {
 
 impl<'a> Constraint<'a> {
     pub(crate) fn new(c: &'a GrammarConstraint, trie: &'a TokenTrie, tok: &'a Tokenizer) -> Self {
-        let state = c
-            .triggers
-            .is_empty()
-            .then(|| c.grammar.initial_state());
+        let state = c.triggers.is_empty().then(|| c.grammar.initial_state());
         Constraint {
             grammar: &c.grammar,
             triggers: &c.triggers,

@@ -23,7 +23,10 @@ pub(crate) fn int_range(lo: Option<i64>, hi: Option<i64>) -> String {
         let xmin = hi.map_or(1, |h| (-h).max(1));
         let xmax = lo.map(|l| -l);
         if xmax.is_none_or(|m| m >= xmin) {
-            alts.push(format!("\"-\" {}", nat_range(xmin as u64, xmax.map(|m| m as u64))));
+            alts.push(format!(
+                "\"-\" {}",
+                nat_range(xmin as u64, xmax.map(|m| m as u64))
+            ));
         }
     }
     // non-negative part: [max(0, lo), hi]
@@ -47,7 +50,11 @@ fn nat_range(a: u64, b: Option<u64>) -> String {
     let mut alts = Vec::new();
     let max_len = b.map_or(MAX_DIGITS, digits);
     for len in digits(a)..=max_len {
-        let first = if len == 1 { 0 } else { 10u64.pow(len as u32 - 1) };
+        let first = if len == 1 {
+            0
+        } else {
+            10u64.pow(len as u32 - 1)
+        };
         let last = 10u64.pow(len as u32) - 1;
         let lo = a.max(first);
         let hi = b.map_or(last, |b| b.min(last));
@@ -103,7 +110,11 @@ fn same_len(lo: &str, hi: &str) -> String {
             n - 1
         ));
     }
-    alts.push(format!("\"{}\" {}", h[0] as char, same_len(&zeros, &hi[1..])));
+    alts.push(format!(
+        "\"{}\" {}",
+        h[0] as char,
+        same_len(&zeros, &hi[1..])
+    ));
     format!("({})", alts.join(" | "))
 }
 

@@ -42,7 +42,9 @@ pub struct CompiledSchema {
 pub fn compile(schema: &Json) -> Result<CompiledSchema> {
     let (gbnf, unsupported) = to_gbnf(schema)?;
     let grammar = Grammar::parse(&gbnf).map_err(|e| {
-        Error::JsonSchema(format!("internal error: generated grammar does not parse: {e}"))
+        Error::JsonSchema(format!(
+            "internal error: generated grammar does not parse: {e}"
+        ))
     })?;
     Ok(CompiledSchema {
         gbnf,
@@ -87,7 +89,11 @@ pub(crate) fn schemas_to_gbnf(
     let mut exprs = Vec::new();
     for (i, s) in schemas.iter().enumerate() {
         c.root = s;
-        c.scope = if schemas.len() > 1 { format!("{i}") } else { String::new() };
+        c.scope = if schemas.len() > 1 {
+            format!("{i}")
+        } else {
+            String::new()
+        };
         let path = c.scope.clone();
         exprs.push(match style {
             Style::Json => c.visit(s, &path)?,
@@ -148,12 +154,18 @@ const KNOWN: &[&str] = &[
 const WS: &str = "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}";
 const PRIMITIVES: &[(&str, &str)] = &[
     ("ws", ""),
-    ("value", "object | array | string | number | \"true\" | \"false\" | \"null\""),
+    (
+        "value",
+        "object | array | string | number | \"true\" | \"false\" | \"null\"",
+    ),
     (
         "object",
         "\"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"",
     ),
-    ("array", "\"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\""),
+    (
+        "array",
+        "\"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"",
+    ),
     ("string", "\"\\\"\" char* \"\\\"\""),
     (
         "char",
@@ -195,6 +207,11 @@ fn deps(name: &str) -> &'static [&'static str] {
     }
 }
 
+/// A schema location for messages (`/` for the root).
+fn loc(path: &str) -> &str {
+    if path.is_empty() { "/" } else { path }
+}
+
 /// A GBNF literal for `s`.
 pub(crate) fn lit(s: &str) -> String {
     let mut o = String::from("\"");
@@ -205,7 +222,9 @@ pub(crate) fn lit(s: &str) -> String {
             '\n' => o.push_str("\\n"),
             '\r' => o.push_str("\\r"),
             '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7F => o.push_str(&format!("\\x{:02X}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7F => {
+                o.push_str(&format!("\\x{:02X}", c as u32))
+            }
             c => o.push(c),
         }
     }
@@ -229,7 +248,13 @@ fn value_text(v: &Json, style: Style) -> String {
         (Style::Python, Json::Object(m)) => {
             let items: Vec<String> = m
                 .iter()
-                .map(|(k, x)| format!("{}: {}", serde_json::to_string(k).unwrap_or_default(), value_text(x, style)))
+                .map(|(k, x)| {
+                    format!(
+                        "{}: {}",
+                        serde_json::to_string(k).unwrap_or_default(),
+                        value_text(x, style)
+                    )
+                })
                 .collect();
             format!("{{{}}}", items.join(", "))
         }
@@ -253,7 +278,8 @@ impl<'a> Conv<'a> {
         if !self.used.contains(name) {
             self.used.insert(name.to_string());
             if name == "ws" {
-                self.rules.push(("ws".into(), WS["ws ::= ".len()..].to_string()));
+                self.rules
+                    .push(("ws".into(), WS["ws ::= ".len()..].to_string()));
             } else if let Some((_, body)) = PRIMITIVES.iter().find(|(n, _)| *n == name) {
                 let body = match (self.style, name) {
                     (Style::Python, "boolean") => "\"True\" | \"False\"",
@@ -343,9 +369,9 @@ impl<'a> Conv<'a> {
             }
         }
         if let Some(r) = m.get("$ref") {
-            let r = r
-                .as_str()
-                .ok_or_else(|| Error::JsonSchema(format!("$ref at {path} must be a string")))?;
+            let r = r.as_str().ok_or_else(|| {
+                Error::JsonSchema(format!("$ref at {loc} must be a string", loc = loc(path)))
+            })?;
             for k in m.keys() {
                 if k != "$ref" && KNOWN.contains(&k.as_str()) {
                     self.report(&format!("{k} (next to $ref)"), path);
@@ -355,7 +381,10 @@ impl<'a> Conv<'a> {
             if let Some(name) = self.refs.get(&key) {
                 return Ok(name.clone());
             }
-            let name = self.rule(&format!("{}-{}", self.scope, r.trim_start_matches("#/")), String::new());
+            let name = self.rule(
+                &format!("{}-{}", self.scope, r.trim_start_matches("#/")),
+                String::new(),
+            );
             self.refs.insert(key, name.clone());
             let target = self.resolve(r)?;
             let body = self.visit(target, r.trim_start_matches('#'))?;
@@ -369,18 +398,30 @@ impl<'a> Conv<'a> {
         }
         if let Some(e) = m.get("enum") {
             let Json::Array(vals) = e else {
-                return Err(Error::JsonSchema(format!("enum at {path} must be an array")));
+                return Err(Error::JsonSchema(format!(
+                    "enum at {loc} must be an array",
+                    loc = loc(path)
+                )));
             };
             if vals.is_empty() {
-                return Err(Error::JsonSchema(format!("enum at {path} is empty")));
+                return Err(Error::JsonSchema(format!(
+                    "enum at {loc} is empty",
+                    loc = loc(path)
+                )));
             }
-            let alts: Vec<String> = vals.iter().map(|v| lit(&value_text(v, self.style))).collect();
+            let alts: Vec<String> = vals
+                .iter()
+                .map(|v| lit(&value_text(v, self.style)))
+                .collect();
             return Ok(format!("({})", alts.join(" | ")));
         }
         for kw in ["anyOf", "oneOf"] {
             if let Some(v) = m.get(kw) {
                 let Json::Array(subs) = v else {
-                    return Err(Error::JsonSchema(format!("{kw} at {path} must be an array")));
+                    return Err(Error::JsonSchema(format!(
+                        "{kw} at {loc} must be an array",
+                        loc = loc(path)
+                    )));
                 };
                 for k in m.keys() {
                     if k != kw && KNOWN.contains(&k.as_str()) {
@@ -392,7 +433,10 @@ impl<'a> Conv<'a> {
                     alts.push(self.visit(sub, &format!("{path}/{kw}/{i}"))?);
                 }
                 if alts.is_empty() {
-                    return Err(Error::JsonSchema(format!("{kw} at {path} is empty")));
+                    return Err(Error::JsonSchema(format!(
+                        "{kw} at {loc} is empty",
+                        loc = loc(path)
+                    )));
                 }
                 return Ok(format!("({})", alts.join(" | ")));
             }
@@ -406,7 +450,12 @@ impl<'a> Conv<'a> {
                 .iter()
                 .filter_map(|t| t.as_str().map(str::to_string))
                 .collect(),
-            Some(_) => return Err(Error::JsonSchema(format!("type at {path} must be a string or array"))),
+            Some(_) => {
+                return Err(Error::JsonSchema(format!(
+                    "type at {loc} must be a string or array",
+                    loc = loc(path)
+                )));
+            }
             None => {
                 if m.contains_key("properties") || m.contains_key("additionalProperties") {
                     vec!["object".into()]
@@ -436,13 +485,21 @@ impl<'a> Conv<'a> {
 
     fn all_of(&mut self, m: &Map<String, Json>, v: &Json, path: &str) -> Result<String> {
         let Json::Array(subs) = v else {
-            return Err(Error::JsonSchema(format!("allOf at {path} must be an array")));
+            return Err(Error::JsonSchema(format!(
+                "allOf at {loc} must be an array",
+                loc = loc(path)
+            )));
         };
         let mut merged = Map::new();
         let mut props = Map::new();
         let mut required: Vec<Json> = Vec::new();
         let mut parts: Vec<&Json> = vec![];
-        let own = Json::Object(m.iter().filter(|(k, _)| *k != "allOf").map(|(k, v)| (k.clone(), v.clone())).collect());
+        let own = Json::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "allOf")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
         parts.push(&own);
         let resolved: Vec<Json> = subs
             .iter()
@@ -478,7 +535,11 @@ impl<'a> Conv<'a> {
                     }
                     k if ANNOTATIONS.contains(&k) => {}
                     k => {
-                        let at = if i == 0 { path.to_string() } else { format!("{path}/allOf/{}", i - 1) };
+                        let at = if i == 0 {
+                            path.to_string()
+                        } else {
+                            format!("{path}/allOf/{}", i - 1)
+                        };
                         self.report(&format!("{k} (allOf merges only object schemas)"), &at);
                     }
                 }
@@ -528,7 +589,10 @@ impl<'a> Conv<'a> {
             }
             "boolean" => Ok(self.prim("boolean")),
             "null" => Ok(self.prim("null")),
-            other => Err(Error::JsonSchema(format!("unknown type {other:?} at {path}"))),
+            other => Err(Error::JsonSchema(format!(
+                "unknown type {other:?} at {loc}",
+                loc = loc(path)
+            ))),
         }
     }
 
@@ -543,7 +607,10 @@ impl<'a> Conv<'a> {
         match schema {
             Json::Object(m) => {
                 if m.get("type").is_some_and(|t| t != "object") {
-                    return Err(Error::JsonSchema(format!("tool parameters at {path} must be an object schema")));
+                    return Err(Error::JsonSchema(format!(
+                        "tool parameters at {loc} must be an object schema",
+                        loc = loc(path)
+                    )));
                 }
                 self.members(m, path, true)
             }
@@ -557,7 +624,12 @@ impl<'a> Conv<'a> {
         let empty = Map::new();
         let props = match m.get("properties") {
             Some(Json::Object(p)) => p,
-            Some(_) => return Err(Error::JsonSchema(format!("properties at {path} must be an object"))),
+            Some(_) => {
+                return Err(Error::JsonSchema(format!(
+                    "properties at {loc} must be an object",
+                    loc = loc(path)
+                )));
+            }
             None => &empty,
         };
         let required: Vec<&str> = match m.get("required") {
@@ -567,7 +639,8 @@ impl<'a> Conv<'a> {
         for r in &required {
             if !props.contains_key(*r) {
                 return Err(Error::JsonSchema(format!(
-                    "required property {r:?} at {path} has no schema in `properties`"
+                    "required property {r:?} at {loc} has no schema in `properties`",
+                    loc = loc(path)
                 )));
             }
         }
@@ -578,9 +651,15 @@ impl<'a> Conv<'a> {
             let body = if kw {
                 format!("{} \"=\" {val}", lit(k))
             } else {
-                format!("{} {ws} \":\" {ws} {val} {ws}", lit(&serde_json::to_string(k).unwrap_or_default()))
+                format!(
+                    "{} {ws} \":\" {ws} {val} {ws}",
+                    lit(&serde_json::to_string(k).unwrap_or_default())
+                )
             };
-            kvs.push((self.rule(&format!("{path}-{k}-kv"), body), required.contains(&k.as_str())));
+            kvs.push((
+                self.rule(&format!("{path}-{k}-kv"), body),
+                required.contains(&k.as_str()),
+            ));
         }
         let extra = match m.get("additionalProperties") {
             _ if kw => None,
@@ -598,11 +677,18 @@ impl<'a> Conv<'a> {
                     let k = other_key(&keys);
                     self.rule(&format!("{path}-other-key"), k)
                 };
-                Some(self.rule(&format!("{path}-extra-kv"), format!("{key} {ws} \":\" {ws} {val} {ws}")))
+                Some(self.rule(
+                    &format!("{path}-extra-kv"),
+                    format!("{key} {ws} \":\" {ws} {val} {ws}"),
+                ))
             }
         };
         // rest_i: the properties from i on, after at least one was written
-        let sep = if kw { "\", \"".to_string() } else { format!("\",\" {ws}") };
+        let sep = if kw {
+            "\", \"".to_string()
+        } else {
+            format!("\",\" {ws}")
+        };
         let n = kvs.len();
         let mut rest = vec![String::new(); n + 1];
         rest[n] = match &extra_kv {
@@ -647,17 +733,28 @@ impl<'a> Conv<'a> {
                 Some(v) => v
                     .as_u64()
                     .map(|n| Some(n.min(10_000) as u32))
-                    .ok_or_else(|| Error::JsonSchema(format!("{k} at {path} must be a non-negative integer"))),
+                    .ok_or_else(|| {
+                        Error::JsonSchema(format!(
+                            "{k} at {loc} must be a non-negative integer",
+                            loc = loc(path)
+                        ))
+                    }),
             }
         };
         let min = uint("minItems")?.unwrap_or(0);
         let max = uint("maxItems")?;
-        let (prefix, rest): (Vec<&Json>, Option<&Json>) = match (m.get("prefixItems"), m.get("items")) {
-            (Some(Json::Array(p)), items) => (p.iter().collect(), items),
-            (None, Some(Json::Array(p))) => (p.iter().collect(), m.get("additionalItems")),
-            (None, items) => (Vec::new(), items),
-            (Some(_), _) => return Err(Error::JsonSchema(format!("prefixItems at {path} must be an array"))),
-        };
+        let (prefix, rest): (Vec<&Json>, Option<&Json>) =
+            match (m.get("prefixItems"), m.get("items")) {
+                (Some(Json::Array(p)), items) => (p.iter().collect(), items),
+                (None, Some(Json::Array(p))) => (p.iter().collect(), m.get("additionalItems")),
+                (None, items) => (Vec::new(), items),
+                (Some(_), _) => {
+                    return Err(Error::JsonSchema(format!(
+                        "prefixItems at {loc} must be an array",
+                        loc = loc(path)
+                    )));
+                }
+            };
         let mut elems = Vec::new();
         let n_prefix = prefix.len().min(max.unwrap_or(u32::MAX) as usize);
         for (i, p) in prefix.iter().take(n_prefix).enumerate() {
@@ -671,7 +768,8 @@ impl<'a> Conv<'a> {
         };
         if (n_prefix as u32) < min && item.is_none() {
             return Err(Error::JsonSchema(format!(
-                "array at {path}: minItems {min} but only {n_prefix} items are allowed"
+                "array at {loc}: minItems {min} but only {n_prefix} items are allowed",
+                loc = loc(path)
             )));
         }
         let sep = format!("\",\" {ws}");
@@ -697,7 +795,11 @@ impl<'a> Conv<'a> {
                         None => format!("{{{lo},}}"),
                     };
                     let seq = format!("{item_rule} ( {sep} {item_rule} ){rep}");
-                    body = if need == 0 { format!("( {seq} )?") } else { seq };
+                    body = if need == 0 {
+                        format!("( {seq} )?")
+                    } else {
+                        seq
+                    };
                 } else {
                     let rep = match more_max {
                         Some(h) => format!("{{{need},{h}}}"),
@@ -725,9 +827,12 @@ impl<'a> Conv<'a> {
             self.report(&format!("format {f:?}"), path);
         }
         if let Some(p) = m.get("pattern") {
-            let p = p
-                .as_str()
-                .ok_or_else(|| Error::JsonSchema(format!("pattern at {path} must be a string")))?;
+            let p = p.as_str().ok_or_else(|| {
+                Error::JsonSchema(format!(
+                    "pattern at {loc} must be a string",
+                    loc = loc(path)
+                ))
+            })?;
             for k in ["minLength", "maxLength"] {
                 if m.contains_key(k) {
                     self.report(&format!("{k} (next to pattern)"), path);
@@ -748,7 +853,10 @@ impl<'a> Conv<'a> {
             Some(x) => {
                 let x = x.min(10_000);
                 if x < min {
-                    return Err(Error::JsonSchema(format!("maxLength below minLength at {path}")));
+                    return Err(Error::JsonSchema(format!(
+                        "maxLength below minLength at {loc}",
+                        loc = loc(path)
+                    )));
                 }
                 format!("{{{min},{x}}}")
             }
@@ -760,10 +868,17 @@ impl<'a> Conv<'a> {
 
 /// An inclusive integer bound from `minimum`/`exclusiveMinimum` (or the maximum pair),
 /// accepting draft-4 boolean exclusives.
-fn bound(m: &Map<String, Json>, inc: &str, exc: &str, lower: bool, path: &str) -> Result<Option<i64>> {
+fn bound(
+    m: &Map<String, Json>,
+    inc: &str,
+    exc: &str,
+    lower: bool,
+    path: &str,
+) -> Result<Option<i64>> {
     let num = |v: &Json, k: &str| {
-        v.as_f64()
-            .ok_or_else(|| Error::JsonSchema(format!("{k} at {path} must be a number")))
+        v.as_f64().ok_or_else(|| {
+            Error::JsonSchema(format!("{k} at {loc} must be a number", loc = loc(path)))
+        })
     };
     let mut out: Option<i64> = None;
     let mut tighten = |b: i64| {
@@ -788,7 +903,11 @@ fn bound(m: &Map<String, Json>, inc: &str, exc: &str, lower: bool, path: &str) -
         && !v.is_boolean()
     {
         let x = num(v, exc)?;
-        let b = if lower { x.floor() as i64 + 1 } else { x.ceil() as i64 - 1 };
+        let b = if lower {
+            x.floor() as i64 + 1
+        } else {
+            x.ceil() as i64 - 1
+        };
         tighten(b);
     }
     Ok(out)
@@ -845,7 +964,10 @@ mod tests {
     #[test]
     fn unsupported_keywords_are_listed() {
         let c = compile(&json!({"type": "object", "properties": {"a": {"type": "string", "minProperties": 1}}, "patternProperties": {}})).unwrap();
-        assert_eq!(c.unsupported, vec!["minProperties at /properties/a", "patternProperties at /"]);
+        assert_eq!(
+            c.unsupported,
+            vec!["minProperties at /properties/a", "patternProperties at /"]
+        );
         assert!(Grammar::from_json_schema(&json!({"type": "array", "uniqueItems": true})).is_err());
     }
 
@@ -857,10 +979,21 @@ mod tests {
             "required": ["b"]
         }))
         .unwrap();
-        for ok in [r#"{"b":"x"}"#, r#"{"a":1,"b":"x"}"#, r#"{"b":"x", "c":true}"#, r#"{ "a": -3, "b": "", "c": false }"#] {
+        for ok in [
+            r#"{"b":"x"}"#,
+            r#"{"a":1,"b":"x"}"#,
+            r#"{"b":"x", "c":true}"#,
+            r#"{ "a": -3, "b": "", "c": false }"#,
+        ] {
             assert!(g.accepts(ok), "{ok}");
         }
-        for bad in [r#"{}"#, r#"{"a":1}"#, r#"{"b":"x","a":1}"#, r#"{"b":"x",}"#, r#"{"b":"x","d":1}"#] {
+        for bad in [
+            r#"{}"#,
+            r#"{"a":1}"#,
+            r#"{"b":"x","a":1}"#,
+            r#"{"b":"x",}"#,
+            r#"{"b":"x","d":1}"#,
+        ] {
             assert!(!g.accepts(bad), "{bad}");
         }
     }

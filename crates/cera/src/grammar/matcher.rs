@@ -41,8 +41,7 @@ impl Partial {
                 need,
                 len: need + 1,
             };
-            let (lo, hi) = p.span();
-            return Utf8Step::More(p, lo, hi);
+            return p.more();
         }
         if b & 0xC0 != 0x80 {
             return Utf8Step::Invalid;
@@ -61,20 +60,29 @@ impl Partial {
                 Utf8Step::Invalid
             };
         }
-        let p = Partial {
+        Partial {
             value,
             need,
             len: self.len,
-        };
-        let (lo, hi) = p.span();
-        Utf8Step::More(p, lo, hi)
+        }
+        .more()
     }
 
-    /// The code points that start with the bytes read so far.
-    fn span(self) -> (u32, u32) {
+    /// The code points that can still start with the bytes read so far (overlong forms,
+    /// surrogates and values past U+10FFFF excluded), or `Invalid` if there are none.
+    fn more(self) -> Utf8Step {
         let shift = 6 * self.need as u32;
         let lo = self.value << shift;
-        (lo, lo | ((1u32 << shift) - 1))
+        let hi = (lo | ((1u32 << shift) - 1)).min(0x10_FFFF);
+        let lo = lo.max(match self.len {
+            2 => 0x80,
+            3 => 0x800,
+            _ => 0x1_0000,
+        });
+        if lo > hi || (lo >= 0xD800 && hi <= 0xDFFF) {
+            return Utf8Step::Invalid;
+        }
+        Utf8Step::More(self, lo, hi)
     }
 }
 

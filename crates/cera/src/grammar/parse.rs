@@ -259,7 +259,10 @@ impl Parser {
                         }
                     }
                     items.push(Node::Seq(
-                        chars.into_iter().map(|c| Node::Chars(vec![(c, c)])).collect(),
+                        chars
+                            .into_iter()
+                            .map(|c| Node::Chars(vec![(c, c)]))
+                            .collect(),
                     ));
                 }
                 '[' => {
@@ -313,8 +316,10 @@ impl Parser {
                     self.skip_space(true);
                     let inner = self.alternates()?;
                     if self.peek() != Some(')') {
-                        return self
-                            .err(format!("expected ')' to close the group, found {}", self.found()));
+                        return self.err(format!(
+                            "expected ')' to close the group, found {}",
+                            self.found()
+                        ));
                     }
                     self.i += 1;
                     items.push(inner);
@@ -406,7 +411,10 @@ impl Parser {
         if let Some(m) = max
             && m < min
         {
-            return self.err_at(at, format!("repetition {{{min},{m}}}: maximum below minimum"));
+            return self.err_at(
+                at,
+                format!("repetition {{{min},{m}}}: maximum below minimum"),
+            );
         }
         Ok((min, max))
     }
@@ -472,7 +480,9 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_column() {
-        let e = parse("root ::= \"a\"\nfoo ::= [abc\n").unwrap_err().to_string();
+        let e = parse("root ::= \"a\"\nfoo ::= [abc\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 2, column 9"), "{e}");
         let e = parse("root ::= \"a\" )").unwrap_err().to_string();
         assert!(e.contains("line 1, column 14"), "{e}");

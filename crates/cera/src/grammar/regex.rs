@@ -203,7 +203,12 @@ impl Re<'_> {
             'f' => one('\x0c'),
             'v' => one('\x0b'),
             'u' => {
-                let hex: String = self.s.get(self.i..self.i + 4).unwrap_or(&[]).iter().collect();
+                let hex: String = self
+                    .s
+                    .get(self.i..self.i + 4)
+                    .unwrap_or(&[])
+                    .iter()
+                    .collect();
                 match u32::from_str_radix(&hex, 16) {
                     Ok(v) if hex.len() == 4 && !(0xD800..=0xDFFF).contains(&v) => {
                         self.i += 4;
@@ -299,7 +304,11 @@ pub(crate) fn class_text(r: &[(u32, u32)]) -> String {
 /// `\` escaped, `\n \t \r \b \f` as their escapes; other control characters are dropped.
 pub(crate) fn set_expr(set: &[(u32, u32)]) -> String {
     let has = |c: u32| set.iter().any(|&(a, b)| a <= c && c <= b);
-    let forbidden = normalize(vec![(0, 0x1F), ('"' as u32, '"' as u32), ('\\' as u32, '\\' as u32)]);
+    let forbidden = normalize(vec![
+        (0, 0x1F),
+        ('"' as u32, '"' as u32),
+        ('\\' as u32, '\\' as u32),
+    ]);
     let plain: Vec<(u32, u32)> = {
         // set minus forbidden
         let allowed = complement(&forbidden);

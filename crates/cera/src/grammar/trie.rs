@@ -143,7 +143,10 @@ impl Walk<'_> {
         };
         for &o in &self.heads[from..] {
             if o == h
-                || (o != NIL && h != NIL && self.pos[o as usize] == p && self.parent[o as usize] == q)
+                || (o != NIL
+                    && h != NIL
+                    && self.pos[o as usize] == p
+                    && self.parent[o as usize] == q)
             {
                 return;
             }
@@ -253,8 +256,27 @@ mod tests {
     #[test]
     fn trie_mask_matches_token_by_token_check() {
         let words: Vec<&[u8]> = vec![
-            b"a", b"ab", b"abc", b"b", b"{", b"{\"", b"\"", b"1", b"12", b"x", "é".as_bytes(),
-            &"é".as_bytes()[..1], b"\xff", b" ", b"\"a\"",
+            b"a",
+            b"ab",
+            b"abc",
+            b"b",
+            b"{",
+            b"{\"",
+            b"\"",
+            b"1",
+            b"12",
+            b"x",
+            "é".as_bytes(),
+            &"é".as_bytes()[..1],
+            b"\xff",
+            b" ",
+            b"\"a\"",
+            b"\xe0",
+            b"\xe0\x81",
+            b"\xed\xa0",
+            b"\xf4\x90",
+            "€".as_bytes(),
+            &"€".as_bytes()[..2],
         ];
         let mut pairs: Vec<(u32, &[u8])> = words
             .iter()

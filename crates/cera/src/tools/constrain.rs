@@ -58,12 +58,19 @@ pub fn call_grammar(
         ),
     };
     let gbnf = format!("{top}{rules}");
-    let g = Grammar::parse(&gbnf)
-        .map_err(|e| Error::Tools(format!("internal error: tool-call grammar does not parse: {e}")))?;
+    let g = Grammar::parse(&gbnf).map_err(|e| {
+        Error::Tools(format!(
+            "internal error: tool-call grammar does not parse: {e}"
+        ))
+    })?;
     let triggers = format
         .markers()
         .iter()
         .map(|m| Trigger::Word((*m).to_string()))
         .collect();
-    Ok((GrammarConstraint::lazy(Arc::new(g), triggers), gbnf, unsupported))
+    Ok((
+        GrammarConstraint::lazy(Arc::new(g), triggers),
+        gbnf,
+        unsupported,
+    ))
 }

@@ -66,7 +66,11 @@ pub fn parse_tools(v: &Json) -> Result<Vec<Tool>> {
     let items: Vec<&Json> = match v {
         Json::Array(a) => a.iter().collect(),
         Json::Object(_) => vec![v],
-        _ => return Err(Error::Tools("tools must be a JSON array of function definitions".into())),
+        _ => {
+            return Err(Error::Tools(
+                "tools must be a JSON array of function definitions".into(),
+            ));
+        }
     };
     let mut out: Vec<Tool> = Vec::new();
     for (i, t) in items.into_iter().enumerate() {
@@ -80,7 +84,11 @@ pub fn parse_tools(v: &Json) -> Result<Vec<Tool>> {
                 )));
             }
             (_, Some(Json::Object(f))) => f,
-            (_, Some(_)) => return Err(Error::Tools(format!("tool {i}: 'function' must be an object"))),
+            (_, Some(_)) => {
+                return Err(Error::Tools(format!(
+                    "tool {i}: 'function' must be an object"
+                )));
+            }
             (_, None) => obj,
         };
         let name = f
@@ -94,11 +102,18 @@ pub fn parse_tools(v: &Json) -> Result<Vec<Tool>> {
         let parameters = match f.get("parameters") {
             None | Some(Json::Null) => serde_json::json!({"type": "object", "properties": {}}),
             Some(p @ Json::Object(_)) => p.clone(),
-            Some(_) => return Err(Error::Tools(format!("tool {name:?}: parameters must be an object schema"))),
+            Some(_) => {
+                return Err(Error::Tools(format!(
+                    "tool {name:?}: parameters must be an object schema"
+                )));
+            }
         };
         out.push(Tool {
             name: name.to_string(),
-            description: f.get("description").and_then(Json::as_str).map(str::to_string),
+            description: f
+                .get("description")
+                .and_then(Json::as_str)
+                .map(str::to_string),
             parameters,
         });
     }

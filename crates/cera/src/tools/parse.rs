@@ -39,7 +39,9 @@ fn json_prefix(s: &str) -> Result<(Json, &str)> {
 /// `{"name": .., "<args key>": {..}}` → a call (arguments given as a JSON string are parsed).
 fn call_from_json(v: &Json, arg_keys: &[&str]) -> Result<ToolCall> {
     let Json::Object(m) = v else {
-        return Err(Error::Tools(format!("a tool call must be a JSON object, got {v}")));
+        return Err(Error::Tools(format!(
+            "a tool call must be a JSON object, got {v}"
+        )));
     };
     let m = match m.get("function") {
         Some(Json::Object(f)) => f,
@@ -98,9 +100,8 @@ fn tagged(
         let after = &rest[at + open.len()..];
         let Some(end) = after.find(close) else {
             // truncated: the body must at least be complete on its own
-            let calls = body(after).map_err(|e| {
-                Error::Tools(format!("unterminated {open} (no {close}): {e}"))
-            })?;
+            let calls = body(after)
+                .map_err(|e| Error::Tools(format!("unterminated {open} (no {close}): {e}")))?;
             out.calls.extend(calls);
             rest = "";
             break;
@@ -123,7 +124,9 @@ fn llama3(text: &str) -> Result<ParsedReply> {
         None => (false, t),
     };
     let prose = if tagged {
-        t[..t.find("<|python_tag|>").unwrap_or(0)].trim().to_string()
+        t[..t.find("<|python_tag|>").unwrap_or(0)]
+            .trim()
+            .to_string()
     } else {
         String::new()
     };
@@ -198,7 +201,9 @@ fn mistral(text: &str) -> Result<ParsedReply> {
                 )));
             }
             let Json::Array(items) = v else {
-                return Err(Error::Tools("[TOOL_CALLS] must be followed by a JSON array".into()));
+                return Err(Error::Tools(
+                    "[TOOL_CALLS] must be followed by a JSON array".into(),
+                ));
             };
             for it in &items {
                 calls.push(call_from_json(it, &["arguments", "parameters"])?);
@@ -216,7 +221,9 @@ fn mistral(text: &str) -> Result<ParsedReply> {
                 )));
             }
             if !v.is_object() {
-                return Err(Error::Tools(format!("arguments of {name:?} must be an object")));
+                return Err(Error::Tools(format!(
+                    "arguments of {name:?} must be an object"
+                )));
             }
             calls.push(ToolCall::new(None, name, v));
         } else {

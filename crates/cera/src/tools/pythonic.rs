@@ -26,7 +26,9 @@ pub(crate) fn parse_calls(s: &str) -> Result<Vec<ToolCall>> {
                 match p.next() {
                     Some(',') => p.ws(),
                     Some(']') => break,
-                    Some(c) => return p.err(&format!("expected ',' or ']' after a call, found {c:?}")),
+                    Some(c) => {
+                        return p.err(&format!("expected ',' or ']' after a call, found {c:?}"));
+                    }
                     None => return p.err("unterminated call list (missing ']')"),
                 }
             }
@@ -144,7 +146,9 @@ impl Py {
                         Some(',') => {}
                         Some(c) if c == close => break,
                         None => return self.err("unterminated list"),
-                        Some(c) => return self.err(&format!("expected ',' or '{close}', found {c:?}")),
+                        Some(c) => {
+                            return self.err(&format!("expected ',' or '{close}', found {c:?}"));
+                        }
                     }
                 }
                 Ok(Json::Array(items))
@@ -204,7 +208,10 @@ impl Py {
         {
             self.i += 1;
         }
-        let text: String = self.s[start..self.i].iter().filter(|&&c| c != '_').collect();
+        let text: String = self.s[start..self.i]
+            .iter()
+            .filter(|&&c| c != '_')
+            .collect();
         if let Ok(n) = text.parse::<i64>() {
             return Ok(Json::Number(n.into()));
         }
@@ -241,7 +248,12 @@ impl Py {
                 '0' => out.push('\0'),
                 'u' | 'x' => {
                     let n = if e == 'u' { 4 } else { 2 };
-                    let hex: String = self.s.get(self.i..self.i + n).unwrap_or(&[]).iter().collect();
+                    let hex: String = self
+                        .s
+                        .get(self.i..self.i + n)
+                        .unwrap_or(&[])
+                        .iter()
+                        .collect();
                     match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
                         Some(ch) if hex.len() == n => {
                             self.i += n;
@@ -269,8 +281,21 @@ mod tests {
         assert_eq!(c[0].name, "get_weather");
         assert_eq!(c[0].arguments, json!({"city": "Paris", "days": 3}));
         assert_eq!(c[1].arguments, json!({}));
-        assert_eq!(c[2].arguments, json!({"x": [1, 2.5, null], "y": {"k": true}, "z": "it's"}));
-        for bad in ["[f(a=1", "[f(a=)]", "[f(1)]", "[f(a=1) g()]", "[f(a=\"x)]", "[f(a=nope)]", "", "[", "f"] {
+        assert_eq!(
+            c[2].arguments,
+            json!({"x": [1, 2.5, null], "y": {"k": true}, "z": "it's"})
+        );
+        for bad in [
+            "[f(a=1",
+            "[f(a=)]",
+            "[f(1)]",
+            "[f(a=1) g()]",
+            "[f(a=\"x)]",
+            "[f(a=nope)]",
+            "",
+            "[",
+            "f",
+        ] {
             assert!(parse_calls(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_calls("[]").unwrap(), vec![]);
