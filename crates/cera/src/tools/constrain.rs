@@ -42,16 +42,16 @@ pub fn call_grammar(
         });
     }
     let alts = calls.join(" | ");
-    let head = "\"{\" [ \\t\\n]{0,4} \"\\\"name\\\"\" [ \\t\\n]{0,4} \":\" [ \\t\\n]{0,4}";
+    let head = "\"{\" [ \\t\\n]{0,8} \"\\\"name\\\"\" [ \\t\\n]{0,4} \":\" [ \\t\\n]{0,4}";
     let top = match format {
         ToolFormat::Hermes => format!(
-            "root ::= tc ( {ws} tc )*\ntc ::= \"<tool_call>\" {ws} call {ws} \"</tool_call>\"\ncall ::= {head} ( {alts} )\n"
+            "root ::= tc ( {ws} tc )* | call\ntc ::= \"<tool_call>\" {ws} call {ws} \"</tool_call>\"\ncall ::= {head} ( {alts} )\n"
         ),
         ToolFormat::Mistral => format!(
             "root ::= \"[TOOL_CALLS]\" {ws} \"[\" {ws} call ( {ws} \",\" {ws} call )* {ws} \"]\"\ncall ::= {head} ( {alts} )\n"
         ),
         ToolFormat::Llama3 => format!(
-            "root ::= \"<|python_tag|>\"? call ( {ws} \";\"? {ws} call )*\ncall ::= \"{{\\\"name\\\"\" [ \\t\\n]{{0,4}} \":\" [ \\t\\n]{{0,4}} ( {alts} )\n"
+            "root ::= \"<|python_tag|>\"? call ( {ws} \";\"? {ws} call )*\ncall ::= \"{{\" [ \\t\\n]{{0,8}} \"\\\"name\\\"\" [ \\t\\n]{{0,4}} \":\" [ \\t\\n]{{0,4}} ( {alts} )\n"
         ),
         ToolFormat::Lfm2 => format!(
             "root ::= \"<|tool_call_start|>\" \"[\" call ( \", \" call )* \"]\" \"<|tool_call_end|>\"\ncall ::= {alts}\n"

@@ -129,7 +129,9 @@ pub fn tools_value(tools: &[Tool]) -> Json {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ToolFormat {
-    /// Hermes / Qwen: `<tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>`.
+    /// Hermes / Qwen: `<tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>`; a reply
+    /// that is only such a JSON object (perhaps in a Markdown code fence), as small models
+    /// write it, counts as a call too.
     Hermes,
     /// LFM2: `<|tool_call_start|>[f(a=1, b="x")]<|tool_call_end|>`.
     Lfm2,
@@ -175,12 +177,37 @@ impl ToolFormat {
         }
     }
 
-    /// Where a call starts (the lazy grammar's triggers).
+    /// Where a call starts (the lazy grammar's triggers). A bare JSON call is recognised by
+    /// `{"name"` written compactly or with the usual indentations.
     pub fn markers(self) -> &'static [&'static str] {
+        const BARE: [&str; 6] = [
+            "{\"name\"",
+            "{ \"name\"",
+            "{\n\"name\"",
+            "{\n  \"name\"",
+            "{\n    \"name\"",
+            "{\n\t\"name\"",
+        ];
         match self {
-            ToolFormat::Hermes => &["<tool_call>"],
+            ToolFormat::Hermes => &[
+                "<tool_call>",
+                BARE[0],
+                BARE[1],
+                BARE[2],
+                BARE[3],
+                BARE[4],
+                BARE[5],
+            ],
             ToolFormat::Lfm2 => &["<|tool_call_start|>"],
-            ToolFormat::Llama3 => &["<|python_tag|>", "{\"name\""],
+            ToolFormat::Llama3 => &[
+                "<|python_tag|>",
+                BARE[0],
+                BARE[1],
+                BARE[2],
+                BARE[3],
+                BARE[4],
+                BARE[5],
+            ],
             ToolFormat::Mistral => &["[TOOL_CALLS]"],
         }
     }

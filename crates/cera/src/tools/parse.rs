@@ -9,9 +9,19 @@ use crate::error::{Error, Result};
 /// a marker followed by a malformed or truncated call is an error.
 pub fn parse_reply(format: ToolFormat, text: &str) -> Result<ParsedReply> {
     match format {
-        ToolFormat::Hermes => tagged(text, "<tool_call>", "</tool_call>", |body| {
-            json_call(body, &["arguments", "parameters"]).map(|c| vec![c])
-        }),
+        ToolFormat::Hermes => {
+            if !text.contains("<tool_call>")
+                && let Some(call) = bare_json_call(text)
+            {
+                return Ok(ParsedReply {
+                    content: String::new(),
+                    calls: vec![call],
+                });
+            }
+            tagged(text, "<tool_call>", "</tool_call>", |body| {
+                json_call(body, &["arguments", "parameters"]).map(|c| vec![c])
+            })
+        }
         ToolFormat::Lfm2 => tagged(
             text,
             "<|tool_call_start|>",
@@ -83,6 +93,31 @@ fn json_call(body: &str, arg_keys: &[&str]) -> Result<ToolCall> {
         )));
     }
     call_from_json(&v, arg_keys)
+}
+
+/// A reply that is nothing but `{"name": .., "arguments": {..}}`, perhaps inside a Markdown
+/// code fence (closed or not): a call. Anything else is not.
+fn bare_json_call(text: &str) -> Option<ToolCall> {
+    let mut t = text.trim();
+    if let Some(rest) = t.strip_prefix("```") {
+        t = rest
+            .trim_start_matches(|c: char| c.is_ascii_alphanumeric())
+            .trim();
+        t = t.strip_suffix("```").unwrap_or(t).trim();
+    }
+    if !t.starts_with('{') {
+        return None;
+    }
+    let v: Json = serde_json::from_str(t).ok()?;
+    let m = v.as_object()?;
+    if !m.get("name").is_some_and(Json::is_string)
+        || !["arguments", "parameters"]
+            .iter()
+            .any(|k| m.get(*k).is_some_and(|a| a.is_object() || a.is_string()))
+    {
+        return None;
+    }
+    call_from_json(&v, &["arguments", "parameters"]).ok()
 }
 
 /// Calls between `open` and `close` markers, prose around them.

@@ -106,6 +106,11 @@ impl Py {
                 None => return self.err(&format!("unterminated call to {name:?} (missing ')')")),
                 _ => {}
             }
+            if !self.peek().is_some_and(|c| c.is_alphabetic() || c == '_') {
+                return self.err(
+                    "expected name=value (only keyword arguments are supported, not positional ones)",
+                );
+            }
             let key = self.ident()?;
             self.ws();
             if self.next() != Some('=') {
