@@ -97,6 +97,13 @@ pub fn print_summary(s: &Summary, verbose: bool) {
         s.decode_tps(),
         s.finish.as_str()
     );
+    if !s.grammar_time.is_zero() {
+        eprintln!(
+            "cera: grammar {:.1} ms ({} masked steps)",
+            s.grammar_time.as_secs_f64() * 1e3,
+            s.grammar_masked
+        );
+    }
     if verbose {
         eprintln!("cera: generated token ids {:?}", s.tokens);
     }

@@ -4,6 +4,9 @@
 //! (defaults: smollm2, 5, 128, 2). Runs alternate free / constrained with the same seeds and
 //! report each run's decode tokens/s, the medians, the cost of the grammar, how many steps
 //! needed the full mask, and how long building the vocabulary trie takes (once per model).
+//! Because tokens/s is noisy on a shared machine, the time spent in the grammar itself is
+//! measured too (`Summary::grammar_time`, as a share of decode time), and the cost of a
+//! full mask at a few typical states.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -60,7 +63,31 @@ fn main() {
         )
         .expect("render");
     let toks = engine.tokenizer().encode(&prompt, true, true);
+    for prefix in [
+        "",
+        "[",
+        "[{\"name\": \"",
+        "[{\"name\": \"Al",
+        "[{\"name\": \"Alice\", \"age\": 4",
+    ] {
+        let st = g
+            .initial_state()
+            .advance_bytes(&g, prefix.as_bytes())
+            .expect("prefix");
+        let mut mask = vec![0u64; engine.n_vocab().div_ceil(64)];
+        let reps = 5;
+        let t = Instant::now();
+        for _ in 0..reps {
+            trie.mask(&g, &st, &mut mask);
+        }
+        let allowed: u32 = mask.iter().map(|w| w.count_ones()).sum();
+        println!(
+            "full mask after {prefix:?}: {:.2} ms, {allowed} tokens allowed",
+            t.elapsed().as_secs_f64() * 1e3 / reps as f64
+        );
+    }
     let (mut free, mut constrained) = (Vec::new(), Vec::new());
+    let mut shares = Vec::new();
     // the first constrained run also builds the engine's trie: do it once before timing
     for run in 0..=runs {
         for constrain in [false, true] {
@@ -84,12 +111,15 @@ fn main() {
                 continue;
             }
             let tps = sum.decode_tps();
+            let share = sum.grammar_time.as_secs_f64() / sum.decode.as_secs_f64().max(1e-9);
             println!(
-                "run {run} {:<11} {:>4} tokens {:>7.2} tok/s  masked steps {:>3}  finish {}",
+                "run {run} {:<11} {:>4} tokens {:>7.2} tok/s  masked steps {:>3}  grammar {:>6.2} ms ({:.2}% of decode)  finish {}",
                 if constrain { "constrained" } else { "free" },
                 sum.generated_tokens,
                 tps,
                 sum.grammar_masked,
+                sum.grammar_time.as_secs_f64() * 1e3,
+                share * 100.0,
                 sum.finish.as_str()
             );
             if constrain {
@@ -97,6 +127,7 @@ fn main() {
                     .map_err(|e| format!("{e}: {}", sum.text))
                     .ok();
                 constrained.push(tps);
+                shares.push(share * 100.0);
             } else {
                 free.push(tps);
             }
@@ -104,7 +135,8 @@ fn main() {
     }
     let (f, c) = (median(&mut free), median(&mut constrained));
     println!(
-        "median: free {f:.2} tok/s, constrained {c:.2} tok/s, cost {:.1}%",
-        (1.0 - c / f) * 100.0
+        "median: free {f:.2} tok/s, constrained {c:.2} tok/s, cost {:.1}%; grammar time {:.2}% of decode",
+        (1.0 - c / f) * 100.0,
+        median(&mut shares)
     );
 }

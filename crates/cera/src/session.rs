@@ -89,6 +89,8 @@ pub struct Summary {
     pub tokens: Vec<u32>,
     /// Steps where the grammar rejected the sampled token and the full mask was applied.
     pub grammar_masked: usize,
+    /// Time the grammar took (checks, masks, redraws, state updates), part of `decode`.
+    pub grammar_time: Duration,
 }
 
 impl Summary {
@@ -268,6 +270,7 @@ impl Session {
             text: String::new(),
             tokens: Vec::new(),
             grammar_masked: 0,
+            grammar_time: Duration::ZERO,
         };
         self.cancel.store(false, Ordering::Release);
         let t0 = Instant::now();
@@ -341,7 +344,10 @@ impl Session {
         // an EOG token or the token that completed a stop string was sampled but not fed; keep
         // the context consistent: the logits still belong to the last fed token
         summary.decode = t0.elapsed();
-        summary.grammar_masked = constraint.map_or(0, |c| c.n_masked);
+        if let Some(c) = constraint {
+            summary.grammar_masked = c.n_masked;
+            summary.grammar_time = c.time;
+        }
         Ok(summary)
     }
 }

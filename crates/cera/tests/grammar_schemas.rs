@@ -427,6 +427,54 @@ fn unsupported_keywords_are_reported() {
     }
 }
 
+/// The trie walk allows exactly the tokens that, fed one by one through the matcher, the
+/// grammar accepts: checked over SmolLM2's whole vocabulary at states of several schemas.
+#[test]
+fn trie_masks_equal_token_by_token_checks_on_a_real_vocabulary() {
+    let entry = fetch::lookup("smollm2").unwrap();
+    let path = fetch::ensure(entry, &mut |_| {})
+        .unwrap_or_else(|e| panic!("could not fetch the test model: {e}"));
+    let engine = Engine::load(path, EngineOptions::default()).unwrap();
+    let tok = engine.tokenizer();
+    let trie = cera::grammar::TokenTrie::new(tok);
+    let n = tok.n_vocab();
+    let cases = cases();
+    let mut checked = 0;
+    for (name, prefixes) in [
+        (
+            "person",
+            &[
+                "",
+                "{",
+                "{\"name\": \"",
+                "{\"name\": \"Bo",
+                "{\"name\": \"Bob\", \"age\": 1",
+            ][..],
+        ),
+        ("date", &["", "\"2024-0", "\"2024-02-2"][..]),
+        ("string length", &["\"", "\"\u{e9}", "\"abcde"][..]),
+        ("pattern name", &["\"A", "\"Ada "][..]),
+        ("wide range", &["", "-", "2500", "-100"][..]),
+    ] {
+        let c = cases.iter().find(|c| c.name == name).unwrap();
+        let g = Grammar::from_json_schema(&c.schema).unwrap();
+        for p in prefixes {
+            let st = g.initial_state().advance_bytes(&g, p.as_bytes()).unwrap();
+            let mut mask = vec![0u64; n.div_ceil(64)];
+            trie.mask(&g, &st, &mut mask);
+            for t in 0..n as u32 {
+                let bytes = tok.token_bytes(t);
+                let want =
+                    !tok.is_eog(t) && !bytes.is_empty() && st.advance_bytes(&g, bytes).is_some();
+                let got = mask[(t >> 6) as usize] >> (t & 63) & 1 != 0;
+                assert_eq!(got, want, "{name} after {p:?}: token {t} {bytes:?}");
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 17);
+}
+
 #[test]
 fn smollm2_outputs_always_validate() {
     let entry = fetch::lookup("smollm2").unwrap();

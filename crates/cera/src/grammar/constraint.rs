@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use super::{Grammar, GrammarConstraint, GrammarState, TokenTrie, Trigger};
 use crate::sample::Sampler;
@@ -29,6 +30,8 @@ pub(crate) struct Constraint<'a> {
     cache: HashMap<GrammarState, Rc<Vec<u64>>>,
     /// How many steps needed the full mask (for diagnostics and benchmarks).
     pub(crate) n_masked: usize,
+    /// Time spent on the grammar: checks, masks, the second draw, advancing the state.
+    pub(crate) time: Duration,
 }
 
 impl<'a> Constraint<'a> {
@@ -44,6 +47,7 @@ impl<'a> Constraint<'a> {
             saved: Vec::new(),
             cache: HashMap::new(),
             n_masked: 0,
+            time: Duration::ZERO,
         }
     }
 
@@ -57,12 +61,28 @@ impl<'a> Constraint<'a> {
 
     /// Picks the next token; `None` when the grammar allows no token at all (a dead end).
     pub(crate) fn sample(&mut self, sampler: &mut Sampler, logits: &mut [f32]) -> Option<u32> {
-        let Some(st) = &self.state else {
+        if self.state.is_none() {
             return Some(sampler.sample(logits));
-        };
+        }
+        let t0 = Instant::now();
         self.saved.clear();
         self.saved.extend_from_slice(logits);
+        let copy = t0.elapsed();
+        // the draw itself is what unconstrained sampling costs too: not counted
         let t = sampler.sample(logits);
+        let t1 = Instant::now();
+        let r = self.check_or_resample(t, sampler, logits);
+        self.time += copy + t1.elapsed();
+        r
+    }
+
+    fn check_or_resample(
+        &mut self,
+        t: u32,
+        sampler: &mut Sampler,
+        logits: &mut [f32],
+    ) -> Option<u32> {
+        let st = self.state.as_ref()?;
         if self.allows(st, t) {
             return Some(t);
         }
@@ -104,6 +124,13 @@ impl<'a> Constraint<'a> {
 
     /// Feeds the chosen token; `false` when the grammar cannot continue with it.
     pub(crate) fn accept(&mut self, t: u32) -> bool {
+        let t0 = Instant::now();
+        let r = self.accept_inner(t);
+        self.time += t0.elapsed();
+        r
+    }
+
+    fn accept_inner(&mut self, t: u32) -> bool {
         let bytes = self.tok.token_bytes(t);
         if let Some(st) = &self.state {
             if self.tok.is_eog(t) {

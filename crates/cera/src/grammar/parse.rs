@@ -284,7 +284,11 @@ impl Parser {
                             Some(_) => {
                                 let lo = self.char_or_escape()?;
                                 let mut hi = lo;
-                                if self.peek() == Some('-') && self.s.get(self.i + 1) != Some(&']')
+                                if self.peek() == Some('-')
+                                    && self
+                                        .s
+                                        .get(self.i + 1)
+                                        .is_some_and(|&c| c != ']' && c != '\n')
                                 {
                                     self.i += 1;
                                     let range_at = self.i;
