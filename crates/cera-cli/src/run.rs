@@ -18,7 +18,7 @@ pub struct Args {
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
-    pub structured: StructuredArgs,
+    pub structured: Box<StructuredArgs>,
     /// Prompt text (`-` reads stdin; stdin is also read when no prompt is given and it is not a
     /// terminal).
     #[arg(short = 'p', long = "prompt")]

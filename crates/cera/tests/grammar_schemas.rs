@@ -15,7 +15,7 @@ use std::time::Instant;
 use cera::chat::{ChatTemplate, Message, RenderOptions};
 use cera::engine::{Engine, EngineOptions, SessionOptions};
 use cera::fetch;
-use cera::grammar::{Grammar, GrammarConstraint, json_schema};
+use cera::grammar::{Grammar, GrammarConstraint, Trigger, json_schema};
 use cera::session::{Control, FinishReason, GenerateOptions};
 use serde_json::{Value as Json, json};
 
@@ -427,14 +427,80 @@ fn unsupported_keywords_are_reported() {
     }
 }
 
+fn smollm2() -> Engine {
+    let entry = fetch::lookup("smollm2").unwrap();
+    let path = fetch::ensure(entry, &mut |_| {})
+        .unwrap_or_else(|e| panic!("could not fetch the test model: {e}"));
+    let mut eo = EngineOptions::default();
+    eo.n_threads = Some(2);
+    Engine::load(path, eo).unwrap()
+}
+
+/// Lazy grammars: free text until the trigger (a word, or a token id), then the grammar from
+/// the trigger on; the generated text from the trigger validates. A logit bias makes the
+/// trigger the first token (after that the grammar masks it); a trigger in the middle of a
+/// reply is covered by `tests/tools.rs` (Qwen writes prose, then the call).
+#[test]
+fn lazy_grammars_start_at_their_trigger() {
+    let engine = smollm2();
+    let tok = engine.tokenizer();
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 1, "maximum": 99}}, "required": ["name", "age"]});
+    let g = Arc::new(Grammar::from_json_schema(&schema).unwrap());
+    let v = validator(&schema);
+    let tmpl = ChatTemplate::from_gguf(engine.gguf()).unwrap();
+    let prompt = tmpl
+        .render(
+            &[Message::user(
+                "Tell me about a person, then give their name and age as a JSON object.",
+            )],
+            &RenderOptions::new().add_generation_prompt(true),
+        )
+        .unwrap();
+    let brace = tok.token_id("{").expect("a '{' token");
+    for (trigger, bias) in [
+        (Trigger::Word("{".into()), Some(brace)),
+        (Trigger::Token(brace), Some(brace)),
+    ] {
+        for seed in [3u64, 4] {
+            let mut s = engine.session(SessionOptions::default());
+            s.append_text(&prompt, true).unwrap();
+            let mut o = GenerateOptions::default();
+            o.max_tokens = 300;
+            o.sampler.temperature = 1.0;
+            o.sampler.seed = seed;
+            if let Some(b) = bias {
+                // the first token is the trigger; afterwards the grammar bans it
+                o.sampler.logit_bias = vec![(b, 100.0)];
+            }
+            o.grammar = Some(GrammarConstraint::lazy(
+                Arc::clone(&g),
+                vec![trigger.clone()],
+            ));
+            let sum = s
+                .generate(&o, &mut |_: u32, _: &str| Control::Continue)
+                .unwrap();
+            let what = format!("{trigger:?} seed {seed}: {:?}", sum.text);
+            assert_eq!(sum.finish, FinishReason::Eog, "{what}");
+            let at = sum
+                .text
+                .find('{')
+                .unwrap_or_else(|| panic!("no trigger in {what}"));
+            if bias.is_some() {
+                assert_eq!(at, 0, "{what}");
+                assert_eq!(sum.tokens[0], brace, "{what}");
+            }
+            let inst: Json =
+                serde_json::from_str(&sum.text[at..]).unwrap_or_else(|e| panic!("{e}: {what}"));
+            assert!(v.is_valid(&inst), "{what}");
+        }
+    }
+}
+
 /// The trie walk allows exactly the tokens that, fed one by one through the matcher, the
 /// grammar accepts: checked over SmolLM2's whole vocabulary at states of several schemas.
 #[test]
 fn trie_masks_equal_token_by_token_checks_on_a_real_vocabulary() {
-    let entry = fetch::lookup("smollm2").unwrap();
-    let path = fetch::ensure(entry, &mut |_| {})
-        .unwrap_or_else(|e| panic!("could not fetch the test model: {e}"));
-    let engine = Engine::load(path, EngineOptions::default()).unwrap();
+    let engine = smollm2();
     let tok = engine.tokenizer();
     let trie = cera::grammar::TokenTrie::new(tok);
     let n = tok.n_vocab();
@@ -477,12 +543,7 @@ fn trie_masks_equal_token_by_token_checks_on_a_real_vocabulary() {
 
 #[test]
 fn smollm2_outputs_always_validate() {
-    let entry = fetch::lookup("smollm2").unwrap();
-    let path = fetch::ensure(entry, &mut |_| {})
-        .unwrap_or_else(|e| panic!("could not fetch the test model: {e}"));
-    let mut eo = EngineOptions::default();
-    eo.n_threads = Some(2);
-    let engine = Engine::load(path, eo).unwrap();
+    let engine = smollm2();
     let tmpl = ChatTemplate::from_gguf(engine.gguf()).unwrap();
     let t0 = Instant::now();
     let mut failures = Vec::new();

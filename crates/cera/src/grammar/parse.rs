@@ -239,8 +239,7 @@ impl Parser {
 
     fn sequence(&mut self, nested: bool) -> Result<Node> {
         let mut items: Vec<Node> = Vec::new();
-        loop {
-            let Some(c) = self.peek() else { break };
+        while let Some(c) = self.peek() {
             let at = self.i;
             match c {
                 '"' => {
