@@ -332,3 +332,65 @@ fn utf8_split_across_tokens() {
         "no 2-byte character is in the class"
     );
 }
+
+/// Hostile input: deep nesting is an error (not a stack overflow), and random bytes or
+/// random edits of real grammars give a grammar or an error, never a panic. Whatever
+/// compiles must also run (matching random text).
+#[test]
+fn hostile_grammars_fail_cleanly() {
+    let deep = format!(
+        "root ::= {}\"a\"{}",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    let e = Grammar::parse(&deep).unwrap_err().to_string();
+    assert!(e.contains("nested deeper than"), "{e}");
+    let big = format!("root ::= {}", "[a-z]{10000} ".repeat(500));
+    let e = Grammar::parse(&big).unwrap_err().to_string();
+    assert!(e.contains("too large"), "{e}");
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let alphabet: Vec<char> = "root::=|()[]^-*+?{},.\"\\ \n\tabcxuU0123456789#é😀"
+        .chars()
+        .collect();
+    let sources = [
+        JSON_GBNF.to_string(),
+        "root ::= (\"ab\" | [c-e]+)* \"!\"{1,3}\nx ::= root?".to_string(),
+    ];
+    let mut compiled = 0;
+    for i in 0..3000 {
+        let src: String = if i % 2 == 0 {
+            let n = (rnd() % 60) as usize;
+            let body: String = (0..n)
+                .map(|_| alphabet[(rnd() % alphabet.len() as u64) as usize])
+                .collect();
+            format!("root ::= {body}")
+        } else {
+            let mut chars: Vec<char> = sources[i % sources.len()].chars().collect();
+            for _ in 0..1 + rnd() % 4 {
+                let at = (rnd() % chars.len() as u64) as usize;
+                let c = alphabet[(rnd() % alphabet.len() as u64) as usize];
+                match rnd() % 3 {
+                    0 => chars[at] = c,
+                    1 => chars.insert(at, c),
+                    _ => {
+                        chars.remove(at);
+                    }
+                }
+            }
+            chars.into_iter().collect()
+        };
+        if let Ok(g) = Grammar::parse(&src) {
+            compiled += 1;
+            for text in ["", "a", "ab!", "{\"a\": [1, 2]}", "é😀", "\u{0}\u{7f}"] {
+                let _ = g.accepts(text);
+            }
+        }
+    }
+    assert!(compiled > 100, "only {compiled} random grammars compiled");
+}

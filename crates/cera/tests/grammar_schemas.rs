@@ -610,3 +610,107 @@ fn smollm2_outputs_always_validate() {
         failures.join("\n")
     );
 }
+
+/// Hostile schemas: random JSON documents made of schema keywords and random patterns give a
+/// grammar or an error, never a panic; what compiles also runs.
+#[test]
+fn hostile_schemas_fail_cleanly() {
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let keys = [
+        "type",
+        "properties",
+        "required",
+        "items",
+        "prefixItems",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "additionalProperties",
+        "$defs",
+    ];
+    let atoms = [
+        json!("object"),
+        json!("string"),
+        json!("integer"),
+        json!("array"),
+        json!("#"),
+        json!("#/$defs/a"),
+        json!("date"),
+        json!("^a[b-c]+(x|y)?$"),
+        json!("(("),
+        json!(-3),
+        json!(0),
+        json!(5),
+        json!(1e300),
+        json!(true),
+        json!(false),
+        json!(null),
+        json!([]),
+        json!(["a"]),
+        json!({}),
+    ];
+    fn random_schema(
+        depth: u32,
+        rnd: &mut dyn FnMut(u64) -> u64,
+        keys: &[&str],
+        atoms: &[Json],
+    ) -> Json {
+        if depth == 0 || rnd(3) == 0 {
+            return atoms[rnd(atoms.len() as u64) as usize].clone();
+        }
+        match rnd(3) {
+            0 => Json::Array(
+                (0..rnd(3))
+                    .map(|_| random_schema(depth - 1, rnd, keys, atoms))
+                    .collect(),
+            ),
+            _ => {
+                let mut m = serde_json::Map::new();
+                for _ in 0..1 + rnd(4) {
+                    let k = if rnd(5) == 0 {
+                        "a"
+                    } else {
+                        keys[rnd(keys.len() as u64) as usize]
+                    };
+                    m.insert(k.to_string(), random_schema(depth - 1, rnd, keys, atoms));
+                }
+                Json::Object(m)
+            }
+        }
+    }
+    let mut compiled = 0;
+    for _ in 0..3000 {
+        let s = random_schema(4, &mut rnd, &keys, &atoms);
+        if let Ok(c) = json_schema::compile(&s) {
+            compiled += 1;
+            for t in ["{}", "[]", "\"a\"", "1", "{\"a\": 1}"] {
+                let _ = c.grammar.accepts(t);
+            }
+        }
+    }
+    assert!(compiled > 300, "only {compiled} random schemas compiled");
+    for p in [
+        "(", ")", "[", "[]", "a{", "a{2,1}", "\\", "(?:", "a**", "[z-a]", "x{99999}", "^$", "|",
+        "()",
+    ] {
+        let _ = json_schema::compile(&json!({"type": "string", "pattern": p}));
+    }
+}

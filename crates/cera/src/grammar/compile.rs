@@ -22,7 +22,12 @@ struct Builder {
     ids: HashMap<String, u32>,
     /// Alternatives of rules being built, before they are laid out in `elems`.
     pending: Vec<Vec<Vec<Elem>>>,
+    /// Elements emitted so far (repetitions multiply them).
+    size: usize,
 }
+
+/// Most elements a compiled grammar may have (`("a"{9999}){9999}` would need 10⁸).
+const MAX_ELEMS: usize = 4_000_000;
 
 pub(crate) fn compile(defs: &[RuleDef], root: &str) -> Result<Grammar> {
     let mut b = Builder {
@@ -33,6 +38,7 @@ pub(crate) fn compile(defs: &[RuleDef], root: &str) -> Result<Grammar> {
         class_ids: HashMap::new(),
         ids: HashMap::new(),
         pending: Vec::new(),
+        size: 0,
     };
     for d in defs {
         if b.ids.contains_key(&d.name) {
@@ -158,6 +164,12 @@ impl Builder {
             }
             Node::Repeat { node, min, max } => {
                 let item = self.single(node, owner)?;
+                self.size += *min as usize + max.map_or(2, |m| 2 * (m - min) as usize);
+                if self.size > MAX_ELEMS {
+                    return Err(Error::Grammar(format!(
+                        "the grammar is too large (rule '{owner}' expands past {MAX_ELEMS} elements)"
+                    )));
+                }
                 for _ in 0..*min {
                     out.push(item);
                 }

@@ -92,7 +92,7 @@ impl CharClass {
 }
 
 /// A compiled grammar: immutable, shareable between sessions.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Grammar {
     pub(crate) elems: Vec<Elem>,
     /// Per rule, the start of each alternative in `elems`.
@@ -100,6 +100,19 @@ pub struct Grammar {
     pub(crate) names: Vec<String>,
     pub(crate) classes: Vec<CharClass>,
     pub(crate) root: u32,
+}
+
+impl std::fmt::Debug for Grammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Grammar {{ root: {:?}, rules: {}, elements: {}, classes: {} }}",
+            self.names[self.root as usize],
+            self.rules.len(),
+            self.elems.len(),
+            self.classes.len()
+        )
+    }
 }
 
 impl Grammar {

@@ -18,6 +18,9 @@ use crate::error::{Error, Result};
 /// Largest repetition count accepted in `{n,m}` (bigger ones would blow up the rule set).
 pub(crate) const MAX_REPEAT: u32 = 10_000;
 
+/// Deepest nesting of parentheses accepted.
+pub(crate) const MAX_DEPTH: usize = 200;
+
 /// Largest Unicode scalar value.
 pub(crate) const MAX_CHAR: u32 = 0x10_FFFF;
 
@@ -82,6 +85,7 @@ pub(crate) fn parse(src: &str) -> Result<Vec<RuleDef>> {
     let mut p = Parser {
         s: src.chars().collect(),
         i: 0,
+        depth: 0,
     };
     let mut rules = Vec::new();
     p.skip_space(true);
@@ -98,6 +102,7 @@ pub(crate) fn parse(src: &str) -> Result<Vec<RuleDef>> {
 struct Parser {
     s: Vec<char>,
     i: usize,
+    depth: usize,
 }
 
 fn is_name_char(c: char) -> bool {
@@ -315,9 +320,14 @@ impl Parser {
                     items.push(Node::Chars(vec![(0, MAX_CHAR)]));
                 }
                 '(' => {
+                    if self.depth >= MAX_DEPTH {
+                        return self.err(format!("groups nested deeper than {MAX_DEPTH}"));
+                    }
                     self.i += 1;
                     self.skip_space(true);
+                    self.depth += 1;
                     let inner = self.alternates()?;
+                    self.depth -= 1;
                     if self.peek() != Some(')') {
                         return self.err(format!(
                             "expected ')' to close the group, found {}",

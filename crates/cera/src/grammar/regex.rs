@@ -20,6 +20,7 @@ pub(crate) fn pattern_to_gbnf(pattern: &str) -> Result<String> {
         s: pattern.chars().collect(),
         i: 0,
         src: pattern,
+        depth: 0,
     };
     if p.peek() == Some('^') {
         p.i += 1;
@@ -38,6 +39,7 @@ struct Re<'a> {
     s: Vec<char>,
     i: usize,
     src: &'a str,
+    depth: usize,
 }
 
 fn digit() -> Vec<(u32, u32)> {
@@ -89,6 +91,10 @@ impl Re<'_> {
                 '|' | ')' => break,
                 '$' if self.i + 1 == self.s.len() => break,
                 '(' => {
+                    if self.depth >= super::parse::MAX_DEPTH {
+                        return self.err("groups nested too deeply");
+                    }
+                    self.depth += 1;
                     self.i += 1;
                     if self.peek() == Some('?') {
                         if self.s.get(self.i + 1) == Some(&':') {
@@ -98,6 +104,7 @@ impl Re<'_> {
                         }
                     }
                     let inner = self.alternation()?;
+                    self.depth -= 1;
                     if self.peek() != Some(')') {
                         return self.err("missing ')'");
                     }
