@@ -41,11 +41,8 @@ pub struct CompiledSchema {
 /// Compiles `schema`; keywords it cannot enforce are listed, not fatal.
 pub fn compile(schema: &Json) -> Result<CompiledSchema> {
     let (gbnf, unsupported) = to_gbnf(schema)?;
-    let grammar = Grammar::parse(&gbnf).map_err(|e| {
-        Error::JsonSchema(format!(
-            "internal error: generated grammar does not parse: {e}"
-        ))
-    })?;
+    let grammar = Grammar::parse(&gbnf)
+        .map_err(|e| Error::JsonSchema(format!("the schema's grammar is not usable: {e}")))?;
     Ok(CompiledSchema {
         gbnf,
         grammar,

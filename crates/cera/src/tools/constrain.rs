@@ -58,11 +58,8 @@ pub fn call_grammar(
         ),
     };
     let gbnf = format!("{top}{rules}");
-    let g = Grammar::parse(&gbnf).map_err(|e| {
-        Error::Tools(format!(
-            "internal error: tool-call grammar does not parse: {e}"
-        ))
-    })?;
+    let g = Grammar::parse(&gbnf)
+        .map_err(|e| Error::Tools(format!("the tool-call grammar is not usable: {e}")))?;
     let triggers = format
         .markers()
         .iter()
