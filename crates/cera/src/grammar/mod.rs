@@ -19,6 +19,7 @@ mod compile;
 mod constraint;
 mod int_range;
 pub mod json_schema;
+mod json_text;
 mod matcher;
 mod parse;
 mod regex;
