@@ -302,7 +302,10 @@ impl Session {
             sampler.accept(next);
             summary.generated_tokens += 1;
             summary.tokens.push(next);
-            if tok.is_eog(next) && !opts.ignore_eog {
+            // with a finished grammar only EOG can follow: stop even when ignoring EOG
+            if tok.is_eog(next)
+                && (!opts.ignore_eog || constraint.as_ref().is_some_and(|c| c.is_finished()))
+            {
                 summary.finish = FinishReason::Eog;
                 break;
             }

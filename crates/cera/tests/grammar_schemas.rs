@@ -496,6 +496,28 @@ fn lazy_grammars_start_at_their_trigger() {
     }
 }
 
+/// Generation ends where the grammar does: a finished grammar allows only EOG (even with
+/// `ignore_eog`), and the output is the sentence.
+#[test]
+fn generation_stops_when_the_grammar_is_finished() {
+    let engine = smollm2();
+    let g = Arc::new(Grammar::parse("root ::= (\"yes\" | \"no\") \".\"").unwrap());
+    for ignore_eog in [false, true] {
+        let mut s = engine.session(SessionOptions::default());
+        s.append_text("Is the sky blue? Answer: ", true).unwrap();
+        let mut o = GenerateOptions::default();
+        o.max_tokens = 50;
+        o.ignore_eog = ignore_eog;
+        o.grammar = Some(GrammarConstraint::new(Arc::clone(&g)));
+        let sum = s
+            .generate(&o, &mut |_: u32, _: &str| Control::Continue)
+            .unwrap();
+        assert_eq!(sum.finish, FinishReason::Eog, "{:?}", sum.text);
+        assert!(sum.text == "yes." || sum.text == "no.", "{:?}", sum.text);
+        assert!(sum.generated_tokens <= 5, "{:?}", sum.tokens);
+    }
+}
+
 /// The trie walk allows exactly the tokens that, fed one by one through the matcher, the
 /// grammar accepts: checked over SmolLM2's whole vocabulary at states of several schemas.
 #[test]

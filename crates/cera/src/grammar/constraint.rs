@@ -51,6 +51,11 @@ impl<'a> Constraint<'a> {
         }
     }
 
+    /// The grammar is active and complete, and nothing more can follow.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.state.as_ref().is_some_and(GrammarState::is_finished)
+    }
+
     fn allows(&self, st: &GrammarState, t: u32) -> bool {
         if self.tok.is_eog(t) {
             return st.is_complete();
