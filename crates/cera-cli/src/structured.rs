@@ -153,5 +153,11 @@ pub fn chat_prompt_with_tools(
     let opts = RenderOptions::new()
         .add_generation_prompt(true)
         .tools(cera::tools::tools_value(tools));
-    Ok(tmpl.render(&msgs, &opts)?)
+    let prompt = tmpl.render(&msgs, &opts)?;
+    if !tools.iter().any(|t| prompt.contains(&t.name)) {
+        eprintln!(
+            "cera: warning: the model's chat template does not render `tools`; the model is not told about them"
+        );
+    }
+    Ok(prompt)
 }
