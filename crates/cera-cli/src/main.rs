@@ -13,6 +13,7 @@ mod inspect;
 mod models;
 mod perplexity;
 mod run;
+mod structured;
 mod tokenize;
 
 #[derive(Parser)]

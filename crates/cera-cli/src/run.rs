@@ -9,6 +9,7 @@ use cera::session::{Control, GenerateOptions, Summary};
 
 use crate::common::resolve_model;
 use crate::gen_args::{ModelArgs, SamplingArgs};
+use crate::structured::StructuredArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -16,6 +17,8 @@ pub struct Args {
     pub model: ModelArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub structured: Box<StructuredArgs>,
     /// Prompt text (`-` reads stdin; stdin is also read when no prompt is given and it is not a
     /// terminal).
     #[arg(short = 'p', long = "prompt")]
@@ -94,6 +97,13 @@ pub fn print_summary(s: &Summary, verbose: bool) {
         s.decode_tps(),
         s.finish.as_str()
     );
+    if !s.grammar_time.is_zero() {
+        eprintln!(
+            "cera: grammar {:.1} ms ({} masked steps)",
+            s.grammar_time.as_secs_f64() * 1e3,
+            s.grammar_masked
+        );
+    }
     if verbose {
         eprintln!("cera: generated token ids {:?}", s.tokens);
     }
@@ -101,6 +111,7 @@ pub fn print_summary(s: &Summary, verbose: bool) {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let text = read_prompt(&a.prompt, &a.file)?;
+    let grammar = a.structured.grammar(a.model.verbose)?;
     let path = resolve_model(a.model.model.as_deref())?;
     let t0 = std::time::Instant::now();
     let engine = Engine::load(&path, a.model.engine_options())
@@ -114,10 +125,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             cera::kernels::KernelTable::get().tier()
         );
     }
-    let prompt = if a.raw {
-        text
-    } else {
-        chat_prompt(&engine, a.system.as_deref(), &text)?
+    let tools = a.structured.tools(&engine, a.model.verbose)?;
+    let prompt = match (&tools, a.raw) {
+        (_, true) => text,
+        (Some((t, _)), false) => crate::structured::chat_prompt_with_tools(
+            &engine,
+            a.system.as_deref(),
+            &text,
+            &t.tools,
+        )?,
+        (None, false) => chat_prompt(&engine, a.system.as_deref(), &text)?,
     };
     let mut session = engine.session(a.model.session_options());
     cancel_on_ctrl_c(session.cancel_handle());
@@ -138,7 +155,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     opts.sampler = a.sampling.config();
     opts.stop = a.stop.clone();
     opts.ignore_eog = a.ignore_eos;
+    opts.grammar = match &tools {
+        Some((_, g)) => g.clone(),
+        None => grammar,
+    };
     if a.n_predict == 0 {
+        return Ok(());
+    }
+    if let Some((t, _)) = &tools {
+        // stdout is only the JSON array of calls; the prose goes to stderr
+        let summary = session.generate(&opts, &mut |_tok: u32, _piece: &str| Control::Continue)?;
+        let reply = cera::tools::parse_reply(t.format, &summary.text)
+            .with_context(|| format!("reading the tool calls in the reply {:?}", summary.text))?;
+        if !reply.content.is_empty() {
+            eprintln!("{}", reply.content);
+        }
+        println!("{}", reply.calls_json());
+        print_summary(&summary, a.model.verbose);
         return Ok(());
     }
     let mut out = std::io::stdout().lock();

@@ -49,6 +49,15 @@ pub(crate) struct EngineInner {
     pub(crate) tokenizer: Tokenizer,
     pub(crate) cpu: Cpu,
     pub(crate) n_ctx_train: usize,
+    /// The vocabulary as a prefix tree for grammar masks, built on first use.
+    pub(crate) token_trie: std::sync::OnceLock<crate::grammar::TokenTrie>,
+}
+
+impl EngineInner {
+    pub(crate) fn token_trie(&self) -> &crate::grammar::TokenTrie {
+        self.token_trie
+            .get_or_init(|| crate::grammar::TokenTrie::new(&self.tokenizer))
+    }
 }
 
 /// A loaded model. Cheap to clone; clones share everything.
@@ -87,6 +96,7 @@ impl Engine {
                 tokenizer,
                 cpu: Cpu::new(n_threads),
                 n_ctx_train,
+                token_trie: std::sync::OnceLock::new(),
             }),
         })
     }

@@ -74,6 +74,14 @@ pub enum Error {
     #[error("cancelled")]
     Cancelled,
 
+    // ---- structured output ----
+    #[error("grammar: {0}")]
+    Grammar(String),
+    #[error("JSON schema: {0}")]
+    JsonSchema(String),
+    #[error("tool calls: {0}")]
+    Tools(String),
+
     // ---- quantization ----
     #[error("{op} is not implemented for tensor type {ty}")]
     QuantUnsupported { ty: GgmlType, op: &'static str },

@@ -4,8 +4,9 @@
 //! every ggml tensor type, [`kernels`] holds the SIMD dot products behind one runtime-chosen
 //! table, [`backend`] the ops models are written against, [`models`] the architectures,
 //! [`tokenizer`] and [`chat`] turn text into tokens and conversations into prompts, [`sample`]
-//! picks tokens, and [`engine`] / [`session`] tie it together. [`fetch`] brings models into the
-//! local cache.
+//! picks tokens ([`grammar`] constrains it to GBNF grammars and JSON Schemas; [`tools`] renders
+//! tool definitions and reads tool calls back), and [`engine`] / [`session`] tie it together.
+//! [`fetch`] brings models into the local cache.
 //! every ggml tensor type, [`tokenizer`] turns text into token ids and back, and [`fetch`] brings
 //! models into the local cache.
 
@@ -15,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod fetch;
 pub mod gguf;
+pub mod grammar;
 pub mod kernels;
 pub mod keys;
 pub mod models;
@@ -23,5 +25,6 @@ pub mod runtime;
 pub mod sample;
 pub mod session;
 pub mod tokenizer;
+pub mod tools;
 
 pub use error::{Error, Result};

@@ -24,6 +24,8 @@ pub enum FinishReason {
     Cancelled,
     /// The context is full.
     ContextFull,
+    /// The grammar allows no token here (see [`GenerateOptions::grammar`]).
+    GrammarDeadEnd,
 }
 
 impl FinishReason {
@@ -34,6 +36,7 @@ impl FinishReason {
             FinishReason::Stop => "stop",
             FinishReason::Cancelled => "cancelled",
             FinishReason::ContextFull => "context_full",
+            FinishReason::GrammarDeadEnd => "grammar",
         }
     }
 }
@@ -48,6 +51,8 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// Keep going past end-of-generation tokens.
     pub ignore_eog: bool,
+    /// Constrain the output to a grammar (from its start, or lazily from a trigger).
+    pub grammar: Option<crate::grammar::GrammarConstraint>,
 }
 
 /// What a sink tells the generator after each piece.
@@ -82,6 +87,10 @@ pub struct Summary {
     /// The generated text (stop string excluded).
     pub text: String,
     pub tokens: Vec<u32>,
+    /// Steps where the grammar rejected the sampled token and the full mask was applied.
+    pub grammar_masked: usize,
+    /// Time the grammar took (checks, masks, redraws, state updates), part of `decode`.
+    pub grammar_time: Duration,
 }
 
 impl Summary {
@@ -250,6 +259,10 @@ impl Session {
         let tok = &engine.tokenizer;
         let mut decoder = tok.stream_decoder();
         let mut stops = StopMatcher::new(&opts.stop);
+        let mut constraint = opts
+            .grammar
+            .as_ref()
+            .map(|g| crate::grammar::Constraint::new(g, engine.token_trie(), tok));
         let mut summary = Summary {
             prompt_tokens: std::mem::take(&mut self.pending_prompt),
             generated_tokens: 0,
@@ -258,6 +271,8 @@ impl Session {
             finish: FinishReason::Length,
             text: String::new(),
             tokens: Vec::new(),
+            grammar_masked: 0,
+            grammar_time: Duration::ZERO,
         };
         self.cancel.store(false, Ordering::Release);
         let t0 = Instant::now();
@@ -270,11 +285,29 @@ impl Session {
                 summary.finish = FinishReason::Cancelled;
                 break;
             }
-            let next = sampler.sample(&mut self.logits);
+            let next = match &mut constraint {
+                None => sampler.sample(&mut self.logits),
+                Some(c) => match c.sample(&mut sampler, &mut self.logits) {
+                    Some(t) => t,
+                    None => {
+                        summary.finish = FinishReason::GrammarDeadEnd;
+                        break;
+                    }
+                },
+            };
+            if let Some(c) = &mut constraint
+                && !c.accept(next)
+            {
+                summary.finish = FinishReason::GrammarDeadEnd;
+                break;
+            }
             sampler.accept(next);
             summary.generated_tokens += 1;
             summary.tokens.push(next);
-            if tok.is_eog(next) && !opts.ignore_eog {
+            // with a finished grammar only EOG can follow: stop even when ignoring EOG
+            if tok.is_eog(next)
+                && (!opts.ignore_eog || constraint.as_ref().is_some_and(|c| c.is_finished()))
+            {
                 summary.finish = FinishReason::Eog;
                 break;
             }
@@ -316,6 +349,10 @@ impl Session {
         // an EOG token or the token that completed a stop string was sampled but not fed; keep
         // the context consistent: the logits still belong to the last fed token
         summary.decode = t0.elapsed();
+        if let Some(c) = constraint {
+            summary.grammar_masked = c.n_masked;
+            summary.grammar_time = c.time;
+        }
         Ok(summary)
     }
 }

@@ -1,0 +1,196 @@
+//! A grammar applied to sampling, step by step.
+//!
+//! Each step samples as usual first and checks only that token against the grammar (a few
+//! bytes through the matcher). Only when the grammar rejects it is the full mask computed (one
+//! trie walk, cached per grammar state), the logits restored, the rejected tokens set to −∞
+//! and the sampler run again. End-of-generation tokens are allowed only where the grammar can
+//! be complete. Lazy grammars watch the output for a trigger and start at it.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::{Grammar, GrammarConstraint, GrammarState, TokenTrie, Trigger};
+use crate::sample::Sampler;
+use crate::tokenizer::Tokenizer;
+
+/// Masks kept per generation at most (each is `n_vocab / 8` bytes).
+const MASK_CACHE: usize = 512;
+
+pub(crate) struct Constraint<'a> {
+    grammar: &'a Grammar,
+    triggers: &'a [Trigger],
+    trie: &'a TokenTrie,
+    tok: &'a Tokenizer,
+    /// `None` while a lazy grammar waits for its trigger.
+    state: Option<GrammarState>,
+    /// Output bytes so far while waiting for a trigger word.
+    waiting: Vec<u8>,
+    saved: Vec<f32>,
+    cache: HashMap<GrammarState, Rc<Vec<u64>>>,
+    /// How many steps needed the full mask (for diagnostics and benchmarks).
+    pub(crate) n_masked: usize,
+    /// Time spent on the grammar: checks, masks, the second draw, advancing the state.
+    pub(crate) time: Duration,
+}
+
+impl<'a> Constraint<'a> {
+    pub(crate) fn new(c: &'a GrammarConstraint, trie: &'a TokenTrie, tok: &'a Tokenizer) -> Self {
+        let state = c.triggers.is_empty().then(|| c.grammar.initial_state());
+        Constraint {
+            grammar: &c.grammar,
+            triggers: &c.triggers,
+            trie,
+            tok,
+            state,
+            waiting: Vec::new(),
+            saved: Vec::new(),
+            cache: HashMap::new(),
+            n_masked: 0,
+            time: Duration::ZERO,
+        }
+    }
+
+    /// The grammar is active and complete, and nothing more can follow.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.state.as_ref().is_some_and(GrammarState::is_finished)
+    }
+
+    fn allows(&self, st: &GrammarState, t: u32) -> bool {
+        if self.tok.is_eog(t) {
+            return st.is_complete();
+        }
+        let bytes = self.tok.token_bytes(t);
+        !bytes.is_empty() && st.advance_bytes(self.grammar, bytes).is_some()
+    }
+
+    /// Picks the next token; `None` when the grammar allows no token at all (a dead end).
+    pub(crate) fn sample(&mut self, sampler: &mut Sampler, logits: &mut [f32]) -> Option<u32> {
+        if self.state.is_none() {
+            return Some(sampler.sample(logits));
+        }
+        let t0 = Instant::now();
+        self.saved.clear();
+        self.saved.extend_from_slice(logits);
+        let copy = t0.elapsed();
+        // the draw itself is what unconstrained sampling costs too: not counted
+        let t = sampler.sample(logits);
+        let t1 = Instant::now();
+        let r = self.check_or_resample(t, sampler, logits);
+        self.time += copy + t1.elapsed();
+        r
+    }
+
+    fn check_or_resample(
+        &mut self,
+        t: u32,
+        sampler: &mut Sampler,
+        logits: &mut [f32],
+    ) -> Option<u32> {
+        let st = self.state.as_ref()?;
+        if self.allows(st, t) {
+            return Some(t);
+        }
+        self.n_masked += 1;
+        let mask = match self.cache.get(st) {
+            Some(m) => Rc::clone(m),
+            None => {
+                let mut m = vec![0u64; logits.len().div_ceil(64)];
+                self.trie.mask(self.grammar, st, &mut m);
+                let m = Rc::new(m);
+                if self.cache.len() >= MASK_CACHE {
+                    self.cache.clear();
+                }
+                self.cache.insert(st.clone(), Rc::clone(&m));
+                m
+            }
+        };
+        let eog_ok = st.is_complete();
+        logits.copy_from_slice(&self.saved);
+        let mut any = false;
+        for (i, l) in logits.iter_mut().enumerate() {
+            let allowed = if mask[i >> 6] >> (i & 63) & 1 != 0 {
+                true
+            } else {
+                eog_ok && self.tok.is_eog(i as u32)
+            };
+            if allowed {
+                any |= *l > f32::NEG_INFINITY;
+            } else {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        if !any {
+            return None;
+        }
+        let t = sampler.sample(logits);
+        self.allows(st, t).then_some(t)
+    }
+
+    /// Feeds the chosen token; `false` when the grammar cannot continue with it.
+    pub(crate) fn accept(&mut self, t: u32) -> bool {
+        let t0 = Instant::now();
+        let r = self.accept_inner(t);
+        self.time += t0.elapsed();
+        r
+    }
+
+    fn accept_inner(&mut self, t: u32) -> bool {
+        let bytes = self.tok.token_bytes(t);
+        if let Some(st) = &self.state {
+            if self.tok.is_eog(t) {
+                return st.is_complete();
+            }
+            return match st.advance_bytes(self.grammar, bytes) {
+                Some(n) => {
+                    self.state = Some(n);
+                    true
+                }
+                None => false,
+            };
+        }
+        // waiting for a trigger
+        let start = self.waiting.len();
+        self.waiting.extend_from_slice(bytes);
+        let mut from: Option<usize> = None;
+        for tr in self.triggers {
+            match tr {
+                Trigger::Token(id) if *id == t => from = Some(from.map_or(start, |f| f.min(start))),
+                Trigger::Word(w) if !w.is_empty() => {
+                    // only occurrences that end in this token's bytes are new
+                    let lo = start.saturating_sub(w.len() - 1);
+                    if let Some(i) = find(&self.waiting[lo..], w.as_bytes()) {
+                        let at = lo + i;
+                        from = Some(from.map_or(at, |f| f.min(at)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(at) = from else {
+            if self.waiting.len() > 4096 {
+                let cut = self.waiting.len() - 1024;
+                self.waiting.drain(..cut);
+            }
+            return true;
+        };
+        match self
+            .grammar
+            .initial_state()
+            .advance_bytes(self.grammar, &self.waiting[at..])
+        {
+            Some(st) => {
+                self.state = Some(st);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
