@@ -10,6 +10,11 @@ from dump_ref.cpp) and stores under crates/cera/tests/fixtures/arch/<model>/:
   <i>.json      prompt tokens (llama.cpp's tokenization), 32 greedy steps (token + top-2 logits)
   <i>.logits    last-position logits after the prompt (f32 LE)
 
+The LFM2 family (models named lfm2*) follows its issue's plan instead: the 12 prompts of
+prompts_lfm2.json (4 for the LFM2-350M shapes, whose runs are long), 64 greedy steps, and
+last-position logits kept for the first 4 prompts only (the vocabulary makes each file 196 KB;
+the greedy steps still compare the winning logit at every step).
+
 usage: scripts/gen-arch-fixtures.py [MODEL...]      (default: every model)
 Needs llama.cpp built by ../shared/tools/build-llama-cpp.sh (not needed by CI).
 """
@@ -25,6 +30,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
 FIX = os.path.join(ROOT, "crates", "cera", "tests", "fixtures", "arch")
 N_STEPS = 32
+
+
+def plan(name: str) -> tuple:
+    """(prompts file, prompts used, greedy steps, prompts whose logits are kept) for a model."""
+    if name.startswith("lfm2"):
+        n = 4 if "350m" in name else 12
+        return "prompts_lfm2.json", n, 64, 4
+    return "prompts.json", None, N_STEPS, None
 
 
 def build_dumper() -> str:
@@ -54,7 +67,6 @@ def make_models(out_dir: str, names: list) -> dict:
 def main() -> None:
     names = sys.argv[1:]
     exe = build_dumper()
-    prompts = json.load(open(os.path.join(FIX, "prompts.json")))
     tmp = tempfile.mkdtemp(prefix="cera-arch-")
     try:
         shas = make_models(tmp, names)
@@ -62,6 +74,8 @@ def main() -> None:
             path = os.path.join(tmp, f"{name}.gguf")
             with open(path, "rb") as f:
                 assert hashlib.sha256(f.read()).hexdigest() == sha, name
+            pfile, n_prompts, n_steps, n_logits = plan(name)
+            prompts = json.load(open(os.path.join(FIX, pfile)))[:n_prompts]
             out_dir = os.path.join(FIX, name)
             shutil.rmtree(out_dir, ignore_errors=True)
             os.makedirs(out_dir)
@@ -71,12 +85,14 @@ def main() -> None:
                     f.write(p.encode("utf-8"))
                 log = os.path.join(tmp, f"{name}.{i}.log")
                 with open(log, "w") as lf:
-                    rc = subprocess.call([exe, path, pf, str(N_STEPS), os.path.join(out_dir, str(i))], stderr=lf)
+                    rc = subprocess.call([exe, path, pf, str(n_steps), os.path.join(out_dir, str(i))], stderr=lf)
                 if rc != 0:
                     sys.stderr.write(open(log).read()[-3000:])
                     raise SystemExit(f"{name}: llama.cpp failed on prompt {i}")
+                if n_logits is not None and i >= n_logits:
+                    os.remove(os.path.join(out_dir, f"{i}.logits"))
             with open(os.path.join(out_dir, "model.json"), "w") as f:
-                json.dump({"sha256": sha, "n_prompts": len(prompts), "n_steps": N_STEPS}, f, indent=1)
+                json.dump({"sha256": sha, "n_prompts": len(prompts), "n_steps": n_steps}, f, indent=1)
                 f.write("\n")
             print(f"{name}: done")
     finally:

@@ -1,6 +1,7 @@
 //! Architecture parity with llama.cpp on tiny random-weight models (one or more per architecture:
 //! llama incl. Llama 3 `rope_freqs`, qwen2, qwen3, granite, gemma2, gemma3, phi3, olmo2; F32,
-//! Q8_0 and mixed Q4_0/Q4_K weights).
+//! Q8_0 and mixed Q4_0/Q4_K weights), and the LFM2 family: lfm2 and lfm2moe, tiny and at the
+//! LFM2-350M shape, F32/Q8_0/Q4_0/Q4_K, 12 prompts (4 at 350M) and 64 greedy steps each.
 //!
 //! The models are rebuilt here by the same generator that made the fixtures
 //! (`tests/common/arch_models.rs`, with the SmolLM2 tokenizer fetched through the project's
@@ -8,7 +9,8 @@
 //! silently compared against stale references. Fixtures: `scripts/gen-arch-fixtures.py`
 //! (llama.cpp's tokens, last-position logits and 32 greedy steps with top-2 logits per prompt).
 //!
-//! Checks per model and prompt: the last-position logits (same top-1, max|Δ| / std < 2e-2), the
+//! Checks per model and prompt: the last-position logits (max|Δ| / std < 2e-2; LFM2 fixtures keep
+//! them for the first 4 prompts), the
 //! greedy continuation (equal tokens; a divergence is allowed only where llama.cpp's top-2 logits
 //! are within 1e-3, after which the sequences are no longer comparable), and per model that one
 //! batched prefill gives the same logits as feeding the tokens one at a time.
@@ -109,7 +111,8 @@ fn check(name: &str) {
     let mut worst = 0f32;
     for i in 0..n_prompts {
         let fx = read_json(dir.join(format!("{i}.json")));
-        let want = read_f32(dir.join(format!("{i}.logits")));
+        let logits_file = dir.join(format!("{i}.logits"));
+        let want = logits_file.exists().then(|| read_f32(logits_file));
         let prompt: Vec<u32> = fx["prompt_tokens"]
             .as_array()
             .unwrap()
@@ -121,14 +124,16 @@ fn check(name: &str) {
         model
             .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
             .unwrap();
-        let sd = std_dev(&want);
-        assert!(sd > 0.1, "{name} prompt {i}: degenerate reference logits");
-        let rel = max_abs_diff(&logits, &want) / sd;
-        worst = worst.max(rel);
-        assert!(
-            rel < LOGIT_TOL,
-            "{name} prompt {i}: last-position logits max|Δ|/std = {rel:.2e}"
-        );
+        let sd = std_dev(want.as_deref().unwrap_or(&logits));
+        assert!(sd > 0.1, "{name} prompt {i}: degenerate logits");
+        if let Some(want) = &want {
+            let rel = max_abs_diff(&logits, want) / sd;
+            worst = worst.max(rel);
+            assert!(
+                rel < LOGIT_TOL,
+                "{name} prompt {i}: last-position logits max|Δ|/std = {rel:.2e}"
+            );
+        }
 
         // greedy: compare each step; feed the (common) token
         let mut pos = prompt.len();
@@ -237,7 +242,8 @@ fn unsupported_architecture_fails_at_load_with_its_name() {
     let msg = err.to_string();
     assert!(msg.contains("bloom"), "{msg}");
     for arch in [
-        "llama", "qwen2", "qwen3", "granite", "gemma2", "gemma3", "phi3", "olmo2",
+        "llama", "qwen2", "qwen3", "granite", "gemma2", "gemma3", "phi3", "olmo2", "lfm2",
+        "lfm2moe",
     ] {
         assert!(msg.contains(arch), "{msg}");
     }
@@ -282,4 +288,16 @@ parity!(
     phi3_q8_0,
     olmo2_f32,
     olmo2_q8_0,
+    lfm2_f32,
+    lfm2_swa_f32,
+    lfm2_q8_0,
+    lfm2_q4_0,
+    lfm2_q4_k,
+    lfm2_350m_q8_0,
+    lfm2_350m_q4_0,
+    lfm2_350m_q4_k,
+    lfm2moe_f32,
+    lfm2moe_q8_0,
+    lfm2moe_q4_0,
+    lfm2moe_q4_k,
 );
