@@ -106,6 +106,11 @@ fn check(name: &str) {
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let cpu = Cpu::new(2);
     let n_prompts = meta["n_prompts"].as_u64().unwrap() as usize;
+    // the KV cache type the reference used (f32 for models with expert routing)
+    let kv_type = match meta["kv"].as_str() {
+        Some("f32") => KvType::F32,
+        _ => KvType::F16,
+    };
     let mut logits = Vec::new();
     let mut report = Vec::new();
     let mut worst = 0f32;
@@ -120,7 +125,7 @@ fn check(name: &str) {
             .map(|t| t.as_u64().unwrap() as u32)
             .collect();
         let steps = steps(&fx);
-        let mut st = model.new_state(prompt.len() + steps.len() + 8, KvType::F16);
+        let mut st = model.new_state(prompt.len() + steps.len() + 8, kv_type);
         model
             .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
             .unwrap();
@@ -301,3 +306,177 @@ parity!(
     lfm2moe_q4_0,
     lfm2moe_q4_k,
 );
+
+/// The LFM2 family's own checks, beyond parity.
+mod lfm2 {
+    use super::*;
+    use cera::engine::{Engine, EngineOptions, SessionOptions};
+    use cera::gguf::{GgufWriter, Value};
+    use cera::models::common::moe::Dispatch;
+
+    fn load(bytes: Vec<u8>) -> cera::Result<Model> {
+        Model::load(Arc::new(GgufFile::from_bytes(bytes)?))
+    }
+
+    fn bytes(name: &str) -> Vec<u8> {
+        arch_models::build(&arch_models::variant(name), tokenizer())
+    }
+
+    /// The same file with metadata key `key` replaced.
+    fn with_key(bytes: Vec<u8>, key: &str, value: Value) -> Vec<u8> {
+        let g = GgufFile::from_bytes(bytes).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, v) in &g.metadata {
+            w.set(k.clone(), if k == key { value.clone() } else { v.clone() });
+        }
+        for t in &g.tensors {
+            w.add_tensor_raw(&t.name, t.ty, &t.shape, g.tensor_data(t).to_vec())
+                .unwrap();
+        }
+        w.to_bytes().unwrap()
+    }
+
+    /// A prompt of `n` tokens from the middle of the vocabulary.
+    fn prompt(n: usize) -> Vec<u32> {
+        (0..n as u32).map(|i| 1000 + i * 37 % 5000).collect()
+    }
+
+    #[test]
+    fn layer_types_must_agree_with_tensors() {
+        // layer 0 is a convolution layer: calling it an attention layer must fail at load
+        let kv: Vec<u32> = vec![2, 0, 2, 0, 2, 0];
+        let err = load(with_key(
+            bytes("lfm2_f32"),
+            "lfm2.attention.head_count_kv",
+            Value::from(kv),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("blk.0") && err.contains("convolution tensors"),
+            "{err}"
+        );
+        // and the reverse: layer 2 (attention) marked as a convolution layer
+        let kv: Vec<u32> = vec![0, 0, 0, 0, 2, 0];
+        let err = load(with_key(
+            bytes("lfm2_f32"),
+            "lfm2.attention.head_count_kv",
+            Value::from(kv),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("blk.2") && err.contains("attention tensors"),
+            "{err}"
+        );
+        // a missing kernel length is an error naming the key
+        let g = GgufFile::from_bytes(bytes("lfm2_f32")).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, v) in g
+            .metadata
+            .iter()
+            .filter(|(k, _)| k != "lfm2.shortconv.l_cache")
+        {
+            w.set(k.clone(), v.clone());
+        }
+        for t in &g.tensors {
+            w.add_tensor_raw(&t.name, t.ty, &t.shape, g.tensor_data(t).to_vec())
+                .unwrap();
+        }
+        let err = load(w.to_bytes().unwrap()).unwrap_err().to_string();
+        assert!(err.contains("shortconv.l_cache"), "{err}");
+    }
+
+    /// Grouping a batch's tokens by expert changes only the order of work, not the result.
+    #[test]
+    fn grouped_expert_dispatch_equals_per_token() {
+        for name in ["lfm2moe_f32", "lfm2moe_q4_0"] {
+            let mut model = load(bytes(name)).unwrap();
+            let cpu = Cpu::new(2);
+            let toks = prompt(40);
+            let mut run = |model: &Model| {
+                let mut st = model.new_state(64, KvType::F16);
+                let mut out = Vec::new();
+                model
+                    .forward(&cpu, &mut st, &toks, 0, true, &mut out)
+                    .unwrap();
+                out
+            };
+            let set = |model: &mut Model, d: Dispatch| match model {
+                Model::Lfm2(m) => m.dispatch = d,
+                _ => unreachable!(),
+            };
+            set(&mut model, Dispatch::Grouped);
+            let grouped = run(&model);
+            set(&mut model, Dispatch::PerToken);
+            let per_token = run(&model);
+            let rel = max_abs_diff(&grouped, &per_token) / std_dev(&grouped);
+            assert!(
+                rel < 1e-5,
+                "{name}: grouped vs per-token differ by {rel:.2e} std"
+            );
+        }
+    }
+
+    /// The convolution state cannot rewind: a forward pass that does not continue it fails
+    /// instead of computing something else.
+    #[test]
+    fn convolution_state_refuses_a_gap() {
+        let model = load(bytes("lfm2_f32")).unwrap();
+        let cpu = Cpu::new(2);
+        let mut st = model.new_state(32, KvType::F16);
+        let mut out = Vec::new();
+        model
+            .forward(&cpu, &mut st, &prompt(5), 0, false, &mut out)
+            .unwrap();
+        let err = model
+            .forward(&cpu, &mut st, &[7], 3, false, &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("convolution state"), "{err}");
+        // past the context: an error, not a panic
+        assert!(
+            model
+                .forward(&cpu, &mut st, &prompt(40), 5, false, &mut out)
+                .is_err()
+        );
+    }
+
+    /// Session truncate / reset on a model with convolution state give what a fresh session
+    /// gives for the same tokens (truncate re-prefills the kept tokens).
+    #[test]
+    fn session_truncate_and_reset_with_convolution_state() {
+        let dir = std::env::temp_dir().join(format!("cera-lfm2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lfm2_f32.gguf");
+        std::fs::write(&path, bytes("lfm2_f32")).unwrap();
+        let eng = Engine::load(&path, EngineOptions::default()).unwrap();
+        let (a, b) = (prompt(12), prompt(20)[12..].to_vec());
+        let mut opts = SessionOptions::default();
+        opts.n_ubatch = 5;
+        let fresh = |toks: &[u32]| {
+            let mut s = eng.session(opts.clone());
+            s.append_tokens(toks).unwrap();
+            s.logits().to_vec()
+        };
+        let mut s = eng.session(opts.clone());
+        s.append_tokens(&a).unwrap();
+        s.truncate(7);
+        s.append_tokens(&b).unwrap();
+        let mut want_toks = a[..7].to_vec();
+        want_toks.extend_from_slice(&b);
+        assert_eq!(s.tokens(), want_toks.as_slice());
+        let want = fresh(&want_toks);
+        assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
+        // truncate, then append nothing: the logits of the last kept token
+        s.truncate(7);
+        s.append_tokens(&[]).unwrap();
+        let want = fresh(&a[..7]);
+        assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
+        s.reset();
+        s.append_tokens(&b).unwrap();
+        let want = fresh(&b);
+        assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

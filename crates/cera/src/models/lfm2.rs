@@ -19,9 +19,9 @@
 
 use std::sync::Arc;
 
+use super::common::BaseHparams;
 use super::common::moe::{self, Dispatch, Gating, MoeScratch, MoeWeights};
 use super::common::shortconv::{ConvState, causal_conv};
-use super::common::BaseHparams;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
@@ -80,7 +80,11 @@ pub enum Mixer {
 
 pub enum Ffn {
     /// `[n_embd, n_ff]`, `[n_embd, n_ff]`, `[n_ff, n_embd]`
-    Dense { gate: Weight, up: Weight, down: Weight },
+    Dense {
+        gate: Weight,
+        up: Weight,
+        down: Weight,
+    },
     Moe(MoeWeights),
 }
 

@@ -146,6 +146,7 @@ pub fn lfm2_variants() -> Vec<Variant> {
         Moe(32, 4, 64, 2),
         RopeBase(1000000.0),
     ];
+    const MOE_8: &[Feature] = &[Lfm2(&[2, 5], 3), Moe(32, 4, 64, 2), RopeBase(1000000.0)];
     const MOE_256: &[Feature] = &[Lfm2(&[2, 5], 3), Moe(32, 4, 256, 2), RopeBase(1000000.0)];
     vec![
         lfm2("lfm2_f32", "lfm2", 6, 64, (4, 2), 128, TINY),
@@ -153,13 +154,45 @@ pub fn lfm2_variants() -> Vec<Variant> {
         q8(lfm2("lfm2_q8_0", "lfm2", 6, 64, (4, 2), 128, TINY)),
         q4(lfm2("lfm2_q4_0", "lfm2", 6, 64, (4, 2), 128, TINY)),
         q4k(lfm2("lfm2_q4_k", "lfm2", 6, 256, (4, 2), 512, TINY)),
-        q8(lfm2("lfm2_350m_q8_0", "lfm2", 16, 1024, (16, 8), 4608, L350M)),
-        q4(lfm2("lfm2_350m_q4_0", "lfm2", 16, 1024, (16, 8), 4608, L350M)),
-        q4k(lfm2("lfm2_350m_q4_k", "lfm2", 16, 1024, (16, 8), 4608, L350M)),
+        q8(lfm2(
+            "lfm2_350m_q8_0",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+        q4(lfm2(
+            "lfm2_350m_q4_0",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+        q4k(lfm2(
+            "lfm2_350m_q4_k",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
         lfm2("lfm2moe_f32", "lfm2moe", 24, 64, (4, 1), 128, MOE),
-        q8(lfm2("lfm2moe_q8_0", "lfm2moe", 24, 64, (4, 1), 128, MOE)),
-        q4(lfm2("lfm2moe_q4_0", "lfm2moe", 24, 64, (4, 1), 128, MOE)),
-        q4k(lfm2("lfm2moe_q4_k", "lfm2moe", 8, 256, (4, 1), 512, MOE_256)),
+        q8(lfm2("lfm2moe_q8_0", "lfm2moe", 8, 64, (4, 1), 128, MOE_8)),
+        q4(lfm2("lfm2moe_q4_0", "lfm2moe", 8, 64, (4, 1), 128, MOE_8)),
+        q4k(lfm2(
+            "lfm2moe_q4_k",
+            "lfm2moe",
+            8,
+            256,
+            (4, 1),
+            512,
+            MOE_256,
+        )),
     ]
 }
 
@@ -344,9 +377,43 @@ pub fn variants() -> Vec<Variant> {
     .collect()
 }
 
+/// Models for benchmarks only (no fixtures): the LFM2-350M shape with every matrix in Q4_0
+/// (the tied embedding too, as in a real Q4_0 file), and a wide lfm2moe (LFM2-8B-A1B's 32
+/// experts, top 4, expert FFN 896) where grouped expert dispatch has something to show.
+pub fn bench_variants() -> Vec<Variant> {
+    const L350M: &[Feature] = &[Lfm2(LFM2_350M_ATTN, 3), RopeBase(1000000.0)];
+    const MOE: &[Feature] = &[Lfm2(&[2, 5], 3), Moe(32, 4, 896, 2), RopeBase(1000000.0)];
+    let all_q4 = |mut x: Variant| {
+        x = quant(x, Q4_0, Q4_0);
+        x.embd_ty = Q4_0;
+        x
+    };
+    vec![
+        all_q4(lfm2(
+            "lfm2_350m_bench_q4_0",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+        all_q4(lfm2(
+            "lfm2moe_bench_q4_0",
+            "lfm2moe",
+            6,
+            1024,
+            (16, 4),
+            4608,
+            MOE,
+        )),
+    ]
+}
+
 pub fn variant(name: &str) -> Variant {
     variants()
         .into_iter()
+        .chain(bench_variants())
         .find(|v| v.name == name)
         .unwrap_or_else(|| panic!("no test model {name}"))
 }
@@ -469,7 +536,13 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
         Some(attn) => b.set(
             "attention.head_count_kv",
             (0..v.n_layer)
-                .map(|il| if attn.contains(&il) { v.n_head_kv as u32 } else { 0 })
+                .map(|il| {
+                    if attn.contains(&il) {
+                        v.n_head_kv as u32
+                    } else {
+                        0
+                    }
+                })
                 .collect::<Vec<u32>>(),
         ),
         None => b.set("attention.head_count_kv", v.n_head_kv as u32),
@@ -702,7 +775,14 @@ fn lfm2_layers(b: &mut Builder, attn: &[usize]) {
                 b.vector(&t("exp_probs_b.bias"), ne, 0.0, 0.1);
                 b.stacked(&t("ffn_gate_exps.weight"), v.ty, d, ff, ne, 1.0);
                 b.stacked(&t("ffn_up_exps.weight"), v.ty, d, ff, ne, 1.0);
-                b.stacked(&t("ffn_down_exps.weight"), v.ffn_down_ty, ff, d, ne, 1.6 * bs);
+                b.stacked(
+                    &t("ffn_down_exps.weight"),
+                    v.ffn_down_ty,
+                    ff,
+                    d,
+                    ne,
+                    1.6 * bs,
+                );
             }
             _ => {
                 b.matrix(&t("ffn_gate.weight"), v.ty, d, v.n_ff, 1.0);

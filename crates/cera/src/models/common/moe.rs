@@ -82,12 +82,14 @@ pub struct MoeScratch {
     logits: Vec<f32>,
     /// per token: n_used (expert, weight)
     chosen: Vec<(usize, f32)>,
-    /// per expert: (token, weight) of the tokens routed to it
-    groups: Vec<Vec<(usize, f32)>>,
+    /// per expert: the (token * n_used + slot) entries routed to it
+    groups: Vec<Vec<usize>>,
     xg: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
     y: Vec<f32>,
+    /// per (token, slot): that expert's weighted output, summed in slot order at the end
+    slots: Vec<f32>,
     acts: QuantizedActs,
 }
 
@@ -105,17 +107,18 @@ pub fn moe_ffn(
     let ne = w.n_expert();
     let ff = w.n_ff();
     route(cpu, w, h, n, sc)?;
-    out[..n * d].fill(0.0);
     let k = w.n_used;
+    sc.slots.resize(n * k * d, 0.0);
     match dispatch {
         Dispatch::Grouped => {
             sc.groups.resize_with(ne, Vec::new);
             for g in &mut sc.groups {
                 g.clear();
             }
+            // a group entry is the (token, slot) pair; its weight is in `chosen`
             for t in 0..n {
-                for &(e, wt) in &sc.chosen[t * k..(t + 1) * k] {
-                    sc.groups[e].push((t, wt));
+                for (j, &(e, _)) in sc.chosen[t * k..(t + 1) * k].iter().enumerate() {
+                    sc.groups[e].push(t * k + j);
                 }
             }
             for e in 0..ne {
@@ -124,51 +127,81 @@ pub fn moe_ffn(
                     continue;
                 }
                 sc.xg.resize(m * d, 0.0);
-                for (i, &(t, _)) in sc.groups[e].iter().enumerate() {
+                for (i, &slot) in sc.groups[e].iter().enumerate() {
+                    let t = slot / k;
                     sc.xg[i * d..(i + 1) * d].copy_from_slice(&h[t * d..(t + 1) * d]);
                 }
                 expert(cpu, w, e, m, ff, sc)?;
-                for (i, &(t, wt)) in sc.groups[e].iter().enumerate() {
-                    axpy(&mut out[t * d..(t + 1) * d], wt, &sc.y[i * d..(i + 1) * d]);
+                for (i, &slot) in sc.groups[e].iter().enumerate() {
+                    let wt = sc.chosen[slot].1;
+                    scaled(
+                        &mut sc.slots[slot * d..(slot + 1) * d],
+                        wt,
+                        &sc.y[i * d..(i + 1) * d],
+                    );
                 }
             }
         }
         Dispatch::PerToken => {
-            for t in 0..n {
-                for j in 0..k {
-                    let (e, wt) = sc.chosen[t * k + j];
-                    sc.xg.resize(d, 0.0);
-                    sc.xg.copy_from_slice(&h[t * d..(t + 1) * d]);
-                    expert(cpu, w, e, 1, ff, sc)?;
-                    axpy(&mut out[t * d..(t + 1) * d], wt, &sc.y[..d]);
-                }
+            for slot in 0..n * k {
+                let (e, wt) = sc.chosen[slot];
+                let t = slot / k;
+                sc.xg.resize(d, 0.0);
+                sc.xg.copy_from_slice(&h[t * d..(t + 1) * d]);
+                expert(cpu, w, e, 1, ff, sc)?;
+                scaled(&mut sc.slots[slot * d..(slot + 1) * d], wt, &sc.y[..d]);
             }
+        }
+    }
+    // sum each token's experts in slot order (best first), as llama.cpp does, so both
+    // dispatches give the same bits
+    for t in 0..n {
+        let o = &mut out[t * d..(t + 1) * d];
+        o.copy_from_slice(&sc.slots[t * k * d..(t * k + 1) * d]);
+        for j in 1..k {
+            backend::add_inplace(o, &sc.slots[(t * k + j) * d..(t * k + j + 1) * d]);
         }
     }
     Ok(())
 }
 
-/// `y = x + a * y`-style accumulation: `dst += a * src`.
-fn axpy(dst: &mut [f32], a: f32, src: &[f32]) {
+/// `dst = a * src`.
+fn scaled(dst: &mut [f32], a: f32, src: &[f32]) {
     for (o, &v) in dst.iter_mut().zip(src) {
-        *o += a * v;
+        *o = a * v;
     }
 }
 
 /// Expert `e` on the `m` rows of `sc.xg`, into `sc.y`.
-fn expert(cpu: &Cpu, w: &MoeWeights, e: usize, m: usize, ff: usize, sc: &mut MoeScratch) -> Result<()> {
+fn expert(
+    cpu: &Cpu,
+    w: &MoeWeights,
+    e: usize,
+    m: usize,
+    ff: usize,
+    sc: &mut MoeScratch,
+) -> Result<()> {
     let d = w.gate_inp.cols;
     sc.gate.resize(m * ff, 0.0);
     sc.up.resize(m * ff, 0.0);
     cpu.matmul_many(
-        &mut [(&w.gate[e], &mut sc.gate[..m * ff]), (&w.up[e], &mut sc.up[..m * ff])],
+        &mut [
+            (&w.gate[e], &mut sc.gate[..m * ff]),
+            (&w.up[e], &mut sc.up[..m * ff]),
+        ],
         &sc.xg[..m * d],
         m,
         &mut sc.acts,
     )?;
     backend::glu_inplace(&mut sc.gate[..m * ff], &sc.up[..m * ff], backend::silu);
     sc.y.resize(m * d, 0.0);
-    cpu.matmul(&w.down[e], &sc.gate[..m * ff], m, &mut sc.acts, &mut sc.y[..m * d])
+    cpu.matmul(
+        &w.down[e],
+        &sc.gate[..m * ff],
+        m,
+        &mut sc.acts,
+        &mut sc.y[..m * d],
+    )
 }
 
 /// Fills `sc.chosen` with each token's `n_used` (expert, weight), best first.

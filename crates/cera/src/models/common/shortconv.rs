@@ -101,8 +101,12 @@ mod tests {
     #[test]
     fn chunked_equals_stepwise_equals_definition() {
         let (d, l, n) = (5, 3, 7);
-        let x: Vec<f32> = (0..n * d).map(|i| ((i * 37 % 11) as f32 - 5.0) / 3.0).collect();
-        let kernel: Vec<f32> = (0..d * l).map(|i| ((i * 13 % 7) as f32 - 3.0) / 2.0).collect();
+        let x: Vec<f32> = (0..n * d)
+            .map(|i| ((i * 37 % 11) as f32 - 5.0) / 3.0)
+            .collect();
+        let kernel: Vec<f32> = (0..d * l)
+            .map(|i| ((i * 13 % 7) as f32 - 3.0) / 2.0)
+            .collect();
         let mut st = vec![0f32; (l - 1) * d];
         let mut all = vec![0f32; n * d];
         causal_conv(&x, d, &mut st, &kernel, &mut all);
