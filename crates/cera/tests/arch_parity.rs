@@ -29,6 +29,16 @@ mod arch_models;
 const LOGIT_TOL: f32 = 2e-2;
 const NEAR_TIE: f32 = 1e-3;
 const PREFILL_DECODE_TOL: f32 = 1e-3;
+/// Expert routing is discontinuous: where the last chosen expert and the best one left out
+/// score within this much, rounding-level differences between engines (or between our batched
+/// and one-token paths) can choose differently, after which outputs are no longer comparable.
+/// Such a prompt or step is reported and not compared further, like a greedy near-tie.
+const ROUTE_TIE: f32 = 1e-5;
+
+/// Whether the forward passes since the last call routed a token within `ROUTE_TIE`.
+fn routing_tie(st: &mut cera::models::ModelState) -> bool {
+    st.take_routing_margin().is_some_and(|g| g < ROUTE_TIE)
+}
 
 fn tokenizer() -> &'static GgufFile {
     static TOK: OnceLock<GgufFile> = OnceLock::new();
@@ -114,6 +124,7 @@ fn check(name: &str) {
     let mut logits = Vec::new();
     let mut report = Vec::new();
     let mut worst = 0f32;
+    let mut compared = 0;
     for i in 0..n_prompts {
         let fx = read_json(dir.join(format!("{i}.json")));
         let logits_file = dir.join(format!("{i}.logits"));
@@ -129,6 +140,11 @@ fn check(name: &str) {
         model
             .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
             .unwrap();
+        if routing_tie(&mut st) {
+            report.push("routing near-tie in the prompt".to_owned());
+            continue;
+        }
+        compared += 1;
         let sd = std_dev(want.as_deref().unwrap_or(&logits));
         assert!(sd > 0.1, "{name} prompt {i}: degenerate logits");
         if let Some(want) = &want {
@@ -165,7 +181,7 @@ fn check(name: &str) {
                     s.top1,
                     s.top2
                 );
-                diverged = Some(k);
+                diverged = Some((k, "near-tie"));
                 break;
             }
             matched += 1;
@@ -174,11 +190,15 @@ fn check(name: &str) {
                     .forward(&cpu, &mut st, &[ours], pos, false, &mut logits)
                     .unwrap();
                 pos += 1;
+                if routing_tie(&mut st) {
+                    diverged = Some((k + 1, "routing near-tie"));
+                    break;
+                }
             }
         }
         report.push(match diverged {
             None => format!("{matched}/{}", steps.len()),
-            Some(k) => format!("{matched}/{} (near-tie at {k})", steps.len()),
+            Some((k, why)) => format!("{matched}/{} ({why} at {k})", steps.len()),
         });
 
         if i == 1 {
@@ -188,6 +208,10 @@ fn check(name: &str) {
     println!(
         "{name:14} greedy {}  max|Δ|/std {worst:.2e}",
         report.join(", ")
+    );
+    assert!(
+        compared * 2 >= n_prompts,
+        "{name}: only {compared} of {n_prompts} prompts could be compared"
     );
 }
 
@@ -203,12 +227,20 @@ fn prefill_matches_decode(name: &str, model: &Model, cpu: &Cpu, prompt: &[u32], 
         .forward(cpu, &mut st, &toks, 0, true, &mut batch)
         .unwrap();
     assert_eq!(batch.len(), n * vocab);
+    if routing_tie(&mut st) {
+        println!("{name}: prefill vs decode not compared (routing near-tie)");
+        return;
+    }
     let mut st = model.new_state(n, KvType::F16);
     let mut one = Vec::new();
     for (p, &t) in toks.iter().enumerate() {
         model
             .forward(cpu, &mut st, &[t], p, false, &mut one)
             .unwrap();
+        if routing_tie(&mut st) {
+            println!("{name}: prefill vs decode compared up to position {p} (routing near-tie)");
+            return;
+        }
         let row = &batch[p * vocab..(p + 1) * vocab];
         let rel = max_abs_diff(row, &one) / std_dev(row);
         assert!(
@@ -394,7 +426,7 @@ mod lfm2 {
             let mut model = load(bytes(name)).unwrap();
             let cpu = Cpu::new(2);
             let toks = prompt(40);
-            let mut run = |model: &Model| {
+            let run = |model: &Model| {
                 let mut st = model.new_state(64, KvType::F16);
                 let mut out = Vec::new();
                 model

@@ -534,6 +534,11 @@ impl Lfm2 {
         }
     }
 
+    /// The smallest routing margin (see [`MoeScratch::take_min_gap`]) since the last call.
+    pub fn take_routing_margin(sc: &mut Scratch) -> Option<f32> {
+        sc.moe.take_min_gap()
+    }
+
     /// Convolution layers, attention layers, routed layers.
     pub fn layer_counts(&self) -> (usize, usize, usize) {
         let conv = self

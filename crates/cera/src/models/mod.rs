@@ -33,7 +33,14 @@ impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Model::Decoder(d) => write!(f, "Model::Decoder({} layers)", d.layers.len()),
-            Model::Lfm2(m) => write!(f, "Model::Lfm2({}, {} layers)", m.cfg.arch, m.layers.len()),
+            Model::Lfm2(m) => {
+                let (conv, attn, routed) = m.layer_counts();
+                write!(
+                    f,
+                    "Model::Lfm2({}: {conv} convolution, {attn} attention, {routed} routed)",
+                    m.cfg.arch
+                )
+            }
         }
     }
 }
@@ -52,6 +59,14 @@ impl ModelState {
     /// cannot be cut back to an earlier position: truncating needs a re-prefill.
     pub fn is_recurrent(&self) -> bool {
         !self.conv.is_empty()
+    }
+
+    /// For mixture-of-experts models: the smallest gap, since the last call, between the
+    /// selection score of the last expert chosen and the best one left out (None: no routing).
+    /// A tiny gap means rounding-level differences could have chosen other experts, which is
+    /// what comparisons against another engine need to know.
+    pub fn take_routing_margin(&mut self) -> Option<f32> {
+        lfm2::Lfm2::take_routing_margin(&mut self.lfm2_scratch)
     }
 
     /// Bytes of KV cache and recurrent state.

@@ -91,6 +91,16 @@ pub struct MoeScratch {
     /// per (token, slot): that expert's weighted output, summed in slot order at the end
     slots: Vec<f32>,
     acts: QuantizedActs,
+    /// The smallest selection-score gap between the last chosen expert and the first one left
+    /// out, since it was last taken: how close routing came to choosing differently.
+    min_gap: Option<f32>,
+}
+
+impl MoeScratch {
+    /// The routing margin since the last call (None: no routing happened).
+    pub fn take_min_gap(&mut self) -> Option<f32> {
+        self.min_gap.take()
+    }
 }
 
 /// `out` (n × d) = the MoE FFN of `h` (n × d).
@@ -241,6 +251,10 @@ fn route(cpu: &Cpu, w: &MoeWeights, h: &[f32], n: usize, sc: &mut MoeScratch) ->
         idx.clear();
         idx.extend(0..ne);
         idx.sort_by(|&a, &b| sel[b].total_cmp(&sel[a]).then(a.cmp(&b)));
+        if k < ne {
+            let gap = sel[idx[k - 1]] - sel[idx[k]];
+            sc.min_gap = Some(sc.min_gap.map_or(gap, |g| g.min(gap)));
+        }
         let start = sc.chosen.len();
         sc.chosen.extend(idx[..k].iter().map(|&e| (e, probs[e])));
         let chosen = &mut sc.chosen[start..];
