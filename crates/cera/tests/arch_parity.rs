@@ -27,6 +27,10 @@ use cera::models::Model;
 mod arch_models;
 
 const LOGIT_TOL: f32 = 2e-2;
+/// The LFM2-350M shapes (16 layers of width 1024 through quantized activations) amplify
+/// rounding-level differences more: on `lfm2_350m_q4_k` llama.cpp's own configurations (flash
+/// attention or not, f16 or f32 KV) differ from each other by up to 2.8e-2 of the spread.
+const LOGIT_TOL_350M: f32 = 4e-2;
 const NEAR_TIE: f32 = 1e-3;
 const PREFILL_DECODE_TOL: f32 = 1e-3;
 /// Expert routing is discontinuous: where the last chosen expert and the best one left out
@@ -125,6 +129,11 @@ fn check(name: &str) {
     let mut report = Vec::new();
     let mut worst = 0f32;
     let mut compared = 0;
+    let tol = if name.contains("350m") {
+        LOGIT_TOL_350M
+    } else {
+        LOGIT_TOL
+    };
     for i in 0..n_prompts {
         let fx = read_json(dir.join(format!("{i}.json")));
         let logits_file = dir.join(format!("{i}.logits"));
@@ -151,7 +160,7 @@ fn check(name: &str) {
             let rel = max_abs_diff(&logits, want) / sd;
             worst = worst.max(rel);
             assert!(
-                rel < LOGIT_TOL,
+                rel < tol,
                 "{name} prompt {i}: last-position logits max|Δ|/std = {rel:.2e}"
             );
         }
@@ -166,7 +175,7 @@ fn check(name: &str) {
             let drift = (logits[s.token as usize] - s.top1).abs() / sd;
             worst = worst.max(drift);
             assert!(
-                drift < LOGIT_TOL,
+                drift < tol,
                 "{name} prompt {i} step {k}: logit of token {} is {} here, {} in llama.cpp",
                 s.token,
                 logits[s.token as usize],
