@@ -434,27 +434,41 @@ mod lfm2 {
         for name in ["lfm2moe_f32", "lfm2moe_q4_0"] {
             let mut model = load(bytes(name)).unwrap();
             let cpu = Cpu::new(2);
-            let toks = prompt(40);
-            let run = |model: &Model| {
+            // (all logits, whether routing came within ROUTE_TIE of choosing differently)
+            let run = |model: &Model, toks: &[u32]| {
                 let mut st = model.new_state(64, KvType::F16);
                 let mut out = Vec::new();
                 model
-                    .forward(&cpu, &mut st, &toks, 0, true, &mut out)
+                    .forward(&cpu, &mut st, toks, 0, true, &mut out)
                     .unwrap();
-                out
+                (out, routing_tie(&mut st))
             };
             let set = |model: &mut Model, d: Dispatch| match model {
                 Model::Lfm2(m) => m.dispatch = d,
                 _ => unreachable!(),
             };
-            set(&mut model, Dispatch::Grouped);
-            let grouped = run(&model);
-            set(&mut model, Dispatch::PerToken);
-            let per_token = run(&model);
-            let rel = max_abs_diff(&grouped, &per_token) / std_dev(&grouped);
+            // a batched matmul may sum in another order than a one-token one; where routing is
+            // that close to a tie the two may choose differently, so such prompts are skipped
+            let mut compared = 0;
+            for n in [40, 33, 27, 21, 16] {
+                let toks = prompt(n);
+                set(&mut model, Dispatch::Grouped);
+                let (grouped, tie_g) = run(&model, &toks);
+                set(&mut model, Dispatch::PerToken);
+                let (per_token, tie_t) = run(&model, &toks);
+                if tie_g || tie_t {
+                    continue;
+                }
+                let rel = max_abs_diff(&grouped, &per_token) / std_dev(&grouped);
+                assert!(
+                    rel < 1e-4,
+                    "{name}, {n} tokens: grouped vs per-token differ by {rel:.2e} std"
+                );
+                compared += 1;
+            }
             assert!(
-                rel < 1e-5,
-                "{name}: grouped vs per-token differ by {rel:.2e} std"
+                compared >= 2,
+                "{name}: routing near-ties in almost every prompt"
             );
         }
     }
