@@ -23,9 +23,12 @@ pub struct ModelArgs {
         default_value_t = 512
     )]
     pub ubatch: usize,
-    /// KV cache element type for keys and values (f16, f32).
+    /// KV cache element type of the keys (f16, f32, q8_0).
     #[arg(long = "cache-type-k", visible_alias = "ctk", default_value = "f16")]
     pub cache_type: KvType,
+    /// KV cache element type of the values (f16, f32, q8_0).
+    #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
+    pub cache_type_v: KvType,
     /// Print more diagnostics on stderr.
     #[arg(short = 'v', long)]
     pub verbose: bool,
@@ -43,6 +46,7 @@ impl ModelArgs {
         o.n_ctx = self.ctx_size;
         o.n_ubatch = self.ubatch;
         o.kv_type = self.cache_type;
+        o.kv_type_v = Some(self.cache_type_v);
         o
     }
 }

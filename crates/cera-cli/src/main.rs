@@ -49,8 +49,20 @@ enum Command {
     Tokenize(tokenize::Args),
 }
 
+/// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
+/// `-c tk`, so those are rewritten to their `--` form first.
+fn llama_style_args() -> Vec<std::ffi::OsString> {
+    const ONE_DASH: [&str; 2] = ["-ctk", "-ctv"];
+    std::env::args_os()
+        .map(|a| match a.to_str() {
+            Some(s) if ONE_DASH.contains(&s) => format!("-{s}").into(),
+            _ => a,
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(llama_style_args());
     let result = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Chat(a) => chat::run(a),

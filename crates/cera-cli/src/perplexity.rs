@@ -32,6 +32,7 @@ pub fn perplexity(
     text: &str,
     n_ctx: usize,
     max_chunks: Option<usize>,
+    mut opts: cera::engine::SessionOptions,
     mut on_chunk: impl FnMut(usize, f64),
 ) -> anyhow::Result<Perplexity> {
     let tok = engine.tokenizer();
@@ -52,7 +53,6 @@ pub fn perplexity(
     let mut nll = 0f64;
     let mut count = 0usize;
     let mut chunk_ppl = Vec::new();
-    let mut opts = cera::engine::SessionOptions::default();
     opts.n_ctx = n_ctx;
     opts.n_ubatch = n_ctx;
     let mut session = engine.session(opts);
@@ -100,7 +100,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.model.ctx_size
     };
     let t0 = std::time::Instant::now();
-    let r = perplexity(&engine, &text, n_ctx, a.chunks, |c, p| {
+    let opts = a.model.session_options();
+    let r = perplexity(&engine, &text, n_ctx, a.chunks, opts, |c, p| {
         eprint!("[{}]{p:.4},", c + 1);
     })?;
     eprintln!();

@@ -26,7 +26,7 @@ fn main() {
             .and_then(|t| t.parse().ok())
             .unwrap_or(2),
     );
-    let mut st = model.new_state(256, KvType::F16);
+    let mut st = model.new_state(256, KvType::F16, KvType::F16);
     let mut logits = Vec::new();
     let t0 = std::time::Instant::now();
     model

@@ -25,7 +25,10 @@ pub struct SessionOptions {
     pub n_ctx: usize,
     /// Prefill batch size: the prompt is processed in chunks of this many tokens.
     pub n_ubatch: usize,
+    /// Element type of the cached keys (f16 by default, as llama.cpp).
     pub kv_type: KvType,
+    /// Element type of the cached values; `None`: the same as the keys.
+    pub kv_type_v: Option<KvType>,
 }
 
 impl Default for SessionOptions {
@@ -34,6 +37,7 @@ impl Default for SessionOptions {
             n_ctx: 0,
             n_ubatch: 512,
             kv_type: KvType::F16,
+            kv_type_v: None,
         }
     }
 }

@@ -127,11 +127,13 @@ impl Session {
         } else {
             opts.n_ctx
         };
-        let state = engine.model.new_state(n_ctx, opts.kv_type);
+        let v_type = opts.kv_type_v.unwrap_or(opts.kv_type);
+        let state = engine.model.new_state(n_ctx, opts.kv_type, v_type);
         Session {
             engine,
             state,
-            tokens: Vec::new(),
+            // reserved up front, so decoding never grows it
+            tokens: Vec::with_capacity(n_ctx),
             logits: Vec::new(),
             logits_valid: false,
             n_ctx,

@@ -559,3 +559,92 @@ fn real_model_tensors() {
         }
     }
 }
+
+/// GEMM (several tokens per weight block) against GEMV (one token at a time), for every weight
+/// type and tier that has a GEMM kernel, every token count 1..=4, odd and even row counts:
+/// the same sums up to float rounding (`SIMD_VS_SCALAR` of `Σ|w·a|`).
+#[test]
+fn gemm_matches_gemv() {
+    use cera::kernels::{ActRows, pack};
+    let mut rng = Rng(0x6e33);
+    let mut checked = 0;
+    for t in tables() {
+        for &ty in &WEIGHT_TYPES {
+            if !t.has_gemm(ty) {
+                continue;
+            }
+            let act_ty = KernelTable::vec_dot_type(ty).unwrap();
+            for k in sizes(ty) {
+                for rows in [1usize, 2, 7, 16, 21] {
+                    let wf = rng.vec(rows * k, 0.1);
+                    let w = quant::quantize_to_vec(ty, &wf).unwrap();
+                    let wd = quant::dequantize_to_vec(ty, &w, rows * k).unwrap();
+                    let ab = KernelTable::act_row_bytes(ty, k).unwrap();
+                    let nb = k / 32;
+                    let xs: Vec<Vec<f32>> = (0..4).map(|_| rng.vec(k, 1.0)).collect();
+                    let mut acts = vec![vec![0u8; ab]; 4];
+                    for i in 0..4 {
+                        t.quantize_row(act_ty, &xs[i], &mut acts[i]);
+                    }
+                    for n in 1..=4 {
+                        let act_rows: Vec<&[u8]> = acts[..n].iter().map(|a| a.as_slice()).collect();
+                        let mut packed = vec![0u8; ActRows::packed_len(n, nb)];
+                        if matches!(act_ty, Q8_0 | Q8_1) {
+                            ActRows::pack(act_ty, &act_rows, nb, &mut packed);
+                        }
+                        let a = ActRows {
+                            n,
+                            rows: std::array::from_fn(|i| acts[i].as_slice()),
+                            packed: &packed,
+                        };
+                        let ldo = rows + 3;
+                        let mut out = vec![f32::NAN; 4 * ldo];
+                        let wk = if t.gemm_packs_weights(ty) {
+                            let mut p = vec![0u8; pack::packed_len(ty, rows, k).unwrap()];
+                            pack::pack(ty, rows, k, &w, &mut p);
+                            p
+                        } else {
+                            w.clone()
+                        };
+                        t.gemm(ty, k, rows, &wk, &a, &mut out, ldo);
+                        for tok in 0..n {
+                            let mut want = vec![0f32; rows];
+                            t.gemv(ty, k, &w, &acts[tok], &mut want);
+                            for r in 0..rows {
+                                let mag: f64 = (0..k)
+                                    .map(|c| (wd[r * k + c] * xs[tok][c]).abs() as f64)
+                                    .sum();
+                                let got = out[tok * ldo + r];
+                                if bit_exact(ty) {
+                                    assert_eq!(
+                                        got.to_bits(),
+                                        want[r].to_bits(),
+                                        "{ty} k={k} r={r}: GEMM and GEMV bits"
+                                    );
+                                }
+                                let err = (got as f64 - want[r] as f64).abs();
+                                assert!(
+                                    err <= SIMD_VS_SCALAR * mag.max(1e-6),
+                                    "{:?} {ty} k={k} rows={rows} n={n} tok={tok} r={r}: {got} vs {}",
+                                    t.tier(),
+                                    want[r]
+                                );
+                            }
+                            // nothing written past the rows
+                            assert!(
+                                out[tok * ldo + rows..(tok + 1) * ldo]
+                                    .iter()
+                                    .all(|v| v.is_nan())
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{checked} GEMM cases");
+    if CpuTier::supported().contains(&CpuTier::Avx512) {
+        assert!(checked > 0, "the AVX-512 tier has GEMM kernels");
+    }
+}

@@ -1,13 +1,20 @@
 //! Matrix multiplication against quantized weights: activations are quantized once per op to
-//! the weight format's paired type, then each thread takes chunks of weight rows and runs them
-//! against every token (the chunk stays in cache while the tokens stream by).
+//! the weight format's paired type (and shared by the matmuls that read the same input), then
+//! each thread takes chunks of weight rows.
+//!
+//! Where the kernel table has a GEMM kernel for the format (the AVX-512 tier: Q4_0, Q4_1, Q5_0,
+//! Q5_1, Q8_0, IQ4_NL, Q4_K, Q6_K), the weights are repacked once, on first use, into the x8
+//! layout (`kernels::pack`: eight rows interleaved per 32-bit lane) and every matmul, prefill
+//! or decode, runs that kernel on up to four tokens at a time: the same arithmetic for one
+//! token or many, so decoding computes exactly what prefill computes. Other formats and tiers
+//! run the GEMV per token over the rows as stored in the file.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::{Cpu, SyncPtr};
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::KernelTable;
+use crate::kernels::{ActRows, KernelTable, pack};
 use crate::quant::GgmlType;
 
 /// A 2-D weight: `rows` outputs × `cols` inputs, row-major, in ggml blocks, borrowed from the
@@ -23,6 +30,9 @@ pub struct Weight {
     pub rows: usize,
     /// Input features (ggml `ne[0]`).
     pub cols: usize,
+    /// The x8-packed copy the GEMM kernels read (`kernels::pack`), made on first use and
+    /// shared by clones; `None` inside when the format has no packed kernel.
+    packed: Arc<OnceLock<Option<Vec<u8>>>>,
 }
 
 impl std::fmt::Debug for Weight {
@@ -46,7 +56,46 @@ impl Weight {
             ty: info.ty,
             rows: rows as usize,
             cols: cols as usize,
+            packed: Arc::default(),
         }
+    }
+
+    /// The x8-packed weights when the kernel table reads this format packed. Packed on first
+    /// call; the original pages are then released from the resident set (they are only read
+    /// again for embedding lookups).
+    fn packed(&self, table: &KernelTable) -> Option<&[u8]> {
+        if !table.gemm_packs_weights(self.ty) {
+            return None;
+        }
+        self.packed
+            .get_or_init(|| {
+                let len = pack::packed_len(self.ty, self.rows, self.cols)?;
+                let mut v = vec![0u8; len];
+                // a few MB at a time, releasing what was read: the original and the copy are
+                // never both resident (a 28 MB tied embedding would otherwise add 28 MB to the
+                // peak)
+                let rb = self.row_bytes();
+                let step = ((4 << 20) / rb.max(1))
+                    .max(1)
+                    .next_multiple_of(pack::GROUP_ROWS);
+                let data = self.data();
+                for r0 in (0..self.rows).step_by(step) {
+                    let r1 = (r0 + step).min(self.rows);
+                    let dst_at = pack::packed_len(self.ty, r0, self.cols)?;
+                    let dst_len = pack::packed_len(self.ty, r1 - r0, self.cols)?;
+                    let src = &data[r0 * rb..r1 * rb];
+                    pack::pack(
+                        self.ty,
+                        r1 - r0,
+                        self.cols,
+                        src,
+                        &mut v[dst_at..dst_at + dst_len],
+                    );
+                    self.file.release_range(self.offset + r0 * rb, src.len());
+                }
+                Some(v)
+            })
+            .as_deref()
     }
 
     pub fn data(&self) -> &[u8] {
@@ -75,6 +124,7 @@ impl Weight {
             ty: self.ty,
             rows: n,
             cols: self.cols,
+            packed: Arc::default(),
         }
     }
 
@@ -99,6 +149,10 @@ pub struct QuantizedActs {
     cols: usize,
     row_bytes: usize,
     buf: Vec<u8>,
+    /// The rows again in groups of four tokens, packed for the 32-element GEMM kernels
+    /// (`kernels::ActRows::pack`); group `g` starts at `g * packed_group`.
+    packed: Vec<u8>,
+    packed_group: usize,
 }
 
 impl Cpu {
@@ -120,13 +174,37 @@ impl Cpu {
         acts.cols = cols;
         acts.row_bytes = row_bytes;
         let table = self.table;
+        // the 32-element GEMM kernels read the tokens packed in groups of four
+        let pack = matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1) && table.gemm_reads_packed(ty);
+        let nb = cols / 32;
+        acts.packed_group = ActRows::packed_len(4, nb);
+        if pack {
+            acts.packed
+                .resize(n_tokens.div_ceil(4) * acts.packed_group, 0);
+        }
         let ptr = SyncPtr(acts.buf.as_mut_ptr());
+        let pptr = SyncPtr(acts.packed.as_mut_ptr());
+        let group = acts.packed_group;
         let threads = if n_tokens >= 8 { self.n_threads() } else { 1 };
+        // chunks of four tokens: one packed group each
         self.pool.for_chunks(n_tokens, 4, threads, &|r| {
-            for t in r {
+            for t in r.clone() {
                 // SAFETY: each token's row is written by exactly one chunk.
                 let dst = unsafe { ptr.slice(t * row_bytes, row_bytes) };
                 table.quantize_row(ty, &x[t * cols..(t + 1) * cols], dst);
+            }
+            if pack {
+                for g0 in (r.start.next_multiple_of(4)..r.end).step_by(4) {
+                    let g1 = (g0 + 4).min(n_tokens);
+                    // SAFETY: the group's rows were written above by this chunk (chunks are
+                    // aligned to four tokens) and its packed bytes belong to it alone.
+                    let mut rows: [&[u8]; 4] = [&[]; 4];
+                    for (i, t) in (g0..g1).enumerate() {
+                        rows[i] = unsafe { &*ptr.slice(t * row_bytes, row_bytes) };
+                    }
+                    let out = unsafe { pptr.slice(g0 / 4 * group, group) };
+                    ActRows::pack(ty, &rows[..g1 - g0], nb, out);
+                }
             }
         });
     }
@@ -193,6 +271,49 @@ impl Cpu {
             (rows / (threads * 8)).clamp(16, 256)
         };
         let ptr = SyncPtr(out.as_mut_ptr());
+        // activations packed for the 32-element kernels (the K-quant ones read the rows)
+        let packed = matches!(acts.ty, Some(GgmlType::Q8_0 | GgmlType::Q8_1));
+        // Packed weights go through the GEMM for decode too: the same kernel for one token or
+        // many, so decode computes what prefill computes (and the original pages stay released).
+        let use_gemm = table.has_gemm(w.ty)
+            && (!packed || acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group);
+        let wpacked = if use_gemm { w.packed(table) } else { None };
+        if use_gemm && (wpacked.is_some() || !table.gemm_packs_weights(w.ty)) {
+            let chunk = (rows / (threads * 4)).clamp(16, 256).next_multiple_of(8);
+            let group_bytes =
+                pack::superblock_bytes(w.ty).unwrap_or(0) * (w.cols / pack::block_cols(w.ty));
+            self.pool.for_chunks(rows, chunk, threads, &|r| {
+                let wchunk = match wpacked {
+                    // chunks start at multiples of eight rows: whole groups
+                    Some(pw) => &pw[r.start / 8 * group_bytes..r.end.div_ceil(8) * group_bytes],
+                    None => &data[r.start * rb..r.end * rb],
+                };
+                let mut tile = [0f32; 4 * 256];
+                let n = r.len();
+                for t0 in (0..n_tokens).step_by(4) {
+                    let nt = (n_tokens - t0).min(4);
+                    let tk = |i: usize| (t0 + i).min(n_tokens - 1);
+                    let a = ActRows {
+                        n: nt,
+                        rows: std::array::from_fn(|i| {
+                            &acts.buf[tk(i) * acts.row_bytes..(tk(i) + 1) * acts.row_bytes]
+                        }),
+                        packed: if packed {
+                            &acts.packed[t0 / 4 * acts.packed_group..][..acts.packed_group]
+                        } else {
+                            &[]
+                        },
+                    };
+                    table.gemm(w.ty, w.cols, n, wchunk, &a, &mut tile, n);
+                    for i in 0..nt {
+                        // SAFETY: rows r of token t0+i are written only by this chunk.
+                        let dst = unsafe { ptr.slice((t0 + i) * rows + r.start, n) };
+                        dst.copy_from_slice(&tile[i * n..(i + 1) * n]);
+                    }
+                }
+            });
+            return;
+        }
         self.pool.for_chunks(rows, chunk, threads, &|r| {
             let wchunk = &data[r.start * rb..r.end * rb];
             for t in 0..n_tokens {

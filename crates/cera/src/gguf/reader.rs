@@ -424,6 +424,22 @@ impl GgufFile {
         self.source.bytes()
     }
 
+    /// Tells the OS that `len` bytes at `offset` of a memory-mapped file will not be read for a
+    /// while (a tensor whose data was copied, e.g. repacked for the kernels), so its pages leave
+    /// the process's resident set. A later read maps them in again from the file. No-op for
+    /// files held in memory.
+    pub fn release_range(&self, offset: usize, len: usize) {
+        if let Source::Mmap(m) = &self.source
+            && offset.checked_add(len).is_some_and(|e| e <= m.len())
+        {
+            // SAFETY: the mapping is private and read-only, so dropping its pages loses
+            // nothing: later reads fault the same file contents back in.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+            };
+        }
+    }
+
     pub fn file_size(&self) -> u64 {
         self.bytes().len() as u64
     }

@@ -42,8 +42,18 @@
 //!   vectors, where that measured faster; BF16 uses `vdpbf16ps` when the host has AVX512-BF16.
 //!   On AMD Zen 4, which executes 512-bit instructions as two 256-bit halves, the same choice
 //!   costs nothing.
+//!
+//! # GEMM
+//! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for Q4_0, Q4_1, Q5_0, Q5_1,
+//! Q8_0, IQ4_NL, Q4_K and Q6_K over weights repacked into the x8 layout ([`pack`]): eight rows
+//! per vector, one per 32-bit lane, so `vpdpbusd` against a broadcast activation dword yields
+//! eight rows' partial sums at once and the scales apply per lane, with no horizontal sums. Up
+//! to four tokens share each unpacked weight block. The 32-element formats read their
+//! activations interleaved per block ([`ActRows::pack`]). The integer sums are exact; the
+//! K-quant kernels keep the scalar float formula and so give the GEMV's bits.
 
 pub mod cpu;
+pub mod pack;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -61,6 +71,81 @@ type DotFn = fn(usize, &[u8], &[u8]) -> f32;
 
 /// f32 activations to a row of the activation type.
 type QuantRowFn = fn(&[f32], &mut [u8]);
+
+/// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows` rows
+/// of `w` (`k` elements each; x8-packed for the 32-element formats).
+type GemmFn = fn(usize, usize, &[u8], &ActRows<'_>, &mut [f32], usize);
+
+/// Up to four activation rows for a GEMM kernel: the quantized rows (the K-quant kernels read
+/// these) and, for Q8_0 and Q8_1, the same tokens packed per block ([`ActRows::pack`]), which is
+/// what the 32-element kernels read.
+#[derive(Clone, Copy)]
+pub struct ActRows<'a> {
+    pub n: usize,
+    pub rows: [&'a [u8]; 4],
+    pub packed: &'a [u8],
+}
+
+/// Bytes per token and 32-block in [`ActRows::pack`]'s layout: 32 codes, `d`, and `Σa` or `s`.
+pub const PACKED_BLOCK_BYTES: usize = 40;
+
+impl ActRows<'_> {
+    /// Bytes [`ActRows::pack`] writes for `n` tokens of `nb` blocks (with 16 bytes of padding, so
+    /// the kernels may load four `s` values at once).
+    pub fn packed_len(n: usize, nb: usize) -> usize {
+        n * nb * PACKED_BLOCK_BYTES + 16
+    }
+
+    /// Interleaves up to four quantized Q8_0 or Q8_1 rows per 32-block: for each block, the
+    /// `n` tokens' 32 codes, then their scales `d` (f32), then per token either the integer
+    /// `Σa` (i32, Q8_0: the zero-point formats take `z·Σa` off in integers) or Q8_1's stored
+    /// `s = d·Σa` (f32, rounded to f16 as ggml keeps it). The kernels then walk one stream.
+    pub fn pack(act_ty: GgmlType, rows: &[&[u8]], nb: usize, out: &mut [u8]) {
+        let n = rows.len();
+        assert!((1..=4).contains(&n) && out.len() >= Self::packed_len(n, nb));
+        let stride = n * PACKED_BLOCK_BYTES;
+        let put =
+            |out: &mut [u8], at: usize, v: f32| out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        for (t, row) in rows.iter().enumerate() {
+            for b in 0..nb {
+                let base = b * stride;
+                let (qs, d, s) = match act_ty {
+                    GgmlType::Q8_0 => {
+                        let blk = &quant::as_blocks::<q8_0::BlockQ8_0>(row)[b];
+                        let sum: i32 = blk.qs.iter().map(|&x| x as i8 as i32).sum();
+                        (&blk.qs, quant::f16_to_f32(blk.d), sum.to_le_bytes())
+                    }
+                    GgmlType::Q8_1 => {
+                        let blk = &quant::as_blocks::<q8_1::BlockQ8_1>(row)[b];
+                        let s = quant::f16_to_f32(blk.s);
+                        (&blk.qs, quant::f16_to_f32(blk.d), s.to_le_bytes())
+                    }
+                    _ => panic!("{act_ty} rows are not packed"),
+                };
+                out[base + 32 * t..base + 32 * t + 32].copy_from_slice(qs);
+                put(out, base + 32 * n + 4 * t, d);
+                out[base + 36 * n + 4 * t..base + 36 * n + 4 * t + 4].copy_from_slice(&s);
+            }
+        }
+    }
+}
+
+/// The typed rows of an [`ActRows`], for the K-quant kernels.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct GemmActs<'a, A> {
+    pub n: usize,
+    pub blocks: [&'a [A]; 4],
+}
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+impl<'a, A: quant::Block> GemmActs<'a, A> {
+    pub(crate) fn new(a: &ActRows<'a>) -> Self {
+        GemmActs {
+            n: a.n,
+            blocks: a.rows.map(|r| quant::as_blocks::<A>(r)),
+        }
+    }
+}
 
 #[derive(Clone, Copy)]
 struct DotKernel {
@@ -88,6 +173,7 @@ pub struct KernelTable {
     tier: CpuTier,
     dot: [Option<DotKernel>; N_TYPES],
     quant: [Option<QuantRowFn>; N_TYPES],
+    gemm: [Option<GemmFn>; N_TYPES],
 }
 
 impl std::fmt::Debug for KernelTable {
@@ -271,12 +357,71 @@ impl KernelTable {
         }
     }
 
+    /// Whether [`KernelTable::gemm`] has a kernel for the weight type (otherwise the matmul
+    /// runs [`KernelTable::gemv`] per token).
+    pub fn has_gemm(&self, w_ty: GgmlType) -> bool {
+        self.gemm[w_ty.id() as usize].is_some()
+    }
+
+    /// Whether some GEMM kernel reads activations of `act_ty` packed ([`ActRows::pack`]).
+    pub fn gemm_reads_packed(&self, act_ty: GgmlType) -> bool {
+        matches!(act_ty, GgmlType::Q8_0 | GgmlType::Q8_1)
+            && GgmlType::ALL
+                .iter()
+                .any(|&w| self.has_gemm(w) && Self::vec_dot_type(w) == Some(act_ty))
+    }
+
+    /// Whether the GEMM kernel for `w_ty` takes its weights in the x8 layout ([`pack`]).
+    pub fn gemm_packs_weights(&self, w_ty: GgmlType) -> bool {
+        self.has_gemm(w_ty) && pack::superblock_bytes(w_ty).is_some()
+    }
+
+    /// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows`
+    /// rows of `w` (`k` elements each) and the `acts.n` tokens. `w` is x8-packed when
+    /// [`KernelTable::gemm_packs_weights`] says so, plain rows otherwise; the activation rows are
+    /// of type `vec_dot_type(w_ty)`, packed ([`ActRows::pack`]) for the 32-element formats.
+    ///
+    /// # Panics
+    /// If there is no GEMM kernel for `w_ty` ([`KernelTable::has_gemm`]), or a size is wrong.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm(
+        &self,
+        w_ty: GgmlType,
+        k: usize,
+        n_rows: usize,
+        w: &[u8],
+        acts: &ActRows,
+        out: &mut [f32],
+        ldo: usize,
+    ) {
+        let f = self.gemm[w_ty.id() as usize]
+            .unwrap_or_else(|| panic!("no GEMM kernel for {w_ty} weights"));
+        let kern = self.kernel(w_ty);
+        let (wb, ab) = row_bytes(w_ty, kern.act, k);
+        assert!(wb > 0 && (1..=4).contains(&acts.n));
+        if self.gemm_packs_weights(w_ty) {
+            assert!(w.len() >= pack::packed_len(w_ty, n_rows, k).unwrap());
+        } else {
+            assert_eq!(w.len(), n_rows * wb, "{w_ty} weights of {n_rows} x {k}");
+        }
+        if matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1) {
+            assert!(acts.packed.len() >= ActRows::packed_len(acts.n, k / 32));
+        } else {
+            for t in 0..acts.n {
+                assert!(acts.rows[t].len() >= ab);
+            }
+        }
+        assert!(out.len() >= (acts.n - 1) * ldo + n_rows);
+        f(k, n_rows, w, acts, out, ldo);
+    }
+
     fn build(tier: CpuTier) -> KernelTable {
         use GgmlType::*;
         let mut t = KernelTable {
             tier,
             dot: [None; N_TYPES],
             quant: [None; N_TYPES],
+            gemm: [None; N_TYPES],
         };
 
         // Scalar tier: every target.
@@ -424,6 +569,52 @@ impl KernelTable {
             Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
+        }
+        macro_rules! gemm {
+            ($($ty:ident: $fmt:ident::$wb:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    let p = a.packed;
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match a.n {
+                            1 => $fmt::x86::gemm_avx512::<1>(k / 32, n, w, p, out, ldo),
+                            2 => $fmt::x86::gemm_avx512::<2>(k / 32, n, w, p, out, ldo),
+                            3 => $fmt::x86::gemm_avx512::<3>(k / 32, n, w, p, out, ldo),
+                            _ => $fmt::x86::gemm_avx512::<4>(k / 32, n, w, p, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        macro_rules! gemm_kx8 {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match acts.n {
+                            1 => $fmt::x86::gemm_x8_avx512::<1>(k, n, w, &acts, out, ldo),
+                            2 => $fmt::x86::gemm_x8_avx512::<2>(k, n, w, &acts, out, ldo),
+                            3 => $fmt::x86::gemm_x8_avx512::<3>(k, n, w, &acts, out, ldo),
+                            _ => $fmt::x86::gemm_x8_avx512::<4>(k, n, w, &acts, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm_kx8! {
+            Q4_K: q4_k;
+            Q6_K: q6_k;
+        }
+        gemm! {
+            Q4_0: q4_0::BlockQ4_0;
+            Q4_1: q4_1::BlockQ4_1;
+            Q5_0: q5_0::BlockQ5_0;
+            Q5_1: q5_1::BlockQ5_1;
+            Q8_0: q8_0::BlockQ8_0;
+            IQ4_NL: iq4_nl::BlockIQ4_NL;
         }
     }
 }

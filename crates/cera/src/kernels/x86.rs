@@ -288,3 +288,178 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
     }
     sum
 }
+
+// ---------------------------------------------------------------------------------------------
+// GEMM driver for the 32-element block formats (prefill)
+// ---------------------------------------------------------------------------------------------
+
+/// `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows` rows of `w`, a matrix of a 32-element
+/// format in the x8 layout ([`crate::kernels::pack`]: `nb` super-blocks of `sb` bytes per group
+/// of eight rows), and the `NT` (1 to 4) tokens of `packed`
+/// ([`crate::kernels::ActRows::pack`]), on the AVX-512 tier (256-bit VNNI).
+///
+/// One row per 32-bit lane: `unpack` turns a super-block into eight vectors, vector `j` holding
+/// every row's (unsigned) codes `4j..4j+4`; each token's activation bytes `4j..4j+4`, broadcast,
+/// meet them in `vpdpbusd`, and after eight of those each lane holds its row's integer block
+/// sum. The float work (scales, offsets) runs once per eight rows, and no horizontal sums are
+/// needed. A token's result depends neither on `NT` nor on the other rows, so a token's logits
+/// are the same whether it is decoded alone or prefilled in a batch.
+///
+/// The weight value is `d · (code − z)` (`MIN = false`) or `d · code + m` (`MIN = true`), with
+/// `d` and `m` at `offs` in the super-block. Per block and token, in ggml's order:
+/// `acc += (d_w·d_a) · Σ (code − z)·a` with the sum exact in integers, and for the `MIN` formats
+/// `acc_m += m · s_a` (`s_a` = Q8_1's `d_a Σa`), added at the end.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
+    w: &[u8],
+    n_rows: usize,
+    nb: usize,
+    sb: usize,
+    offs: (usize, usize),
+    z: u8,
+    unpack: impl Fn(&[u8]) -> [__m256i; 8],
+    packed: &[u8],
+    out: &mut [f32],
+    ldo: usize,
+) {
+    assert!(nb > 0 && (1..=4).contains(&NT) && offs.0 + 16 <= sb && (!MIN || offs.1 + 16 <= sb));
+    let groups = n_rows.div_ceil(8);
+    assert!(w.len() >= groups * nb * sb);
+    let stride = NT * crate::kernels::PACKED_BLOCK_BYTES;
+    assert!(packed.len() >= nb * stride + 16);
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let negz = -(z as i32);
+    for g in 0..groups {
+        let mut acc = [_mm256_setzero_ps(); NT];
+        let mut accm = [_mm256_setzero_ps(); NT];
+        let mut p = packed.as_ptr();
+        for s in w[g * nb * sb..(g + 1) * nb * sb].chunks_exact(sb) {
+            let cw = unpack(s);
+            let dw = _mm256_cvtph_ps(ld128(&s[offs.0..]));
+            let mw = if MIN {
+                _mm256_cvtph_ps(ld128(&s[offs.1..]))
+            } else {
+                dw
+            };
+            for (t, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: `p` walks `nb` blocks of `stride` bytes (checked above).
+                let (a, da, extra) = unsafe {
+                    (
+                        p.add(32 * t).cast::<i32>(),
+                        _mm256_set1_ps(p.add(32 * NT + 4 * t).cast::<f32>().read_unaligned()),
+                        p.add(36 * NT + 4 * t).cast::<[u8; 4]>().read(),
+                    )
+                };
+                // zero-point formats: `−z·Σa` starts the integer sum, so it is exact
+                let mut s0 = if MIN {
+                    _mm256_setzero_si256()
+                } else {
+                    _mm256_set1_epi32(negz * i32::from_le_bytes(extra))
+                };
+                let mut s1 = _mm256_setzero_si256();
+                for j in (0..8).step_by(2) {
+                    // SAFETY: within the token's 32 codes.
+                    let (y0, y1) = unsafe {
+                        (
+                            _mm256_set1_epi32(a.add(j).read_unaligned()),
+                            _mm256_set1_epi32(a.add(j + 1).read_unaligned()),
+                        )
+                    };
+                    s0 = _mm256_dpbusd_epi32(s0, cw[j], y0);
+                    s1 = _mm256_dpbusd_epi32(s1, cw[j + 1], y1);
+                }
+                // ggml's order: the scale product first, then one FMA; the offsets apart
+                let dd = _mm256_mul_ps(dw, da);
+                *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), dd, *acc);
+                if MIN {
+                    let sa = _mm256_set1_ps(f32::from_le_bytes(extra));
+                    accm[t] = _mm256_fmadd_ps(mw, sa, accm[t]);
+                }
+            }
+            // SAFETY: stays within the checked range (one past the last block at most).
+            p = unsafe { p.add(stride) };
+        }
+        let r0 = 8 * g;
+        let n = (n_rows - r0).min(8);
+        if MIN {
+            for (a, m) in acc.iter_mut().zip(&accm) {
+                *a = _mm256_add_ps(*a, *m);
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            let dst = &mut out[t * ldo + r0..t * ldo + r0 + n];
+            if n == 8 {
+                // SAFETY: `dst` holds eight f32.
+                unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *a) };
+            } else {
+                let mut v = [0f32; 8];
+                // SAFETY: eight f32.
+                unsafe { _mm256_storeu_ps(v.as_mut_ptr(), *a) };
+                dst.copy_from_slice(&v[..n]);
+            }
+        }
+    }
+}
+
+/// Code vectors of a nibble format's x8 super-block: low nibbles of vector `v` are codes
+/// `4v..`, high nibbles codes `16 + 4v..` (code vector `v + 4`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn unpack_x8_nibbles(s: &[u8]) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut c = [_mm256_setzero_si256(); 8];
+    for v in 0..4 {
+        let x = ld256(&s[32 * v..]);
+        c[v] = _mm256_and_si256(x, m4);
+        c[v + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+    }
+    c
+}
+
+/// Adds the fifth bits of a Q5 x8 super-block (masks at byte 128) to its nibble codes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+pub(crate) fn unpack_x8_q5(s: &[u8]) -> [__m256i; 8] {
+    let mut c = unpack_x8_nibbles(s);
+    let sixteen = _mm256_set1_epi8(16);
+    for (j, cj) in c.iter_mut().enumerate() {
+        let m = u32::from_le_bytes(s[128 + 4 * j..132 + 4 * j].try_into().unwrap());
+        *cj = _mm256_mask_add_epi8(*cj, m, *cj, sixteen);
+    }
+    c
+}
+
+/// Eight bytes, zero-extended into an `__m128i`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn ld_u64(s: &[u8]) -> __m128i {
+    _mm_cvtsi64_si128(i64::from_le_bytes(s[..8].try_into().unwrap()))
+}
+
+/// Four bytes broadcast to every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn bcast_dword(s: &[u8]) -> __m256i {
+    _mm256_set1_epi32(i32::from_le_bytes(s[..4].try_into().unwrap()))
+}
+
+/// Stores lane `i` of `acc[t]` at `out[t * ldo + r0 + i]` for the rows below `n_rows`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn store_rows8(acc: &[__m256], out: &mut [f32], ldo: usize, r0: usize, n_rows: usize) {
+    let n = (n_rows - r0).min(8);
+    for (t, a) in acc.iter().enumerate() {
+        let dst = &mut out[t * ldo + r0..t * ldo + r0 + n];
+        if n == 8 {
+            // SAFETY: `dst` holds eight f32.
+            unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *a) };
+        } else {
+            let mut v = [0f32; 8];
+            // SAFETY: eight f32.
+            unsafe { _mm256_storeu_ps(v.as_mut_ptr(), *a) };
+            dst.copy_from_slice(&v[..n]);
+        }
+    }
+}

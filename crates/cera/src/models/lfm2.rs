@@ -346,12 +346,13 @@ impl MoeHparams {
 
 impl Lfm2 {
     /// KV cache per layer: convolution layers get an empty one.
-    pub fn new_kv(&self, n_ctx: usize, ty: KvType) -> Vec<KvLayer> {
+    pub fn new_kv(&self, n_ctx: usize, k_ty: KvType, v_ty: KvType) -> Vec<KvLayer> {
         let hd = self.cfg.head_dim;
+        let (k_ty, v_ty) = (k_ty.for_head_dim(hd), v_ty.for_head_dim(hd));
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| KvLayer::new(ty, n_ctx, kv * hd, kv * hd))
+            .map(|&kv| KvLayer::with_types(k_ty, v_ty, n_ctx, kv * hd, kv * hd))
             .collect()
     }
 

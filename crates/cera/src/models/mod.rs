@@ -109,16 +109,18 @@ impl Model {
         }
     }
 
-    pub fn new_state(&self, n_ctx: usize, kv_type: KvType) -> ModelState {
+    /// A fresh sequence state: KV cache of `n_ctx` positions with keys of `k_type` and values
+    /// of `v_type`.
+    pub fn new_state(&self, n_ctx: usize, k_type: KvType, v_type: KvType) -> ModelState {
         match self {
             Model::Decoder(d) => ModelState {
-                kv: d.new_kv(n_ctx, kv_type),
+                kv: d.new_kv(n_ctx, k_type, v_type),
                 conv: ConvState::default(),
                 scratch: Scratch::default(),
                 lfm2_scratch: Default::default(),
             },
             Model::Lfm2(m) => ModelState {
-                kv: m.new_kv(n_ctx, kv_type),
+                kv: m.new_kv(n_ctx, k_type, v_type),
                 conv: m.new_conv_state(),
                 scratch: Scratch::default(),
                 lfm2_scratch: Default::default(),

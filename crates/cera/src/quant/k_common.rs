@@ -241,7 +241,7 @@ pub(super) fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
 /// All eight scales and mins of a Q4_K/Q5_K scale field at once (the same values as
 /// [`get_scale_min_k4`] for `j` in 0..8), with 32-bit word operations.
 #[inline]
-pub(super) fn scales_mins_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+pub(crate) fn scales_mins_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
     let (w0, w1, w2) = (w(0), w(1), w(2));
     let (low6, low4, top2) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);

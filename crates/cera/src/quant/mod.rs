@@ -23,7 +23,7 @@ pub mod iq3_xxs;
 pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod iq_grids;
-mod k_common;
+pub(crate) mod k_common;
 pub mod mxfp4;
 pub mod nvfp4;
 pub mod q2_k;

@@ -79,7 +79,8 @@ impl Sampler {
         Sampler {
             rng: Rng::new(cfg.seed),
             recent: VecDeque::with_capacity(cfg.repeat_last_n),
-            counts: HashMap::new(),
+            // at most `repeat_last_n` distinct tokens: sized once, never grows while decoding
+            counts: HashMap::with_capacity(cfg.repeat_last_n),
             cand: Vec::new(),
             cfg,
         }

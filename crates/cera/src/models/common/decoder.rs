@@ -186,11 +186,20 @@ fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
 }
 
 impl Decoder {
-    pub fn new_kv(&self, n_ctx: usize, ty: KvType) -> Vec<KvLayer> {
+    pub fn new_kv(&self, n_ctx: usize, k_ty: KvType, v_ty: KvType) -> Vec<KvLayer> {
+        let (hd, hdv) = (self.cfg.head_dim, self.cfg.head_dim_v);
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| KvLayer::new(ty, n_ctx, kv * self.cfg.head_dim, kv * self.cfg.head_dim_v))
+            .map(|&kv| {
+                KvLayer::with_types(
+                    k_ty.for_head_dim(hd),
+                    v_ty.for_head_dim(hdv),
+                    n_ctx,
+                    kv * hd,
+                    kv * hdv,
+                )
+            })
             .collect()
     }
 

@@ -67,3 +67,84 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 {
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 {
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
+
+/// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): eight rows per vector, one per
+/// 32-bit lane, so each sub-block's integer dot products for eight rows come from eight
+/// `vpdpbusd` against broadcast activation dwords, and the scales and mins apply per lane. The
+/// integers and the float formula per super-block are the scalar reference's, so each result
+/// is bit for bit the GEMV's.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    const SB: usize = 1184;
+    let nsb = k / QK_K;
+    let groups = n_rows.div_ceil(8);
+    assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
+    let m4 = _mm256_set1_epi8(0x0F);
+    for g in 0..groups {
+        let mut sumf = [_mm256_setzero_ps(); NT];
+        for (i, s) in w[g * nsb * SB..(g + 1) * nsb * SB]
+            .chunks_exact(SB)
+            .enumerate()
+        {
+            // codes: sub-block j = 2c + nibble, elements 4q..4q+4 in vector `codes[j][q]`
+            let mut codes = [[_mm256_setzero_si256(); 8]; 8];
+            for c in 0..4 {
+                for q in 0..8 {
+                    let x = ld256(&s[32 * (8 * c + q)..]);
+                    codes[2 * c][q] = _mm256_and_si256(x, m4);
+                    codes[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                }
+            }
+            let sc: [__m256i; 8] =
+                std::array::from_fn(|j| _mm256_cvtepu8_epi32(ld_u64(&s[1024 + 8 * j..])));
+            // mins of sub-blocks 2p and 2p+1 as the i16 halves of each lane
+            let mn: [__m256i; 4] = std::array::from_fn(|p| {
+                let lo = _mm_cvtepu8_epi16(ld_u64(&s[1088 + 16 * p..]));
+                let hi = _mm_cvtepu8_epi16(ld_u64(&s[1096 + 16 * p..]));
+                _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi))
+            });
+            let dw = _mm256_cvtph_ps(ld128(&s[1152..]));
+            let dmw = _mm256_cvtph_ps(ld128(&s[1168..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let mut isum = _mm256_setzero_si256();
+                for (j, cj) in codes.iter().enumerate() {
+                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                    for q in (0..8).step_by(2) {
+                        let at = 32 * j + 4 * q;
+                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
+                    }
+                    isum =
+                        _mm256_add_epi32(isum, _mm256_mullo_epi32(_mm256_add_epi32(d0, d1), sc[j]));
+                }
+                // Σ_j m_j (bsum_2j + bsum_2j+1): pair sums of the 16-sums, two sub-blocks per
+                // `vpmaddwd`
+                let bs = ld_i16x16(&y.bsums);
+                let pairs = _mm256_hadd_epi16(bs, bs); // dwords 0,1 | 4,5: (p0|p1),(p2|p3) | (p4|p5),(p6|p7)
+                let mut msum = _mm256_setzero_si256();
+                for (p, idx) in [0, 1, 4, 5].into_iter().enumerate() {
+                    let b = _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(idx));
+                    msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn[p], b));
+                }
+                let ad = _mm256_set1_ps(f32::from_le_bytes(y.d));
+                let (d, dmin) = (_mm256_mul_ps(dw, ad), _mm256_mul_ps(dmw, ad));
+                let v = _mm256_sub_ps(
+                    _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)),
+                    _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)),
+                );
+                *sumf = _mm256_add_ps(*sumf, v);
+            }
+        }
+        store_rows8(&sumf, out, ldo, 8 * g, n_rows);
+    }
+}

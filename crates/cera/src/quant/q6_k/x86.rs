@@ -102,3 +102,92 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ6_K], a: &[BlockQ8_K]) -> f32 {
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ6_K], a: &[BlockQ8_K]) -> f32 {
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
+
+/// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): eight rows per vector, one per
+/// 32-bit lane; the 6-bit codes are rebuilt from the interleaved `ql`/`qh` once per super-block
+/// for all the tokens. The integers and the float formula per super-block are the scalar
+/// reference's, so each result is bit for bit the GEMV's.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    const SB: usize = 1680;
+    let nsb = k / QK_K;
+    let groups = n_rows.div_ceil(8);
+    assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
+    let (m4, m3) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03));
+    for g in 0..groups {
+        let mut sumf = [_mm256_setzero_ps(); NT];
+        for (i, s) in w[g * nsb * SB..(g + 1) * nsb * SB]
+            .chunks_exact(SB)
+            .enumerate()
+        {
+            // codes[4h + s][q]: elements 128h + 32s + 4q..+4 of every row
+            let mut codes = [[_mm256_setzero_si256(); 8]; 8];
+            for h in 0..2 {
+                for q in 0..8 {
+                    let qh = ld256(&s[1024 + 32 * (8 * h + q)..]);
+                    for half in 0..2 {
+                        let ql = ld256(&s[32 * (8 * (2 * h + half) + q)..]);
+                        for (sub, lo) in [
+                            (half, _mm256_and_si256(ql, m4)),
+                            (half + 2, _mm256_and_si256(_mm256_srli_epi16::<4>(ql), m4)),
+                        ] {
+                            let hb = match sub {
+                                0 => qh,
+                                1 => _mm256_srli_epi16::<2>(qh),
+                                2 => _mm256_srli_epi16::<4>(qh),
+                                _ => _mm256_srli_epi16::<6>(qh),
+                            };
+                            let hi = _mm256_slli_epi16::<4>(_mm256_and_si256(hb, m3));
+                            codes[4 * h + sub][q] = _mm256_or_si256(lo, hi);
+                        }
+                    }
+                }
+            }
+            let sc: [__m256i; 16] =
+                std::array::from_fn(|j| _mm256_cvtepi8_epi32(ld_u64(&s[1536 + 8 * j..])));
+            // scales of sub-blocks 2p and 2p+1 as the i16 halves of each lane
+            let sc2: [__m256i; 8] = std::array::from_fn(|p| {
+                let lo = _mm_cvtepi8_epi16(ld_u64(&s[1536 + 16 * p..]));
+                let hi = _mm_cvtepi8_epi16(ld_u64(&s[1544 + 16 * p..]));
+                _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi))
+            });
+            let dw = _mm256_cvtph_ps(ld128(&s[1664..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let mut isum = _mm256_setzero_si256();
+                for (c, cj) in codes.iter().enumerate() {
+                    // 32 elements: sub-blocks 2c (q < 4) and 2c + 1 (q >= 4) of 16
+                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                    for q in 0..4 {
+                        let at = 32 * c + 4 * q;
+                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
+                    }
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d0, sc[2 * c]));
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d1, sc[2 * c + 1]));
+                }
+                // 32 · Σ_j sc_j bsum_j comes off: the 16-sums pair up as i16 dwords
+                let mut sbs = _mm256_setzero_si256();
+                for (p, scp) in sc2.iter().enumerate() {
+                    sbs = _mm256_add_epi32(
+                        sbs,
+                        _mm256_madd_epi16(*scp, bcast_dword(&y.bsums[4 * p..])),
+                    );
+                }
+                let isum = _mm256_sub_epi32(isum, _mm256_slli_epi32::<5>(sbs));
+                let d = _mm256_mul_ps(dw, _mm256_set1_ps(f32::from_le_bytes(y.d)));
+                *sumf = _mm256_add_ps(*sumf, _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
+            }
+        }
+        store_rows8(&sumf, out, ldo, 8 * g, n_rows);
+    }
+}

@@ -1,0 +1,610 @@
+//! Causal multi-head attention over a session's KV cache, with grouped-query heads, optional
+//! sliding window and logit soft-capping: tiled (flash-style) with an online softmax, so no
+//! score matrix is stored, and vectorised per CPU tier (`simd.rs`).
+
+mod simd;
+
+use half::f16;
+
+use self::simd::{BK, Ops};
+use super::{Cpu, SyncPtr};
+use crate::kernels::CpuTier;
+use crate::quant::q8_0::{self, BlockQ8_0};
+
+/// Element type of the KV cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KvType {
+    F32,
+    #[default]
+    F16,
+    /// ggml's Q8_0 blocks (32 values, one f16 scale): about half of f16's memory. Needs head
+    /// sizes that are multiples of 32; a cache whose heads are not keeps f16
+    /// ([`KvType::for_head_dim`]).
+    Q8_0,
+}
+
+impl KvType {
+    /// The type a cache with heads of `head_dim` actually uses: Q8_0 only when the heads are
+    /// whole blocks, f16 otherwise.
+    pub fn for_head_dim(self, head_dim: usize) -> KvType {
+        match self {
+            KvType::Q8_0 if !head_dim.is_multiple_of(32) => KvType::F16,
+            t => t,
+        }
+    }
+}
+
+impl std::str::FromStr for KvType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(KvType::F32),
+            "f16" => Ok(KvType::F16),
+            "q8_0" => Ok(KvType::Q8_0),
+            _ => Err(format!(
+                "unsupported KV cache type '{s}' (supported: f32, f16, q8_0)"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum KvBuf {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    Q8_0(Vec<BlockQ8_0>),
+}
+
+impl KvBuf {
+    fn new(ty: KvType, n: usize) -> KvBuf {
+        match ty {
+            KvType::F32 => KvBuf::F32(vec![0.0; n]),
+            KvType::F16 => KvBuf::F16(vec![f16::ZERO; n]),
+            KvType::Q8_0 => {
+                let zero = BlockQ8_0 {
+                    d: [0; 2],
+                    qs: [0; 32],
+                };
+                KvBuf::Q8_0(vec![zero; n.div_ceil(32)])
+            }
+        }
+    }
+
+    fn store(&mut self, at: usize, src: &[f32]) {
+        match self {
+            KvBuf::F32(v) => v[at..at + src.len()].copy_from_slice(src),
+            KvBuf::F16(v) => {
+                for (d, &s) in v[at..at + src.len()].iter_mut().zip(src) {
+                    *d = f16::from_f32(s);
+                }
+            }
+            // rows are whole blocks (`KvType::for_head_dim`), quantized as ggml's CPU does
+            KvBuf::Q8_0(v) => q8_0::quantize_act(src, &mut v[at / 32..(at + src.len()) / 32]),
+        }
+    }
+
+    fn elem_bytes(&self) -> f64 {
+        match self {
+            KvBuf::F32(_) => 4.0,
+            KvBuf::F16(_) => 2.0,
+            KvBuf::Q8_0(_) => 34.0 / 32.0,
+        }
+    }
+}
+
+/// One layer's keys and values: `n_ctx` rows of `n_kv_head * head_dim` each.
+#[derive(Clone, Debug)]
+pub struct KvLayer {
+    k: KvBuf,
+    v: KvBuf,
+    k_dim: usize,
+    v_dim: usize,
+    n_ctx: usize,
+}
+
+impl KvLayer {
+    /// Keys and values of the same type.
+    pub fn new(ty: KvType, n_ctx: usize, k_dim: usize, v_dim: usize) -> KvLayer {
+        Self::with_types(ty, ty, n_ctx, k_dim, v_dim)
+    }
+
+    /// Keys of `k_ty`, values of `v_ty` (Q8_0 needs `k_dim`/`v_dim` and the head sizes to be
+    /// multiples of 32: see [`KvType::for_head_dim`]).
+    pub fn with_types(
+        k_ty: KvType,
+        v_ty: KvType,
+        n_ctx: usize,
+        k_dim: usize,
+        v_dim: usize,
+    ) -> KvLayer {
+        assert!(k_ty != KvType::Q8_0 || k_dim.is_multiple_of(32));
+        assert!(v_ty != KvType::Q8_0 || v_dim.is_multiple_of(32));
+        KvLayer {
+            k: KvBuf::new(k_ty, n_ctx * k_dim),
+            v: KvBuf::new(v_ty, n_ctx * v_dim),
+            k_dim,
+            v_dim,
+            n_ctx,
+        }
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        (self.n_ctx as f64
+            * (self.k_dim as f64 * self.k.elem_bytes() + self.v_dim as f64 * self.v.elem_bytes()))
+            as usize
+    }
+
+    /// Stores `n` tokens' keys and values at positions `pos..pos+n`.
+    pub fn store(&mut self, pos: usize, k: &[f32], v: &[f32]) {
+        self.k.store(pos * self.k_dim, k);
+        self.v.store(pos * self.v_dim, v);
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AttentionParams {
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    /// Multiplies q·k (usually 1/sqrt(head_dim)).
+    pub scale: f32,
+    /// `cap * tanh(s / cap)` on the scores (Gemma 2).
+    pub softcap: Option<f32>,
+    /// Keys older than this many positions are masked (sliding-window layers).
+    pub window: Option<usize>,
+}
+
+const MAX_HEAD_DIM: usize = 512;
+
+/// Query rows (token × head of one GQA group) per tile: enough to amortise converting a key
+/// tile, few enough that the accumulators stay in L1.
+const TILE_ROWS: usize = 64;
+
+/// One unit of work: rows `r0..r1` of the query rows (token × head of the group, token-major)
+/// of the tile starting at token `t0`, for KV head `g`, against all the keys they see.
+#[derive(Clone, Copy)]
+struct Item {
+    g: usize,
+    t0: usize,
+    r0: usize,
+    r1: usize,
+}
+
+/// Per-thread buffers of the tile loop (kept between calls, so decoding allocates nothing).
+#[derive(Default)]
+struct TileScratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    acc: Vec<f32>,
+    m: Vec<f32>,
+    l: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<TileScratch> = Default::default();
+}
+
+struct Ctx<'a> {
+    q: &'a [f32],
+    kv: &'a KvLayer,
+    p: &'a AttentionParams,
+    pos0: usize,
+    group: usize,
+}
+
+impl Ctx<'_> {
+    /// First key position a query at `qpos` may see.
+    fn first_key(&self, qpos: usize) -> usize {
+        self.p.window.map_or(0, |w| (qpos + 1).saturating_sub(w))
+    }
+}
+
+impl Cpu {
+    /// `q`: `n_tokens` × `n_head` × `head_dim`, for positions `pos0..pos0+n_tokens`, whose keys
+    /// and values are already in `kv`. Writes `n_tokens` × `n_head` × `head_dim_v` to `out`.
+    ///
+    /// Flash-style: for each KV head, tiles of query rows (tokens × the heads of its GQA group)
+    /// meet tiles of [`BK`] keys, converted to f32 once per tile, with an online softmax. Each KV
+    /// head is read once per query tile, not once per query head.
+    pub fn attention(
+        &self,
+        q: &[f32],
+        kv: &KvLayer,
+        pos0: usize,
+        n_tokens: usize,
+        p: &AttentionParams,
+        out: &mut [f32],
+    ) {
+        assert!(p.head_dim <= MAX_HEAD_DIM && p.head_dim_v <= MAX_HEAD_DIM);
+        assert!(pos0 + n_tokens <= kv.n_ctx);
+        assert!(p.n_kv_head > 0 && p.n_head.is_multiple_of(p.n_kv_head));
+        assert_eq!(q.len(), n_tokens * p.n_head * p.head_dim);
+        assert_eq!(out.len(), n_tokens * p.n_head * p.head_dim_v);
+        if n_tokens == 0 {
+            return;
+        }
+        let group = p.n_head / p.n_kv_head;
+        let ctx = Ctx {
+            q,
+            kv,
+            p,
+            pos0,
+            group,
+        };
+        let tok_per_tile = (TILE_ROWS / group).clamp(1, n_tokens);
+        let n_qt = n_tokens.div_ceil(tok_per_tile);
+        let base = p.n_kv_head * n_qt;
+        let threads = self.n_threads();
+        // Too few tiles for the threads (decoding): split a tile's rows between items. Each
+        // row's arithmetic stays the same (unlike splitting the keys), so decode computes
+        // exactly what prefill computes; the price is converting a key tile once per part.
+        let max_rows = tok_per_tile * group;
+        let parts = if base < threads {
+            threads.div_ceil(base).min(max_rows)
+        } else {
+            1
+        };
+        let item = |i: usize| {
+            let (b, part) = (i / parts, i % parts);
+            let (g, qt) = (b % p.n_kv_head, b / p.n_kv_head);
+            let t0 = qt * tok_per_tile;
+            let t1 = (t0 + tok_per_tile).min(n_tokens);
+            let rows = (t1 - t0) * group;
+            let per = rows.div_ceil(parts);
+            let r0 = (part * per).min(rows);
+            Item {
+                g,
+                t0,
+                r0,
+                r1: (r0 + per).min(rows),
+            }
+        };
+        let tier = self.table.tier();
+        let dv = p.head_dim_v;
+        let optr = SyncPtr(out.as_mut_ptr());
+        self.pool.for_chunks(base * parts, 1, threads, &|range| {
+            SCRATCH.with_borrow_mut(|sc| {
+                for i in range {
+                    let it = item(i);
+                    if it.r0 == it.r1 {
+                        continue;
+                    }
+                    run_tile(tier, &ctx, it, sc);
+                    for r in it.r0..it.r1 {
+                        let (t, h) = (it.t0 + r / group, it.g * group + r % group);
+                        // SAFETY: each (token, head) output row belongs to one item.
+                        let o = unsafe { optr.slice((t * p.n_head + h) * dv, dv) };
+                        let i = r - it.r0;
+                        let inv = if sc.l[i] > 0.0 { 1.0 / sc.l[i] } else { 0.0 };
+                        for (d, &a) in o.iter_mut().zip(&sc.acc[i * dv..(i + 1) * dv]) {
+                            *d = a * inv;
+                        }
+                    }
+                }
+            })
+        });
+    }
+}
+
+fn run_tile(tier: CpuTier, ctx: &Ctx, it: Item, sc: &mut TileScratch) {
+    match tier {
+        // SAFETY: the kernel table only holds a tier the host supports.
+        #[cfg(target_arch = "x86_64")]
+        CpuTier::Avx512 => unsafe { tile_avx512(ctx, it, sc) },
+        #[cfg(target_arch = "x86_64")]
+        CpuTier::Avx2 => unsafe { tile_avx2(ctx, it, sc) },
+        _ => tile::<simd::Scalar>(ctx, it, sc),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn tile_avx512(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
+    tile::<simd::Avx512>(ctx, it, sc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
+    tile::<simd::Avx2>(ctx, it, sc)
+}
+
+/// One item: leaves the row maxima, sums and unnormalised outputs in `sc.m`, `sc.l`, `sc.acc`.
+#[inline(always)]
+fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
+    let p = ctx.p;
+    let (d, dv, group) = (p.head_dim, p.head_dim_v, ctx.group);
+    let rows = it.r1 - it.r0;
+    let f16_keys = matches!(ctx.kv.k, KvBuf::F16(_));
+    let q8_keys = matches!(ctx.kv.k, KvBuf::Q8_0(_));
+    sc.q.resize(rows * d, 0.0);
+    sc.k.resize(BK * d, 0.0);
+    sc.v.resize(BK * dv, 0.0);
+    sc.acc.clear();
+    sc.acc.resize(rows * dv, 0.0);
+    sc.m.clear();
+    sc.m.resize(rows, f32::NEG_INFINITY);
+    sc.l.clear();
+    sc.l.resize(rows, 0.0);
+    for r in 0..rows {
+        let rr = it.r0 + r;
+        let (t, h) = (it.t0 + rr / group, it.g * group + rr % group);
+        let src = &ctx.q[(t * p.n_head + h) * d..][..d];
+        let dst = &mut sc.q[r * d..(r + 1) * d];
+        if f16_keys {
+            // q is rounded to f16 for the product with f16 keys, as llama.cpp does
+            for (o, &x) in dst.iter_mut().zip(src) {
+                *o = f16::from_f32(x).to_f32();
+            }
+        } else if q8_keys {
+            // and to Q8_0 for Q8_0 keys (llama.cpp takes their dot product in Q8_0)
+            let mut blk = [BlockQ8_0 {
+                d: [0; 2],
+                qs: [0; 32],
+            }];
+            for (o, x) in dst.chunks_exact_mut(32).zip(src.chunks_exact(32)) {
+                q8_0::quantize_act(x, &mut blk);
+                q8_0::dequantize(&blk, o);
+            }
+        } else {
+            dst.copy_from_slice(src);
+        }
+    }
+    let (kd, vdim) = (ctx.kv.k_dim, ctx.kv.v_dim);
+    let mut s = [0f32; BK];
+    // the keys the tile's rows see: from the first row's window start to the last row
+    let k_lo = ctx.first_key(ctx.pos0 + it.t0 + it.r0 / group);
+    let k_hi = ctx.pos0 + it.t0 + (it.r1 - 1) / group + 1;
+    let mut kt0 = k_lo;
+    while kt0 < k_hi {
+        let kb = (k_hi - kt0).min(BK);
+        // keys and values of this tile to f32, once for all the rows
+        for j in 0..kb {
+            let at = (kt0 + j) * kd + it.g * d;
+            let dst = &mut sc.k[j * d..(j + 1) * d];
+            match &ctx.kv.k {
+                // SAFETY (all `O::` calls): `tile` runs only under the tier's features.
+                KvBuf::F16(k) => unsafe { O::cvt(&k[at..at + d], dst) },
+                KvBuf::F32(k) => dst.copy_from_slice(&k[at..at + d]),
+                KvBuf::Q8_0(k) => q8_0::dequantize(&k[at / 32..(at + d) / 32], dst),
+            }
+        }
+        for j in 0..kb {
+            let at = (kt0 + j) * vdim + it.g * dv;
+            let dst = &mut sc.v[j * dv..(j + 1) * dv];
+            match &ctx.kv.v {
+                KvBuf::F16(v) => unsafe { O::cvt(&v[at..at + dv], dst) },
+                KvBuf::F32(v) => dst.copy_from_slice(&v[at..at + dv]),
+                KvBuf::Q8_0(v) => q8_0::dequantize(&v[at / 32..(at + dv) / 32], dst),
+            }
+        }
+        for r in 0..rows {
+            let qpos = ctx.pos0 + it.t0 + (it.r0 + r) / group;
+            let lo = ctx.first_key(qpos).max(kt0);
+            let hi = (qpos + 1).min(kt0 + kb);
+            if lo >= hi {
+                continue;
+            }
+            let (jl, jh) = (lo - kt0, hi - kt0);
+            let qr = &sc.q[r * d..(r + 1) * d];
+            // one dot product per key, the same arithmetic whatever the tile's shape, so a
+            // token decoded alone gets the scores it gets inside a prefill batch
+            for (j, sj) in s.iter_mut().enumerate().take(jh).skip(jl) {
+                *sj = unsafe { O::dot(qr, &sc.k[j * d..(j + 1) * d]) };
+            }
+            let mut mt = f32::NEG_INFINITY;
+            for (j, sj) in s.iter_mut().enumerate() {
+                if j < jl || j >= jh {
+                    *sj = f32::NEG_INFINITY;
+                    continue;
+                }
+                let mut x = *sj * p.scale;
+                if let Some(cap) = p.softcap {
+                    x = cap * (x / cap).tanh();
+                }
+                *sj = x;
+                mt = mt.max(x);
+            }
+            let m_old = sc.m[r];
+            let m_new = m_old.max(mt);
+            let c = if m_old == f32::NEG_INFINITY {
+                0.0
+            } else {
+                (m_old - m_new).exp()
+            };
+            let sum = unsafe { O::exp_sum(&mut s, m_new) };
+            sc.l[r] = sc.l[r] * c + sum;
+            sc.m[r] = m_new;
+            unsafe { O::pv(&mut sc.acc[r * dv..(r + 1) * dv], c, &s, &sc.v, kb) };
+        }
+        kt0 += kb;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Naive softmax attention in f64 for comparison.
+    fn reference(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        pos0: usize,
+        n: usize,
+        p: &AttentionParams,
+    ) -> Vec<f32> {
+        let group = p.n_head / p.n_kv_head;
+        let (kd, vd) = (p.n_kv_head * p.head_dim, p.n_kv_head * p.head_dim_v);
+        let mut out = vec![0f32; n * p.n_head * p.head_dim_v];
+        for t in 0..n {
+            for h in 0..p.n_head {
+                let g = h / group;
+                let qp = pos0 + t;
+                let first = p.window.map_or(0, |w| (qp + 1).saturating_sub(w));
+                let qr = &q[(t * p.n_head + h) * p.head_dim..][..p.head_dim];
+                let scores: Vec<f64> = (first..=qp)
+                    .map(|j| {
+                        let kr = &k[j * kd + g * p.head_dim..][..p.head_dim];
+                        let mut s = qr
+                            .iter()
+                            .zip(kr)
+                            .map(|(a, b)| *a as f64 * *b as f64)
+                            .sum::<f64>()
+                            * p.scale as f64;
+                        if let Some(c) = p.softcap {
+                            s = c as f64 * (s / c as f64).tanh();
+                        }
+                        s
+                    })
+                    .collect();
+                let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let den: f64 = scores.iter().map(|s| (s - mx).exp()).sum();
+                for (jj, s) in scores.iter().enumerate() {
+                    let j = first + jj;
+                    let w = (s - mx).exp() / den;
+                    for d in 0..p.head_dim_v {
+                        out[(t * p.n_head + h) * p.head_dim_v + d] +=
+                            (w * v[j * vd + g * p.head_dim_v + d] as f64) as f32;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn rnd_vec(seed: &mut u32, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                *seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+                (*seed >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every tier and thread count, prefill and decode shapes (split rows),
+    /// windows, soft-capping, f32 and f16 caches, head sizes that are not multiples of 16.
+    #[test]
+    fn matches_naive_softmax_attention() {
+        use crate::kernels::KernelTable;
+        let shapes = [
+            // n_head, n_kv_head, head_dim, head_dim_v, pos0, n_tokens
+            (4, 2, 8, 8, 5, 4),
+            (9, 3, 64, 64, 0, 70),
+            (9, 3, 64, 64, 300, 1),
+            (14, 2, 64, 64, 40, 100),
+            (8, 8, 80, 80, 129, 3),
+            (4, 1, 24, 40, 700, 1),
+            (16, 8, 128, 128, 10, 17),
+        ];
+        for tier in CpuTier::supported() {
+            let table: &'static KernelTable =
+                Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
+            for threads in [1, 2, 3] {
+                let cpu = Cpu {
+                    pool: crate::runtime::ThreadPool::new(threads),
+                    table,
+                };
+                let mut seed = 7u32;
+                for &(nh, nkv, hd, hdv, pos0, n) in &shapes {
+                    for (window, softcap) in [(None, None), (Some(37), None), (None, Some(5.0))] {
+                        for ty in [KvType::F32, KvType::F16, KvType::Q8_0] {
+                            if ty.for_head_dim(hd) != ty || ty.for_head_dim(hdv) != ty {
+                                continue;
+                            }
+                            let p = AttentionParams {
+                                n_head: nh,
+                                n_kv_head: nkv,
+                                head_dim: hd,
+                                head_dim_v: hdv,
+                                scale: 1.0 / (hd as f32).sqrt(),
+                                softcap,
+                                window,
+                            };
+                            let n_ctx = pos0 + n + 3;
+                            let mut k = rnd_vec(&mut seed, n_ctx * nkv * hd);
+                            let mut v = rnd_vec(&mut seed, n_ctx * nkv * hdv);
+                            let mut q: Vec<f32> = rnd_vec(&mut seed, n * nh * hd)
+                                .iter()
+                                .map(|x| 3.0 * x)
+                                .collect();
+                            if ty == KvType::F16 {
+                                for x in k.iter_mut().chain(v.iter_mut()).chain(q.iter_mut()) {
+                                    *x = f16::from_f32(*x).to_f32();
+                                }
+                            }
+                            let mut kv = KvLayer::new(ty, n_ctx, nkv * hd, nkv * hdv);
+                            kv.store(0, &k, &v);
+                            let mut out = vec![0f32; n * nh * hdv];
+                            cpu.attention(&q, &kv, pos0, n, &p, &mut out);
+                            let want = reference(&q, &k, &v, pos0, n, &p);
+                            // Q8_0 keeps about 2-3 significant digits of K, V and q
+                            let tol = if ty == KvType::Q8_0 { 3e-2 } else { 2e-5 };
+                            for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                                assert!(
+                                    (a - b).abs() < tol,
+                                    "{tier} t{threads} {:?} {window:?} {softcap:?} {ty:?} [{i}]: {a} vs {b}",
+                                    (nh, nkv, hd, hdv, pos0, n)
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A token's output is bit-identical whether it is computed alone (decode) or in a batch
+    /// (prefill), on every tier and thread count.
+    #[test]
+    fn decode_equals_prefill_bitwise() {
+        use crate::kernels::KernelTable;
+        let (nh, nkv, hd) = (9, 3, 64);
+        let n = 150;
+        let mut seed = 11u32;
+        let k = rnd_vec(&mut seed, n * nkv * hd);
+        let v = rnd_vec(&mut seed, n * nkv * hd);
+        let q = rnd_vec(&mut seed, n * nh * hd);
+        let p = AttentionParams {
+            n_head: nh,
+            n_kv_head: nkv,
+            head_dim: hd,
+            head_dim_v: hd,
+            scale: 0.125,
+            softcap: None,
+            window: None,
+        };
+        for tier in CpuTier::supported() {
+            let table: &'static KernelTable =
+                Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
+            for threads in [1, 2, 4] {
+                let cpu = Cpu {
+                    pool: crate::runtime::ThreadPool::new(threads),
+                    table,
+                };
+                let mut kv = KvLayer::new(KvType::F16, n, nkv * hd, nkv * hd);
+                kv.store(0, &k, &v);
+                let mut all = vec![0f32; n * nh * hd];
+                cpu.attention(&q, &kv, 0, n, &p, &mut all);
+                let row = nh * hd;
+                for t in 0..n {
+                    let mut one = vec![0f32; row];
+                    cpu.attention(&q[t * row..(t + 1) * row], &kv, t, 1, &p, &mut one);
+                    assert_eq!(
+                        one,
+                        all[t * row..(t + 1) * row],
+                        "{tier} t{threads} token {t}"
+                    );
+                }
+            }
+        }
+    }
+}

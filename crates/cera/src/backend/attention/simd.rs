@@ -1,0 +1,318 @@
+//! Vector helpers of the attention tiles, one implementation per CPU tier. The tile loop in
+//! `mod.rs` is generic over [`Ops`] and instantiated inside `#[target_feature]` functions, so
+//! these `#[inline(always)]` helpers compile with the tier's instructions.
+// Every function here is an unsafe SIMD helper whose one precondition is the tier's CPU
+// features, checked once when the tier is chosen; marking each operation inside adds nothing.
+#![allow(unsafe_op_in_unsafe_fn)]
+
+use half::f16;
+
+/// Keys per tile.
+pub(super) const BK: usize = 64;
+
+/// A tier's vector operations. All are `unsafe` because the SIMD versions may only run on a
+/// host with their features (the caller checks the tier once).
+pub(super) trait Ops {
+    /// `Σ a·b`.
+    unsafe fn dot(a: &[f32], b: &[f32]) -> f32;
+    /// `s[j] = exp(s[j] - m)` (entries at −∞ become 0); returns `Σ s`.
+    unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32;
+    /// `acc = acc · c + Σ_{j<kb} p[j] · v[j·acc.len() ..]` (`v`: `kb` rows of `acc.len()`).
+    unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize);
+    /// f16 to f32, `dst.len()` values.
+    unsafe fn cvt(src: &[f16], dst: &mut [f32]);
+}
+
+pub(super) struct Scalar;
+
+impl Ops for Scalar {
+    #[inline(always)]
+    unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+    #[inline(always)]
+    unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
+        let mut sum = 0.0;
+        for x in s.iter_mut() {
+            *x = (*x - m).exp();
+            sum += *x;
+        }
+        sum
+    }
+    #[inline(always)]
+    unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
+        let dv = acc.len();
+        for a in acc.iter_mut() {
+            *a *= c;
+        }
+        for (j, &pj) in p.iter().enumerate().take(kb) {
+            for (a, &x) in acc.iter_mut().zip(&v[j * dv..(j + 1) * dv]) {
+                *a += pj * x;
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_f32();
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) use x86::{Avx2, Avx512};
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use half::f16;
+
+    use super::{BK, Ops};
+
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    /// Taylor coefficients of e^r, r in [-ln2/2, ln2/2]: relative error below 2e-7.
+    const C: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
+
+    pub(in super::super) struct Avx2;
+
+    #[inline(always)]
+    unsafe fn hsum256(v: __m256) -> f32 {
+        let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+        let x = _mm_add_ss(x, _mm_movehdup_ps(x));
+        _mm_cvtss_f32(x)
+    }
+
+    #[inline(always)]
+    unsafe fn exp256(x: __m256) -> __m256 {
+        let valid = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_set1_ps(f32::NEG_INFINITY));
+        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
+        );
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut p = _mm256_set1_ps(C[0]);
+        for &c in &C[1..] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        }
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0));
+        let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_cvtps_epi32(n),
+            _mm256_set1_epi32(127),
+        ));
+        _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), valid)
+    }
+
+    impl Ops for Avx2 {
+        #[inline(always)]
+        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+            let n = a.len().min(b.len());
+            let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let mut i = 0;
+            while i + 16 <= n {
+                a0 = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(a.as_ptr().add(i)),
+                    _mm256_loadu_ps(b.as_ptr().add(i)),
+                    a0,
+                );
+                a1 = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(a.as_ptr().add(i + 8)),
+                    _mm256_loadu_ps(b.as_ptr().add(i + 8)),
+                    a1,
+                );
+                i += 16;
+            }
+            let mut sum = hsum256(_mm256_add_ps(a0, a1));
+            while i < n {
+                sum += a[i] * b[i];
+                i += 1;
+            }
+            sum
+        }
+        #[inline(always)]
+        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
+            let mv = _mm256_set1_ps(m);
+            let mut sum = _mm256_setzero_ps();
+            for i in (0..BK).step_by(8) {
+                let p = s.as_mut_ptr().add(i);
+                let e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p), mv));
+                _mm256_storeu_ps(p, e);
+                sum = _mm256_add_ps(sum, e);
+            }
+            hsum256(sum)
+        }
+        #[inline(always)]
+        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
+            let dv = acc.len();
+            assert!(v.len() >= kb * dv && kb <= BK);
+            let cv = _mm256_set1_ps(c);
+            let mut c0 = 0;
+            // 32 outputs (4 registers) at a time, every key into them
+            while c0 + 32 <= dv {
+                let a = acc.as_mut_ptr().add(c0);
+                let mut r = [
+                    _mm256_mul_ps(_mm256_loadu_ps(a), cv),
+                    _mm256_mul_ps(_mm256_loadu_ps(a.add(8)), cv),
+                    _mm256_mul_ps(_mm256_loadu_ps(a.add(16)), cv),
+                    _mm256_mul_ps(_mm256_loadu_ps(a.add(24)), cv),
+                ];
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    let pv = _mm256_set1_ps(pj);
+                    let vr = v.as_ptr().add(j * dv + c0);
+                    for (i, x) in r.iter_mut().enumerate() {
+                        *x = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr.add(8 * i)), *x);
+                    }
+                }
+                for (i, x) in r.iter().enumerate() {
+                    _mm256_storeu_ps(a.add(8 * i), *x);
+                }
+                c0 += 32;
+            }
+            while c0 + 8 <= dv {
+                let a = acc.as_mut_ptr().add(c0);
+                let mut x = _mm256_mul_ps(_mm256_loadu_ps(a), cv);
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    let vr = v.as_ptr().add(j * dv + c0);
+                    x = _mm256_fmadd_ps(_mm256_set1_ps(pj), _mm256_loadu_ps(vr), x);
+                }
+                _mm256_storeu_ps(a, x);
+                c0 += 8;
+            }
+            for d in c0..dv {
+                let mut x = acc[d] * c;
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    x += pj * v[j * dv + d];
+                }
+                acc[d] = x;
+            }
+        }
+        #[inline(always)]
+        unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
+            let n = dst.len();
+            assert!(src.len() >= n);
+            let mut i = 0;
+            while i + 8 <= n {
+                let h = _mm_loadu_si128(src.as_ptr().add(i).cast());
+                _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+                i += 8;
+            }
+            while i < n {
+                let h = _mm_cvtsi32_si128(src[i].to_bits() as i32);
+                dst[i] = _mm_cvtss_f32(_mm_cvtph_ps(h));
+                i += 1;
+            }
+        }
+    }
+
+    pub(in super::super) struct Avx512;
+
+    #[inline(always)]
+    unsafe fn exp512(x: __m512) -> __m512 {
+        let valid = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, _mm512_set1_ps(f32::NEG_INFINITY));
+        let x = _mm512_max_ps(x, _mm512_set1_ps(-100.0));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
+        );
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+        let mut p = _mm512_set1_ps(C[0]);
+        for &c in &C[1..] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0));
+        _mm512_maskz_mov_ps(valid, _mm512_scalef_ps(p, n))
+    }
+
+    impl Ops for Avx512 {
+        #[inline(always)]
+        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+            let n = a.len().min(b.len());
+            let mut acc = _mm512_setzero_ps();
+            let mut i = 0;
+            while i + 16 <= n {
+                acc = _mm512_fmadd_ps(
+                    _mm512_loadu_ps(a.as_ptr().add(i)),
+                    _mm512_loadu_ps(b.as_ptr().add(i)),
+                    acc,
+                );
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = (1u32 << (n - i)).wrapping_sub(1) as u16;
+                acc = _mm512_fmadd_ps(
+                    _mm512_maskz_loadu_ps(m, a.as_ptr().add(i)),
+                    _mm512_maskz_loadu_ps(m, b.as_ptr().add(i)),
+                    acc,
+                );
+            }
+            _mm512_reduce_add_ps(acc)
+        }
+        #[inline(always)]
+        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
+            let mv = _mm512_set1_ps(m);
+            let mut sum = _mm512_setzero_ps();
+            for i in (0..BK).step_by(16) {
+                let p = s.as_mut_ptr().add(i);
+                let e = exp512(_mm512_sub_ps(_mm512_loadu_ps(p), mv));
+                _mm512_storeu_ps(p, e);
+                sum = _mm512_add_ps(sum, e);
+            }
+            _mm512_reduce_add_ps(sum)
+        }
+        #[inline(always)]
+        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
+            let dv = acc.len();
+            assert!(v.len() >= kb * dv && kb <= BK);
+            let cv = _mm512_set1_ps(c);
+            let mut c0 = 0;
+            while c0 < dv {
+                // up to 64 outputs (4 registers, the last one masked) at a time
+                let w = (dv - c0).min(64);
+                let nreg = w.div_ceil(16);
+                let last: __mmask16 = if w.is_multiple_of(16) {
+                    0xFFFF
+                } else {
+                    ((1u32 << (w % 16)) - 1) as u16
+                };
+                let mask = |i: usize| if i + 1 == nreg { last } else { 0xFFFF };
+                let a = acc.as_mut_ptr().add(c0);
+                let mut r = [_mm512_setzero_ps(); 4];
+                for (i, x) in r.iter_mut().enumerate().take(nreg) {
+                    *x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask(i), a.add(16 * i)), cv);
+                }
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    let pv = _mm512_set1_ps(pj);
+                    let vr = v.as_ptr().add(j * dv + c0);
+                    for (i, x) in r.iter_mut().enumerate().take(nreg) {
+                        let vx = _mm512_maskz_loadu_ps(mask(i), vr.add(16 * i));
+                        *x = _mm512_fmadd_ps(pv, vx, *x);
+                    }
+                }
+                for (i, x) in r.iter().enumerate().take(nreg) {
+                    _mm512_mask_storeu_ps(a.add(16 * i), mask(i), *x);
+                }
+                c0 += w;
+            }
+        }
+        #[inline(always)]
+        unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
+            let n = dst.len();
+            assert!(src.len() >= n);
+            let mut i = 0;
+            while i + 16 <= n {
+                let h = _mm256_loadu_si256(src.as_ptr().add(i).cast());
+                _mm512_storeu_ps(dst.as_mut_ptr().add(i), _mm512_cvtph_ps(h));
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as u16;
+                let h = _mm256_maskz_loadu_epi16(m, src.as_ptr().add(i).cast());
+                _mm512_mask_storeu_ps(dst.as_mut_ptr().add(i), m, _mm512_cvtph_ps(h));
+            }
+        }
+    }
+}

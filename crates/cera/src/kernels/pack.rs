@@ -1,0 +1,179 @@
+//! Weights of the 32-element block formats re-laid out for the GEMM kernels ("x8" layout): rows
+//! in groups of eight, and per block of 32 columns one *super-block* holding the eight rows'
+//! codes interleaved four bytes at a time, so that one 256-bit vector has every row's codes
+//! `4j..4j+4` in its own 32-bit lane (ready for `vpdpbusd` against a broadcast activation
+//! dword), then the rows' scales.
+//!
+//! Super-block layout (`8` rows × 32 columns), by format:
+//! - Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1: four 32-byte vectors; in vector `v`, lane `i` holds row
+//!   `i`'s `qs[4v..4v+4]`. The low nibbles are then codes `4v..4v+4` and the high nibbles codes
+//!   `16+4v..`, i.e. code vectors `v` and `v+4` (the formats store element `l` in the low
+//!   nibble of byte `l` and element `l+16` in its high nibble).
+//! - Q5_0, Q5_1 then: eight u32 masks, mask `j` bit `4i+k` = row `i`'s fifth bit of element
+//!   `4j+k`.
+//! - Q8_0: eight 32-byte vectors, lane `i` of vector `j` = row `i`'s codes `4j..4j+4` + 128
+//!   (as unsigned bytes).
+//! - then the eight rows' `d` (f16), then for Q4_1/Q5_1 their `m` (f16).
+//!
+//! - Q4_K (per 256-column super-block): 32 vectors, vector `8c + g` lane `i` = row `i`'s
+//!   `qs[32c + 4g..+4]` (low nibbles: sub-block `2c`, high: `2c + 1`, elements `4g..4g+4`);
+//!   then the decoded 6-bit scales (64 bytes: sub-block `j`, row `i` at `8j + i`), the mins
+//!   (likewise), `d` and `dmin` (8 f16 each).
+//! - Q6_K: `ql` as 32 vectors (`32h + 16s + 4g`... vector `(h, s, g)` at `8(2h + s) + g`, lane
+//!   `i` = row `i`'s `ql[64h + 32s + 4g..+4]`), `qh` as 16 vectors (`(h, g)` at `8h + g`, lane
+//!   `i` = `qh[32h + 4g..+4]`), the i8 scales (128 bytes: sub-block `j`, row `i` at `8j + i`),
+//!   and `d` (8 f16).
+//!
+//! Rows past the end of the matrix (the last group) are zero. The layouts hold the bytes of the
+//! original blocks (Q4_K: its scales decoded, 4 bytes more per row and super-block), so a packed
+//! matrix is about as large as the original (plus padding rows).
+
+use crate::quant::GgmlType;
+
+/// Rows per group.
+pub const GROUP_ROWS: usize = 8;
+
+/// Bytes of one super-block (eight rows × one 32-column block), or `None` for formats without
+/// an x8 layout.
+pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 | IQ4_NL => 128 + 16,
+        Q4_1 => 128 + 32,
+        Q5_0 => 128 + 32 + 16,
+        Q5_1 => 128 + 32 + 32,
+        Q8_0 => 256 + 16,
+        Q4_K => 1024 + 64 + 64 + 32,
+        Q6_K => 1024 + 512 + 128 + 16,
+        _ => return None,
+    })
+}
+
+/// Columns one super-block covers.
+pub fn block_cols(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q4_K | GgmlType::Q6_K => 256,
+        _ => 32,
+    }
+}
+
+/// Offsets of the `d` and `m` arrays inside a super-block.
+pub fn scale_offsets(ty: GgmlType) -> (usize, usize) {
+    use GgmlType::*;
+    let codes = match ty {
+        Q8_0 => 256,
+        Q5_0 | Q5_1 => 128 + 32,
+        _ => 128,
+    };
+    (codes, codes + 16)
+}
+
+/// Bytes of a packed `rows` × `k` matrix.
+pub fn packed_len(ty: GgmlType, rows: usize, k: usize) -> Option<usize> {
+    let sb = superblock_bytes(ty)?;
+    let bc = block_cols(ty);
+    (k.is_multiple_of(bc)).then(|| rows.div_ceil(GROUP_ROWS) * (k / bc) * sb)
+}
+
+/// Packs `rows` rows of `k` columns (`src`, the format's plain blocks) into `dst`
+/// (`packed_len` bytes).
+///
+/// # Panics
+/// If the format has no x8 layout or a size is wrong.
+pub fn pack(ty: GgmlType, rows: usize, k: usize, src: &[u8], dst: &mut [u8]) {
+    use GgmlType::*;
+    let sb = superblock_bytes(ty).unwrap_or_else(|| panic!("{ty} has no x8 layout"));
+    let bb = ty.block_bytes().expect("a block format");
+    let nb = k / block_cols(ty);
+    assert_eq!(src.len(), rows * nb * bb, "{ty}: {rows} rows of {k}");
+    assert_eq!(Some(dst.len()), packed_len(ty, rows, k));
+    dst.fill(0);
+    if matches!(ty, Q4_K | Q6_K) {
+        pack_k(ty, rows, nb, src, dst);
+        return;
+    }
+    let (d_off, m_off) = scale_offsets(ty);
+    for g in 0..rows.div_ceil(GROUP_ROWS) {
+        for b in 0..nb {
+            let out = &mut dst[(g * nb + b) * sb..][..sb];
+            for i in 0..GROUP_ROWS.min(rows - g * GROUP_ROWS) {
+                let r = g * GROUP_ROWS + i;
+                let blk = &src[(r * nb + b) * bb..][..bb];
+                // field offsets in the plain blocks: d first; then m (Q4_1, Q5_1), qh (Q5)
+                let (qs_off, qh_off, has_m) = match ty {
+                    Q4_0 | IQ4_NL | Q8_0 => (2, None, false),
+                    Q4_1 => (4, None, true),
+                    Q5_0 => (6, Some(2), false),
+                    Q5_1 => (8, Some(4), true),
+                    _ => unreachable!(),
+                };
+                out[d_off + 2 * i..d_off + 2 * i + 2].copy_from_slice(&blk[0..2]);
+                if has_m {
+                    out[m_off + 2 * i..m_off + 2 * i + 2].copy_from_slice(&blk[2..4]);
+                }
+                let qs = &blk[qs_off..];
+                let n_vec = if ty == Q8_0 { 8 } else { 4 };
+                for v in 0..n_vec {
+                    for kk in 0..4 {
+                        let x = qs[4 * v + kk];
+                        out[32 * v + 4 * i + kk] = if ty == Q8_0 { x ^ 0x80 } else { x };
+                    }
+                }
+                if let Some(qh_off) = qh_off {
+                    let qh = u32::from_le_bytes(blk[qh_off..qh_off + 4].try_into().unwrap());
+                    for j in 0..8 {
+                        let at = 128 + 4 * j;
+                        let mut mask = u32::from_le_bytes(out[at..at + 4].try_into().unwrap());
+                        for kk in 0..4 {
+                            if qh >> (4 * j + kk) & 1 == 1 {
+                                mask |= 1 << (4 * i + kk);
+                            }
+                        }
+                        out[at..at + 4].copy_from_slice(&mask.to_le_bytes());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The K-quant x8 layouts (see the module docs).
+fn pack_k(ty: GgmlType, rows: usize, nb: usize, src: &[u8], dst: &mut [u8]) {
+    let sb = superblock_bytes(ty).unwrap();
+    let bb = ty.block_bytes().unwrap();
+    // interleaves `n` dwords of a row's `bytes` (dword v at vector v, lane i)
+    let put = |out: &mut [u8], i: usize, bytes: &[u8], n: usize| {
+        for v in 0..n {
+            out[32 * v + 4 * i..32 * v + 4 * i + 4].copy_from_slice(&bytes[4 * v..4 * v + 4]);
+        }
+    };
+    for g in 0..rows.div_ceil(GROUP_ROWS) {
+        for b in 0..nb {
+            let out = &mut dst[(g * nb + b) * sb..][..sb];
+            for i in 0..GROUP_ROWS.min(rows - g * GROUP_ROWS) {
+                let r = g * GROUP_ROWS + i;
+                let blk = &src[(r * nb + b) * bb..][..bb];
+                if ty == GgmlType::Q4_K {
+                    // d, dmin, scales[12], qs[128]
+                    put(out, i, &blk[16..144], 32);
+                    let scales: &[u8; 12] = blk[4..16].try_into().unwrap();
+                    let (sc, mn) = crate::quant::k_common::scales_mins_k4(scales);
+                    for j in 0..8 {
+                        out[1024 + 8 * j + i] = sc[j];
+                        out[1088 + 8 * j + i] = mn[j];
+                    }
+                    out[1152 + 2 * i..1154 + 2 * i].copy_from_slice(&blk[0..2]);
+                    out[1168 + 2 * i..1170 + 2 * i].copy_from_slice(&blk[2..4]);
+                } else {
+                    // ql[128], qh[64], scales[16], d
+                    put(out, i, &blk[0..128], 32);
+                    put(&mut out[1024..], i, &blk[128..192], 16);
+                    for j in 0..16 {
+                        out[1536 + 8 * j + i] = blk[192 + j];
+                    }
+                    out[1664 + 2 * i..1666 + 2 * i].copy_from_slice(&blk[208..210]);
+                }
+            }
+        }
+    }
+}
