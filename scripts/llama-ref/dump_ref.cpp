@@ -59,6 +59,10 @@ int main(int argc, char ** argv) {
     cp.n_threads_batch = 2;
     // CERA_REF_NO_FA=1: the non-flash attention path (for measuring llama.cpp's own spread)
     if (getenv("CERA_REF_NO_FA")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    // CERA_REF_KV_F32=1: an f32 KV cache (no f16 rounding of keys and values), for models whose
+    // expert routing would amplify those differences; takes effect with CERA_REF_NO_FA=1 only
+    // (the CPU flash-attention path keeps f16 whatever the cache type asked for)
+    if (getenv("CERA_REF_KV_F32")) { cp.type_k = GGML_TYPE_F32; cp.type_v = GGML_TYPE_F32; }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot create context\n"); return 1; }
 

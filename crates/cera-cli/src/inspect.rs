@@ -74,6 +74,41 @@ fn estimate_memory(g: &GgufFile, ctx: Option<u64>) -> MemoryEstimate {
     }
 }
 
+/// The layer mix of hybrid and MoE models: LFM2's convolution / attention layers (0 KV heads
+/// mark a convolution layer) and routed experts.
+fn layer_summary(g: &GgufFile) -> Option<String> {
+    let a = g.architecture().ok()?;
+    let n_layer: usize = g.get_as(&arch_key(a, arch::BLOCK_COUNT)).ok()?;
+    let mut parts = Vec::new();
+    if let Ok(Some(l_cache)) = g.get_opt::<u32>(&arch_key(a, arch::SHORTCONV_L_CACHE)) {
+        let kv = g
+            .get_per_layer_u32(&arch_key(a, arch::HEAD_COUNT_KV), n_layer)
+            .ok()?;
+        let conv = kv.iter().filter(|&&h| h == 0).count();
+        parts.push(format!(
+            "{conv} short convolution (kernel {l_cache}), {} attention",
+            n_layer - conv
+        ));
+    }
+    if let Ok(Some(n_expert)) = g.get_opt::<u32>(&arch_key(a, arch::EXPERT_COUNT)) {
+        let used: u32 = g
+            .get_opt(&arch_key(a, arch::EXPERT_USED_COUNT))
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        let lead: u32 = g
+            .get_opt(&arch_key(a, arch::LEADING_DENSE_BLOCK_COUNT))
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        parts.push(format!(
+            "{} routed FFNs ({used} of {n_expert} experts per token), {lead} dense",
+            n_layer.saturating_sub(lead as usize)
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("{n_layer}: {}", parts.join("; ")))
+}
+
 /// Whether a tensor type has a compute kernel (matrix products) in this build.
 fn computable(ty: GgmlType) -> bool {
     cera::kernels::KernelTable::vec_dot_type(ty).is_some()
@@ -118,6 +153,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     println!("architecture:  {}", g.architecture().unwrap_or("(none)"));
     if let Ok(name) = g.get_str(keys::GENERAL_NAME) {
         println!("name:          {name}");
+    }
+    if let Some(layers) = layer_summary(&g) {
+        println!("layers:        {layers}");
     }
     println!("alignment:     {}", g.alignment);
     println!("parameters:    {} ({params})", human_count(params));

@@ -46,6 +46,18 @@ pub mod arch {
     pub const ROPE_SCALING_ORIG_CTX_LEN: &str = "rope.scaling.original_context_length";
     /// Granite: false means no RoPE at all.
     pub const ROPE_SCALING_FINETUNED: &str = "rope.scaling.finetuned";
+
+    // LFM2 short convolution: the kernel length (taps per channel)
+    pub const SHORTCONV_L_CACHE: &str = "shortconv.l_cache";
+
+    // mixture of experts (lfm2moe)
+    pub const EXPERT_COUNT: &str = "expert_count";
+    pub const EXPERT_USED_COUNT: &str = "expert_used_count";
+    pub const EXPERT_FEED_FORWARD_LENGTH: &str = "expert_feed_forward_length";
+    /// Dense FFN blocks before the first routed one.
+    pub const LEADING_DENSE_BLOCK_COUNT: &str = "leading_dense_block_count";
+    /// llama.cpp's numbering: 1 softmax, 2 sigmoid.
+    pub const EXPERT_GATING_FUNC: &str = "expert_gating_func";
 }
 
 /// Renders an architecture key: `arch_key("llama", arch::BLOCK_COUNT)` is `llama.block_count`.

@@ -124,6 +124,9 @@ pub struct Session {
     cancel: Arc<AtomicBool>,
     pending_prompt: usize,
     pending_prefill: Duration,
+    /// The recurrent state is ahead of `tokens` (after a truncate): the kept tokens are
+    /// prefilled again, from position 0, before anything else is appended.
+    replay: bool,
 }
 
 impl Session {
@@ -147,6 +150,7 @@ impl Session {
             cancel: Arc::new(AtomicBool::new(false)),
             pending_prompt: 0,
             pending_prefill: Duration::ZERO,
+            replay: false,
         }
     }
 
@@ -172,13 +176,18 @@ impl Session {
     pub fn reset(&mut self) {
         self.tokens.clear();
         self.logits_valid = false;
+        // the next forward pass starts at position 0, which clears any recurrent state
+        self.replay = false;
     }
 
-    /// Keeps the first `n` tokens (their cached keys and values stay valid).
+    /// Keeps the first `n` tokens. Their cached keys and values stay valid; a model with
+    /// recurrent state (LFM2's convolutions) cannot rewind it, so the kept tokens are prefilled
+    /// again from position 0 when the next tokens are appended.
     pub fn truncate(&mut self, n: usize) {
         if n < self.tokens.len() {
             self.tokens.truncate(n);
             self.logits_valid = false;
+            self.replay = self.state.is_recurrent() && n > 0;
         }
     }
 
@@ -217,6 +226,21 @@ impl Session {
             return Err(Error::TokenOutOfRange { id: bad, n_vocab });
         }
         self.cancel.store(false, Ordering::Release);
+        if self.replay {
+            let e = &self.engine;
+            for (i, chunk) in self.tokens.chunks(self.n_ubatch).enumerate() {
+                e.model.forward(
+                    &e.cpu,
+                    &mut self.state,
+                    chunk,
+                    i * self.n_ubatch,
+                    false,
+                    &mut self.logits,
+                )?;
+            }
+            self.replay = false;
+            self.logits_valid = true;
+        }
         let mut all_logits = Vec::new();
         let t0 = Instant::now();
         for chunk in toks.chunks(self.n_ubatch) {

@@ -1,6 +1,7 @@
 //! Architecture parity with llama.cpp on tiny random-weight models (one or more per architecture:
 //! llama incl. Llama 3 `rope_freqs`, qwen2, qwen3, granite, gemma2, gemma3, phi3, olmo2; F32,
-//! Q8_0 and mixed Q4_0/Q4_K weights).
+//! Q8_0 and mixed Q4_0/Q4_K weights), and the LFM2 family: lfm2 and lfm2moe, tiny and at the
+//! LFM2-350M shape, F32/Q8_0/Q4_0/Q4_K, 12 prompts (4 at 350M) and 64 greedy steps each.
 //!
 //! The models are rebuilt here by the same generator that made the fixtures
 //! (`tests/common/arch_models.rs`, with the SmolLM2 tokenizer fetched through the project's
@@ -8,7 +9,8 @@
 //! silently compared against stale references. Fixtures: `scripts/gen-arch-fixtures.py`
 //! (llama.cpp's tokens, last-position logits and 32 greedy steps with top-2 logits per prompt).
 //!
-//! Checks per model and prompt: the last-position logits (same top-1, max|Δ| / std < 2e-2), the
+//! Checks per model and prompt: the last-position logits (max|Δ| / std < 2e-2; LFM2 fixtures keep
+//! them for the first 4 prompts), the
 //! greedy continuation (equal tokens; a divergence is allowed only where llama.cpp's top-2 logits
 //! are within 1e-3, after which the sequences are no longer comparable), and per model that one
 //! batched prefill gives the same logits as feeding the tokens one at a time.
@@ -25,8 +27,22 @@ use cera::models::Model;
 mod arch_models;
 
 const LOGIT_TOL: f32 = 2e-2;
+/// The LFM2-350M shapes (16 layers of width 1024 through quantized activations) amplify
+/// rounding-level differences more: on `lfm2_350m_q4_k` llama.cpp's own configurations (flash
+/// attention or not, f16 or f32 KV) differ from each other by up to 2.8e-2 of the spread.
+const LOGIT_TOL_350M: f32 = 4e-2;
 const NEAR_TIE: f32 = 1e-3;
 const PREFILL_DECODE_TOL: f32 = 1e-3;
+/// Expert routing is discontinuous: where the last chosen expert and the best one left out
+/// score within this much, rounding-level differences between engines (or between our batched
+/// and one-token paths) can choose differently, after which outputs are no longer comparable.
+/// Such a prompt or step is reported and not compared further, like a greedy near-tie.
+const ROUTE_TIE: f32 = 1e-5;
+
+/// Whether the forward passes since the last call routed a token within `ROUTE_TIE`.
+fn routing_tie(st: &mut cera::models::ModelState) -> bool {
+    st.take_routing_margin().is_some_and(|g| g < ROUTE_TIE)
+}
 
 fn tokenizer() -> &'static GgufFile {
     static TOK: OnceLock<GgufFile> = OnceLock::new();
@@ -104,12 +120,24 @@ fn check(name: &str) {
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let cpu = Cpu::new(2);
     let n_prompts = meta["n_prompts"].as_u64().unwrap() as usize;
+    // the KV cache type the reference used (f32 for models with expert routing)
+    let kv_type = match meta["kv"].as_str() {
+        Some("f32") => KvType::F32,
+        _ => KvType::F16,
+    };
     let mut logits = Vec::new();
     let mut report = Vec::new();
     let mut worst = 0f32;
+    let mut compared = 0;
+    let tol = if name.contains("350m") {
+        LOGIT_TOL_350M
+    } else {
+        LOGIT_TOL
+    };
     for i in 0..n_prompts {
         let fx = read_json(dir.join(format!("{i}.json")));
-        let want = read_f32(dir.join(format!("{i}.logits")));
+        let logits_file = dir.join(format!("{i}.logits"));
+        let want = logits_file.exists().then(|| read_f32(logits_file));
         let prompt: Vec<u32> = fx["prompt_tokens"]
             .as_array()
             .unwrap()
@@ -117,18 +145,25 @@ fn check(name: &str) {
             .map(|t| t.as_u64().unwrap() as u32)
             .collect();
         let steps = steps(&fx);
-        let mut st = model.new_state(prompt.len() + steps.len() + 8, KvType::F16, KvType::F16);
+        let mut st = model.new_state(prompt.len() + steps.len() + 8, kv_type, kv_type);
         model
             .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
             .unwrap();
-        let sd = std_dev(&want);
-        assert!(sd > 0.1, "{name} prompt {i}: degenerate reference logits");
-        let rel = max_abs_diff(&logits, &want) / sd;
-        worst = worst.max(rel);
-        assert!(
-            rel < LOGIT_TOL,
-            "{name} prompt {i}: last-position logits max|Δ|/std = {rel:.2e}"
-        );
+        if routing_tie(&mut st) {
+            report.push("routing near-tie in the prompt".to_owned());
+            continue;
+        }
+        compared += 1;
+        let sd = std_dev(want.as_deref().unwrap_or(&logits));
+        assert!(sd > 0.1, "{name} prompt {i}: degenerate logits");
+        if let Some(want) = &want {
+            let rel = max_abs_diff(&logits, want) / sd;
+            worst = worst.max(rel);
+            assert!(
+                rel < tol,
+                "{name} prompt {i}: last-position logits max|Δ|/std = {rel:.2e}"
+            );
+        }
 
         // greedy: compare each step; feed the (common) token
         let mut pos = prompt.len();
@@ -140,7 +175,7 @@ fn check(name: &str) {
             let drift = (logits[s.token as usize] - s.top1).abs() / sd;
             worst = worst.max(drift);
             assert!(
-                drift < LOGIT_TOL,
+                drift < tol,
                 "{name} prompt {i} step {k}: logit of token {} is {} here, {} in llama.cpp",
                 s.token,
                 logits[s.token as usize],
@@ -155,7 +190,7 @@ fn check(name: &str) {
                     s.top1,
                     s.top2
                 );
-                diverged = Some(k);
+                diverged = Some((k, "near-tie"));
                 break;
             }
             matched += 1;
@@ -164,11 +199,15 @@ fn check(name: &str) {
                     .forward(&cpu, &mut st, &[ours], pos, false, &mut logits)
                     .unwrap();
                 pos += 1;
+                if routing_tie(&mut st) {
+                    diverged = Some((k + 1, "routing near-tie"));
+                    break;
+                }
             }
         }
         report.push(match diverged {
             None => format!("{matched}/{}", steps.len()),
-            Some(k) => format!("{matched}/{} (near-tie at {k})", steps.len()),
+            Some((k, why)) => format!("{matched}/{} ({why} at {k})", steps.len()),
         });
 
         if i == 1 {
@@ -178,6 +217,10 @@ fn check(name: &str) {
     println!(
         "{name:14} greedy {}  max|Δ|/std {worst:.2e}",
         report.join(", ")
+    );
+    assert!(
+        compared * 2 >= n_prompts,
+        "{name}: only {compared} of {n_prompts} prompts could be compared"
     );
 }
 
@@ -193,12 +236,20 @@ fn prefill_matches_decode(name: &str, model: &Model, cpu: &Cpu, prompt: &[u32], 
         .forward(cpu, &mut st, &toks, 0, true, &mut batch)
         .unwrap();
     assert_eq!(batch.len(), n * vocab);
+    if routing_tie(&mut st) {
+        println!("{name}: prefill vs decode not compared (routing near-tie)");
+        return;
+    }
     let mut st = model.new_state(n, KvType::F16, KvType::F16);
     let mut one = Vec::new();
     for (p, &t) in toks.iter().enumerate() {
         model
             .forward(cpu, &mut st, &[t], p, false, &mut one)
             .unwrap();
+        if routing_tie(&mut st) {
+            println!("{name}: prefill vs decode compared up to position {p} (routing near-tie)");
+            return;
+        }
         let row = &batch[p * vocab..(p + 1) * vocab];
         let rel = max_abs_diff(row, &one) / std_dev(row);
         assert!(
@@ -237,7 +288,8 @@ fn unsupported_architecture_fails_at_load_with_its_name() {
     let msg = err.to_string();
     assert!(msg.contains("bloom"), "{msg}");
     for arch in [
-        "llama", "qwen2", "qwen3", "granite", "gemma2", "gemma3", "phi3", "olmo2",
+        "llama", "qwen2", "qwen3", "granite", "gemma2", "gemma3", "phi3", "olmo2", "lfm2",
+        "lfm2moe",
     ] {
         assert!(msg.contains(arch), "{msg}");
     }
@@ -282,4 +334,204 @@ parity!(
     phi3_q8_0,
     olmo2_f32,
     olmo2_q8_0,
+    lfm2_f32,
+    lfm2_swa_f32,
+    lfm2_q8_0,
+    lfm2_q4_0,
+    lfm2_q4_k,
+    lfm2_350m_q8_0,
+    lfm2_350m_q4_0,
+    lfm2_350m_q4_k,
+    lfm2moe_f32,
+    lfm2moe_q8_0,
+    lfm2moe_q4_0,
+    lfm2moe_q4_k,
 );
+
+/// The LFM2 family's own checks, beyond parity.
+mod lfm2 {
+    use super::*;
+    use cera::engine::{Engine, EngineOptions, SessionOptions};
+    use cera::gguf::{GgufWriter, Value};
+    use cera::models::common::moe::Dispatch;
+
+    fn load(bytes: Vec<u8>) -> cera::Result<Model> {
+        Model::load(Arc::new(GgufFile::from_bytes(bytes)?))
+    }
+
+    fn bytes(name: &str) -> Vec<u8> {
+        arch_models::build(&arch_models::variant(name), tokenizer())
+    }
+
+    /// The same file with metadata key `key` replaced.
+    fn with_key(bytes: Vec<u8>, key: &str, value: Value) -> Vec<u8> {
+        let g = GgufFile::from_bytes(bytes).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, v) in &g.metadata {
+            w.set(k.clone(), if k == key { value.clone() } else { v.clone() });
+        }
+        for t in &g.tensors {
+            w.add_tensor_raw(&t.name, t.ty, &t.shape, g.tensor_data(t).to_vec())
+                .unwrap();
+        }
+        w.to_bytes().unwrap()
+    }
+
+    /// A prompt of `n` tokens from the middle of the vocabulary.
+    fn prompt(n: usize) -> Vec<u32> {
+        (0..n as u32).map(|i| 1000 + i * 37 % 5000).collect()
+    }
+
+    #[test]
+    fn layer_types_must_agree_with_tensors() {
+        // layer 0 is a convolution layer: calling it an attention layer must fail at load
+        let kv: Vec<u32> = vec![2, 0, 2, 0, 2, 0];
+        let err = load(with_key(
+            bytes("lfm2_f32"),
+            "lfm2.attention.head_count_kv",
+            Value::from(kv),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("blk.0") && err.contains("convolution tensors"),
+            "{err}"
+        );
+        // and the reverse: layer 2 (attention) marked as a convolution layer
+        let kv: Vec<u32> = vec![0, 0, 0, 0, 2, 0];
+        let err = load(with_key(
+            bytes("lfm2_f32"),
+            "lfm2.attention.head_count_kv",
+            Value::from(kv),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("blk.2") && err.contains("attention tensors"),
+            "{err}"
+        );
+        // a missing kernel length is an error naming the key
+        let g = GgufFile::from_bytes(bytes("lfm2_f32")).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, v) in g
+            .metadata
+            .iter()
+            .filter(|(k, _)| k != "lfm2.shortconv.l_cache")
+        {
+            w.set(k.clone(), v.clone());
+        }
+        for t in &g.tensors {
+            w.add_tensor_raw(&t.name, t.ty, &t.shape, g.tensor_data(t).to_vec())
+                .unwrap();
+        }
+        let err = load(w.to_bytes().unwrap()).unwrap_err().to_string();
+        assert!(err.contains("shortconv.l_cache"), "{err}");
+    }
+
+    /// Grouping a batch's tokens by expert changes only the order of work, not the result.
+    #[test]
+    fn grouped_expert_dispatch_equals_per_token() {
+        for name in ["lfm2moe_f32", "lfm2moe_q4_0"] {
+            let mut model = load(bytes(name)).unwrap();
+            let cpu = Cpu::new(2);
+            // (all logits, whether routing came within ROUTE_TIE of choosing differently)
+            let run = |model: &Model, toks: &[u32]| {
+                let mut st = model.new_state(64, KvType::F16, KvType::F16);
+                let mut out = Vec::new();
+                model
+                    .forward(&cpu, &mut st, toks, 0, true, &mut out)
+                    .unwrap();
+                (out, routing_tie(&mut st))
+            };
+            let set = |model: &mut Model, d: Dispatch| match model {
+                Model::Lfm2(m) => m.dispatch = d,
+                _ => unreachable!(),
+            };
+            // a batched matmul may sum in another order than a one-token one; where routing is
+            // that close to a tie the two may choose differently, so such prompts are skipped
+            let mut compared = 0;
+            for n in [40, 33, 27, 21, 16] {
+                let toks = prompt(n);
+                set(&mut model, Dispatch::Grouped);
+                let (grouped, tie_g) = run(&model, &toks);
+                set(&mut model, Dispatch::PerToken);
+                let (per_token, tie_t) = run(&model, &toks);
+                if tie_g || tie_t {
+                    continue;
+                }
+                let rel = max_abs_diff(&grouped, &per_token) / std_dev(&grouped);
+                assert!(
+                    rel < 1e-4,
+                    "{name}, {n} tokens: grouped vs per-token differ by {rel:.2e} std"
+                );
+                compared += 1;
+            }
+            assert!(
+                compared >= 2,
+                "{name}: routing near-ties in almost every prompt"
+            );
+        }
+    }
+
+    /// The convolution state cannot rewind: a forward pass that does not continue it fails
+    /// instead of computing something else.
+    #[test]
+    fn convolution_state_refuses_a_gap() {
+        let model = load(bytes("lfm2_f32")).unwrap();
+        let cpu = Cpu::new(2);
+        let mut st = model.new_state(32, KvType::F16, KvType::F16);
+        let mut out = Vec::new();
+        model
+            .forward(&cpu, &mut st, &prompt(5), 0, false, &mut out)
+            .unwrap();
+        let err = model
+            .forward(&cpu, &mut st, &[7], 3, false, &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("convolution state"), "{err}");
+        // past the context: an error, not a panic
+        assert!(
+            model
+                .forward(&cpu, &mut st, &prompt(40), 5, false, &mut out)
+                .is_err()
+        );
+    }
+
+    /// Session truncate / reset on a model with convolution state give what a fresh session
+    /// gives for the same tokens (truncate re-prefills the kept tokens).
+    #[test]
+    fn session_truncate_and_reset_with_convolution_state() {
+        let dir = std::env::temp_dir().join(format!("cera-lfm2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lfm2_f32.gguf");
+        std::fs::write(&path, bytes("lfm2_f32")).unwrap();
+        let eng = Engine::load(&path, EngineOptions::default()).unwrap();
+        let (a, b) = (prompt(12), prompt(20)[12..].to_vec());
+        let mut opts = SessionOptions::default();
+        opts.n_ubatch = 5;
+        let fresh = |toks: &[u32]| {
+            let mut s = eng.session(opts.clone());
+            s.append_tokens(toks).unwrap();
+            s.logits().to_vec()
+        };
+        let mut s = eng.session(opts.clone());
+        s.append_tokens(&a).unwrap();
+        s.truncate(7);
+        s.append_tokens(&b).unwrap();
+        let mut want_toks = a[..7].to_vec();
+        want_toks.extend_from_slice(&b);
+        assert_eq!(s.tokens(), want_toks.as_slice());
+        let want = fresh(&want_toks);
+        assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
+        // truncate, then append nothing: the logits of the last kept token
+        s.truncate(7);
+        s.append_tokens(&[]).unwrap();
+        let want = fresh(&a[..7]);
+        assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
+        s.reset();
+        s.append_tokens(&b).unwrap();
+        let want = fresh(&b);
+        assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -58,6 +58,14 @@ impl TensorLoader {
         self.matrix(name, cols, rows).map(Some)
     }
 
+    /// A required stack of `n` matrices, ggml shape `[cols, rows, n]` (MoE experts), as one
+    /// weight of `rows * n` rows; `Weight::slice_rows` gives each matrix.
+    pub fn stacked(&self, name: &str, cols: usize, rows: usize, n: usize) -> Result<Weight> {
+        self.check_shape(name, &[cols, rows, n])?;
+        let info = self.file.tensor(name).expect("checked above");
+        Ok(Weight::new(&self.file, info))
+    }
+
     /// A required vector of `n` values, as f32.
     pub fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>> {
         self.check_shape(name, &[n])?;

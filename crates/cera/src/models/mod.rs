@@ -4,6 +4,7 @@
 pub mod common;
 pub mod gemma2;
 pub mod gemma3;
+pub mod lfm2;
 pub mod llama;
 pub mod loader;
 pub mod names;
@@ -18,17 +19,28 @@ use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
 pub use common::decoder::Scratch;
+use common::shortconv::ConvState;
 pub use names::Arch;
 
 /// A loaded model: immutable, shareable between sessions.
 pub enum Model {
     Decoder(common::Decoder),
+    /// `lfm2` / `lfm2moe`: convolution and attention layers, dense or routed FFNs.
+    Lfm2(lfm2::Lfm2),
 }
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Model::Decoder(d) => write!(f, "Model::Decoder({} layers)", d.layers.len()),
+            Model::Lfm2(m) => {
+                let (conv, attn, routed) = m.layer_counts();
+                write!(
+                    f,
+                    "Model::Lfm2({}: {conv} convolution, {attn} attention, {routed} routed)",
+                    m.cfg.arch
+                )
+            }
         }
     }
 }
@@ -36,7 +48,31 @@ impl std::fmt::Debug for Model {
 /// The sequence state a model needs besides its weights; owned by a session.
 pub struct ModelState {
     pub kv: Vec<KvLayer>,
+    /// Rolling convolution inputs (LFM2); empty for attention-only models.
+    pub conv: ConvState,
     pub scratch: Scratch,
+    lfm2_scratch: lfm2::Scratch,
+}
+
+impl ModelState {
+    /// Whether the state has a recurrent part (convolution inputs) that, unlike the KV cache,
+    /// cannot be cut back to an earlier position: truncating needs a re-prefill.
+    pub fn is_recurrent(&self) -> bool {
+        !self.conv.is_empty()
+    }
+
+    /// For mixture-of-experts models: the smallest gap, since the last call, between the
+    /// selection score of the last expert chosen and the best one left out (None: no routing).
+    /// A tiny gap means rounding-level differences could have chosen other experts, which is
+    /// what comparisons against another engine need to know.
+    pub fn take_routing_margin(&mut self) -> Option<f32> {
+        lfm2::Lfm2::take_routing_margin(&mut self.lfm2_scratch)
+    }
+
+    /// Bytes of KV cache and recurrent state.
+    pub fn bytes(&self) -> usize {
+        self.kv.iter().map(|l| l.bytes()).sum::<usize>() + self.conv.bytes()
+    }
 }
 
 impl Model {
@@ -62,12 +98,14 @@ impl Model {
             Arch::Gemma3 => Model::Decoder(gemma3::load(file)?),
             Arch::Phi3 => Model::Decoder(phi3::load(file)?),
             Arch::Olmo2 => Model::Decoder(olmo2::load(file)?),
+            Arch::Lfm2 | Arch::Lfm2Moe => Model::Lfm2(lfm2::load(file, arch)?),
         })
     }
 
     pub fn n_vocab(&self) -> usize {
         match self {
             Model::Decoder(d) => d.cfg.n_vocab,
+            Model::Lfm2(m) => m.cfg.n_vocab,
         }
     }
 
@@ -77,7 +115,15 @@ impl Model {
         match self {
             Model::Decoder(d) => ModelState {
                 kv: d.new_kv(n_ctx, k_type, v_type),
+                conv: ConvState::default(),
                 scratch: Scratch::default(),
+                lfm2_scratch: Default::default(),
+            },
+            Model::Lfm2(m) => ModelState {
+                kv: m.new_kv(n_ctx, k_type, v_type),
+                conv: m.new_conv_state(),
+                scratch: Scratch::default(),
+                lfm2_scratch: Default::default(),
             },
         }
     }
@@ -100,6 +146,16 @@ impl Model {
                 pos0,
                 all_logits,
                 &mut st.scratch,
+                logits,
+            ),
+            Model::Lfm2(m) => m.forward(
+                cpu,
+                &mut st.kv,
+                &mut st.conv,
+                tokens,
+                pos0,
+                all_logits,
+                &mut st.lfm2_scratch,
                 logits,
             ),
         }

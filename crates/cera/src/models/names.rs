@@ -14,6 +14,8 @@ pub enum Arch {
     Gemma3,
     Phi3,
     Olmo2,
+    Lfm2,
+    Lfm2Moe,
 }
 
 impl Arch {
@@ -26,6 +28,8 @@ impl Arch {
         Arch::Gemma3,
         Arch::Phi3,
         Arch::Olmo2,
+        Arch::Lfm2,
+        Arch::Lfm2Moe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -38,6 +42,8 @@ impl Arch {
             Arch::Gemma3 => "gemma3",
             Arch::Phi3 => "phi3",
             Arch::Olmo2 => "olmo2",
+            Arch::Lfm2 => "lfm2",
+            Arch::Lfm2Moe => "lfm2moe",
         }
     }
 
@@ -87,6 +93,22 @@ pub const FFN_GATE: &str = "ffn_gate";
 pub const FFN_UP: &str = "ffn_up";
 pub const FFN_DOWN: &str = "ffn_down";
 pub const FFN_POST_NORM: &str = "post_ffw_norm";
+
+/// LFM2: the final norm (named so by the converter), the gated short convolution, and the
+/// sentence-embedding projection of LFM2-ColBert.
+pub const TOKEN_EMBD_NORM: &str = "token_embd_norm";
+pub const SHORTCONV_CONV: &str = "shortconv.conv";
+pub const SHORTCONV_IN_PROJ: &str = "shortconv.in_proj";
+pub const SHORTCONV_OUT_PROJ: &str = "shortconv.out_proj";
+pub const DENSE_2: &str = "dense_2";
+
+/// Mixture of experts: the router, the stacked expert matrices `[in, out, n_expert]`, and the
+/// per-expert selection bias (`blk.N.exp_probs_b.bias`).
+pub const FFN_GATE_INP: &str = "ffn_gate_inp";
+pub const FFN_GATE_EXPS: &str = "ffn_gate_exps";
+pub const FFN_UP_EXPS: &str = "ffn_up_exps";
+pub const FFN_DOWN_EXPS: &str = "ffn_down_exps";
+pub const FFN_EXP_PROBS_B: &str = "exp_probs_b";
 
 /// `token_embd.weight`-style name of a model-level tensor.
 pub fn tensor(name: &str, suffix: &str) -> String {

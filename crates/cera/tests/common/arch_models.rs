@@ -63,6 +63,10 @@ pub enum Feature {
     LongRope(f32),
     /// Granite multipliers: embedding, residual, attention, logit.
     Granite(f32, f32, f32, f32),
+    /// LFM2: the attention layers (the others are short convolutions) and `shortconv.l_cache`.
+    Lfm2(&'static [usize], u32),
+    /// lfm2moe: experts, experts per token, expert FFN size, leading dense blocks.
+    Moe(u32, u32, u32, u32),
 }
 
 fn v(
@@ -94,6 +98,99 @@ fn v(
 
 use Feature::*;
 use GgmlType::{F32, Q4_0, Q4_K, Q8_0};
+
+/// An LFM2-family model of `n_embd` with `n_head` heads of 16 (or 64 from n_embd 1024 up).
+fn lfm2(
+    name: &'static str,
+    arch: &'static str,
+    n_layer: usize,
+    n_embd: usize,
+    (n_head, n_head_kv): (usize, usize),
+    n_ff: usize,
+    features: &'static [Feature],
+) -> Variant {
+    Variant {
+        name,
+        arch,
+        n_layer,
+        n_embd,
+        n_head,
+        n_head_kv,
+        head_dim: n_embd / n_head,
+        n_ff,
+        ty: F32,
+        ffn_down_ty: F32,
+        output_ty: None,
+        embd_ty: F32,
+        block_scale: 0.7,
+        features,
+    }
+}
+
+/// LFM2-350M's layer pattern (16 layers).
+const LFM2_350M_ATTN: &[usize] = &[2, 5, 8, 10, 12, 14];
+
+/// The LFM2 test models: tiny ones (every weight type, a sliding-window one), the LFM2-350M
+/// shape (quantized only: F32 would be 1.4 GB), and LFM2-8B-A1B's routing (32 experts, top 4,
+/// sigmoid router with selection bias, 2 leading dense blocks) at a small width and 8 layers
+/// (6 routed: every routed layer multiplies the chances of a routing near-tie, see
+/// `arch_parity.rs`).
+pub fn lfm2_variants() -> Vec<Variant> {
+    let q8 = |x: Variant| quant(x, Q8_0, Q8_0);
+    let q4 = |x: Variant| quant(x, Q4_0, Q4_0);
+    let q4k = |x: Variant| quant(x, Q4_K, Q4_K);
+    const TINY: &[Feature] = &[Lfm2(&[2, 4], 3), RopeBase(1000000.0)];
+    const SWA: &[Feature] = &[Lfm2(&[1, 3, 4], 3), Window(5)];
+    const L350M: &[Feature] = &[Lfm2(LFM2_350M_ATTN, 3), RopeBase(1000000.0)];
+    const MOE_8: &[Feature] = &[Lfm2(&[2, 5], 3), Moe(32, 4, 64, 2), RopeBase(1000000.0)];
+    const MOE_256: &[Feature] = &[Lfm2(&[2, 5], 3), Moe(32, 4, 256, 2), RopeBase(1000000.0)];
+    vec![
+        lfm2("lfm2_f32", "lfm2", 6, 64, (4, 2), 128, TINY),
+        lfm2("lfm2_swa_f32", "lfm2", 5, 64, (4, 2), 128, SWA),
+        q8(lfm2("lfm2_q8_0", "lfm2", 6, 64, (4, 2), 128, TINY)),
+        q4(lfm2("lfm2_q4_0", "lfm2", 6, 64, (4, 2), 128, TINY)),
+        q4k(lfm2("lfm2_q4_k", "lfm2", 6, 256, (4, 2), 512, TINY)),
+        q8(lfm2(
+            "lfm2_350m_q8_0",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+        q4(lfm2(
+            "lfm2_350m_q4_0",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+        q4k(lfm2(
+            "lfm2_350m_q4_k",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+        lfm2("lfm2moe_f32", "lfm2moe", 8, 64, (4, 1), 128, MOE_8),
+        q8(lfm2("lfm2moe_q8_0", "lfm2moe", 8, 64, (4, 1), 128, MOE_8)),
+        q4(lfm2("lfm2moe_q4_0", "lfm2moe", 8, 64, (4, 1), 128, MOE_8)),
+        q4k(lfm2(
+            "lfm2moe_q4_k",
+            "lfm2moe",
+            8,
+            256,
+            (4, 1),
+            512,
+            MOE_256,
+        )),
+    ]
+}
 
 /// The quantized variant of a model: layer matrices in `ty` (ffn_down in `down`), the token
 /// embedding in `ty` unless it is also the output, the output in F32, blocks adding 1/50 of the
@@ -271,11 +368,48 @@ pub fn variants() -> Vec<Variant> {
         ),
         q8(v("olmo2_q8_0", "olmo2", 2, (2, 1, 32), 128, Some(F32), &[])),
     ]
+    .into_iter()
+    .chain(lfm2_variants())
+    .collect()
+}
+
+/// Models for benchmarks only (no fixtures): the LFM2-350M shape with every matrix in Q4_0
+/// (the tied embedding too, as in a real Q4_0 file), and a wide lfm2moe (LFM2-8B-A1B's 32
+/// experts, top 4, expert FFN 896) where grouped expert dispatch has something to show.
+pub fn bench_variants() -> Vec<Variant> {
+    const L350M: &[Feature] = &[Lfm2(LFM2_350M_ATTN, 3), RopeBase(1000000.0)];
+    const MOE: &[Feature] = &[Lfm2(&[2, 5], 3), Moe(32, 4, 896, 2), RopeBase(1000000.0)];
+    let all_q4 = |mut x: Variant| {
+        x = quant(x, Q4_0, Q4_0);
+        x.embd_ty = Q4_0;
+        x
+    };
+    vec![
+        all_q4(lfm2(
+            "lfm2_350m_bench_q4_0",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+        all_q4(lfm2(
+            "lfm2moe_bench_q4_0",
+            "lfm2moe",
+            6,
+            1024,
+            (16, 4),
+            4608,
+            MOE,
+        )),
+    ]
 }
 
 pub fn variant(name: &str) -> Variant {
     variants()
         .into_iter()
+        .chain(bench_variants())
         .find(|v| v.name == name)
         .unwrap_or_else(|| panic!("no test model {name}"))
 }
@@ -335,6 +469,13 @@ impl Builder<'_> {
         let vals = (0..cols * rows).map(|_| r.normal() * s).collect();
         self.tensor(name, ty, &[cols, rows], vals);
     }
+    /// `n` stacked `[cols, rows]` matrices (MoE experts), ggml shape `[cols, rows, n]`.
+    fn stacked(&mut self, name: &str, ty: GgmlType, cols: usize, rows: usize, n: usize, gain: f32) {
+        let mut r = Rng::new(self.v.name, name);
+        let s = gain / (cols as f32).sqrt();
+        let vals = (0..cols * rows * n).map(|_| r.normal() * s).collect();
+        self.tensor(name, ty, &[cols, rows, n], vals);
+    }
     /// Vector of `center ± spread` (norm weights, biases).
     fn vector(&mut self, name: &str, n: usize, center: f32, spread: f32) {
         let mut r = Rng::new(self.v.name, name);
@@ -382,7 +523,26 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
     b.set("block_count", v.n_layer as u32);
     b.set("feed_forward_length", v.n_ff as u32);
     b.set("attention.head_count", v.n_head as u32);
-    b.set("attention.head_count_kv", v.n_head_kv as u32);
+    let lfm2_attn = v.features.iter().find_map(|f| match f {
+        Lfm2(attn, _) => Some(*attn),
+        _ => None,
+    });
+    match lfm2_attn {
+        // one entry per layer, 0 for convolution layers
+        Some(attn) => b.set(
+            "attention.head_count_kv",
+            (0..v.n_layer)
+                .map(|il| {
+                    if attn.contains(&il) {
+                        v.n_head_kv as u32
+                    } else {
+                        0
+                    }
+                })
+                .collect::<Vec<u32>>(),
+        ),
+        None => b.set("attention.head_count_kv", v.n_head_kv as u32),
+    }
     if v.head_dim != d / v.n_head {
         b.set("attention.key_length", v.head_dim as u32);
         b.set("attention.value_length", v.head_dim as u32);
@@ -423,6 +583,14 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
                 b.set("attention.scale", attn);
                 b.set("logit_scale", logit);
             }
+            Lfm2(_, l_cache) => b.set("shortconv.l_cache", l_cache),
+            Moe(n_expert, n_used, n_ff_exp, lead) => {
+                b.set("expert_count", n_expert);
+                b.set("expert_used_count", n_used);
+                b.set("expert_feed_forward_length", n_ff_exp);
+                b.set("leading_dense_block_count", lead);
+                b.set("expert_gating_func", 2u32);
+            }
             RopeFreqs | QkvBias => {}
         }
     }
@@ -462,7 +630,12 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
             if tied && r.unit() < 0.5 { -m } else { m }
         })
         .collect();
-    b.tensor("output_norm.weight", F32, &[d], norm);
+    let out_norm = if lfm2_attn.is_some() {
+        "token_embd_norm.weight"
+    } else {
+        "output_norm.weight"
+    };
+    b.tensor(out_norm, F32, &[d], norm);
     if b.has(|f| *f == RopeFreqs) {
         // Llama 3 style: 1 for the fast dimensions rising to 8 for the slow ones
         let n = v.head_dim / 2;
@@ -482,6 +655,10 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
         Some(Granite(_, r, ..)) => *r,
         _ => 1.0,
     };
+    if let Some(attn) = lfm2_attn {
+        lfm2_layers(&mut b, attn);
+        return b.w.to_bytes().expect("serialise test model");
+    }
     let olmo = arch == "olmo2";
     let phi = arch == "phi3";
     for il in 0..v.n_layer {
@@ -549,6 +726,67 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
         }
     }
     b.w.to_bytes().expect("serialise test model")
+}
+
+/// The layers of an LFM2-family model: short convolutions except at `attn`, SwiGLU FFNs, routed
+/// after the leading dense ones when the model has experts.
+fn lfm2_layers(b: &mut Builder, attn: &[usize]) {
+    let v = b.v;
+    let d = v.n_embd;
+    let kd = v.n_head_kv * v.head_dim;
+    let l_cache = v
+        .features
+        .iter()
+        .find_map(|f| match f {
+            Lfm2(_, l) => Some(*l as usize),
+            _ => None,
+        })
+        .unwrap();
+    let moe = v.features.iter().find_map(|f| match f {
+        Moe(ne, _, ff, lead) => Some((*ne as usize, *ff as usize, *lead as usize)),
+        _ => None,
+    });
+    let bs = v.block_scale;
+    for il in 0..v.n_layer {
+        let t = |s: &str| format!("blk.{il}.{s}");
+        b.vector(&t("attn_norm.weight"), d, 1.0, 0.2);
+        if attn.contains(&il) {
+            b.matrix(&t("attn_q.weight"), v.ty, d, d, 1.0);
+            b.matrix(&t("attn_k.weight"), v.ty, d, kd, 1.0);
+            b.matrix(&t("attn_v.weight"), v.ty, d, kd, 1.0);
+            b.vector(&t("attn_q_norm.weight"), v.head_dim, 1.0, 0.3);
+            b.vector(&t("attn_k_norm.weight"), v.head_dim, 1.0, 0.3);
+            b.matrix(&t("attn_output.weight"), v.ty, d, d, 1.2 * bs);
+        } else {
+            // B, C and x of RMS ~1; the taps keep B⊙x's scale
+            b.matrix(&t("shortconv.in_proj.weight"), v.ty, d, 3 * d, 1.0);
+            b.matrix(&t("shortconv.conv.weight"), F32, l_cache, d, 1.0);
+            b.matrix(&t("shortconv.out_proj.weight"), v.ty, d, d, 1.2 * bs);
+        }
+        b.vector(&t("ffn_norm.weight"), d, 1.0, 0.2);
+        match moe {
+            Some((ne, ff, lead)) if il >= lead => {
+                // the router stays F32, as llama-quantize leaves it
+                b.matrix(&t("ffn_gate_inp.weight"), F32, d, ne, 1.0);
+                b.vector(&t("exp_probs_b.bias"), ne, 0.0, 0.1);
+                b.stacked(&t("ffn_gate_exps.weight"), v.ty, d, ff, ne, 1.0);
+                b.stacked(&t("ffn_up_exps.weight"), v.ty, d, ff, ne, 1.0);
+                b.stacked(
+                    &t("ffn_down_exps.weight"),
+                    v.ffn_down_ty,
+                    ff,
+                    d,
+                    ne,
+                    1.6 * bs,
+                );
+            }
+            _ => {
+                b.matrix(&t("ffn_gate.weight"), v.ty, d, v.n_ff, 1.0);
+                b.matrix(&t("ffn_up.weight"), v.ty, d, v.n_ff, 1.0);
+                b.matrix(&t("ffn_down.weight"), v.ffn_down_ty, v.n_ff, d, 1.6 * bs);
+            }
+        }
+    }
 }
 
 /// Hex sha256 of a model's bytes.

@@ -3,6 +3,8 @@
 pub mod decoder;
 pub mod hparams;
 pub mod load;
+pub mod moe;
+pub mod shortconv;
 
 pub use decoder::{Decoder, DecoderConfig, FfnAct, LayerWeights, NormPlacement, QkNorm};
 pub use hparams::BaseHparams;

@@ -1,0 +1,275 @@
+//! A routed mixture-of-experts SwiGLU FFN (lfm2moe; the routing options llama.cpp's
+//! `build_moe_ffn` uses for it): router logits, gating (sigmoid or softmax), expert choice by
+//! gate probability plus an optional selection bias (`exp_probs_b`), weights from the unbiased
+//! probabilities, optionally normalized to sum 1 and scaled.
+//!
+//! Dispatch: for a batch the tokens are grouped by expert, so each chosen expert's weights are
+//! read once per batch (one matmul over its tokens) and the results scattered back weighted.
+//! Per-token dispatch (every token reads its experts on its own, as the original Cera did) is
+//! kept for measuring that gain: `CERA_MOE_DISPATCH=token`.
+
+use crate::backend::{self, Cpu, QuantizedActs, Weight};
+use crate::error::{Error, Result};
+
+/// How router logits become probabilities (`{arch}.expert_gating_func`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    Softmax,
+    Sigmoid,
+}
+
+impl Gating {
+    /// From llama.cpp's `llama_expert_gating_func_type` numbering.
+    pub fn from_gguf(v: u32) -> Result<Gating> {
+        match v {
+            1 => Ok(Gating::Softmax),
+            2 => Ok(Gating::Sigmoid),
+            _ => Err(Error::Model(format!(
+                "expert gating function {v} is not supported (1 softmax, 2 sigmoid)"
+            ))),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Tokens grouped by expert: one matmul per chosen expert and batch.
+    Grouped,
+    /// One matmul per (token, expert).
+    PerToken,
+}
+
+impl Dispatch {
+    /// `CERA_MOE_DISPATCH=token` selects per-token dispatch; the default is grouped.
+    pub fn from_env() -> Dispatch {
+        match std::env::var("CERA_MOE_DISPATCH").as_deref() {
+            Ok("token") => Dispatch::PerToken,
+            _ => Dispatch::Grouped,
+        }
+    }
+}
+
+pub struct MoeWeights {
+    /// `[n_embd, n_expert]`
+    pub gate_inp: Weight,
+    /// `[n_expert]`, added to the probabilities for choosing only
+    pub probs_bias: Option<Vec<f32>>,
+    /// Per expert: `[n_embd, n_ff_exp]`, `[n_embd, n_ff_exp]`, `[n_ff_exp, n_embd]` (row views of
+    /// the 3-D `ffn_*_exps` tensors)
+    pub gate: Vec<Weight>,
+    pub up: Vec<Weight>,
+    pub down: Vec<Weight>,
+    pub n_used: usize,
+    pub gating: Gating,
+    /// Normalize the chosen weights to sum 1.
+    pub norm_weights: bool,
+    /// Multiplies the chosen weights (1: none).
+    pub weights_scale: f32,
+}
+
+impl MoeWeights {
+    pub fn n_expert(&self) -> usize {
+        self.gate.len()
+    }
+    pub fn n_ff(&self) -> usize {
+        self.gate[0].rows
+    }
+}
+
+/// Working buffers of the MoE block.
+#[derive(Default)]
+pub struct MoeScratch {
+    logits: Vec<f32>,
+    /// per token: n_used (expert, weight)
+    chosen: Vec<(usize, f32)>,
+    /// per expert: the (token * n_used + slot) entries routed to it
+    groups: Vec<Vec<usize>>,
+    xg: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    y: Vec<f32>,
+    /// per (token, slot): that expert's weighted output, summed in slot order at the end
+    slots: Vec<f32>,
+    acts: QuantizedActs,
+    /// The smallest selection-score gap between the last chosen expert and the first one left
+    /// out, since it was last taken: how close routing came to choosing differently.
+    min_gap: Option<f32>,
+}
+
+impl MoeScratch {
+    /// The routing margin since the last call (None: no routing happened).
+    pub fn take_min_gap(&mut self) -> Option<f32> {
+        self.min_gap.take()
+    }
+}
+
+/// `out` (n × d) = the MoE FFN of `h` (n × d).
+pub fn moe_ffn(
+    cpu: &Cpu,
+    w: &MoeWeights,
+    h: &[f32],
+    n: usize,
+    dispatch: Dispatch,
+    sc: &mut MoeScratch,
+    out: &mut [f32],
+) -> Result<()> {
+    let d = w.gate_inp.cols;
+    let ne = w.n_expert();
+    let ff = w.n_ff();
+    route(cpu, w, h, n, sc)?;
+    let k = w.n_used;
+    sc.slots.resize(n * k * d, 0.0);
+    match dispatch {
+        Dispatch::Grouped => {
+            sc.groups.resize_with(ne, Vec::new);
+            for g in &mut sc.groups {
+                g.clear();
+            }
+            // a group entry is the (token, slot) pair; its weight is in `chosen`
+            for t in 0..n {
+                for (j, &(e, _)) in sc.chosen[t * k..(t + 1) * k].iter().enumerate() {
+                    sc.groups[e].push(t * k + j);
+                }
+            }
+            for e in 0..ne {
+                let m = sc.groups[e].len();
+                if m == 0 {
+                    continue;
+                }
+                sc.xg.resize(m * d, 0.0);
+                for (i, &slot) in sc.groups[e].iter().enumerate() {
+                    let t = slot / k;
+                    sc.xg[i * d..(i + 1) * d].copy_from_slice(&h[t * d..(t + 1) * d]);
+                }
+                expert(cpu, w, e, m, ff, sc)?;
+                for (i, &slot) in sc.groups[e].iter().enumerate() {
+                    let wt = sc.chosen[slot].1;
+                    scaled(
+                        &mut sc.slots[slot * d..(slot + 1) * d],
+                        wt,
+                        &sc.y[i * d..(i + 1) * d],
+                    );
+                }
+            }
+        }
+        Dispatch::PerToken => {
+            for slot in 0..n * k {
+                let (e, wt) = sc.chosen[slot];
+                let t = slot / k;
+                sc.xg.resize(d, 0.0);
+                sc.xg.copy_from_slice(&h[t * d..(t + 1) * d]);
+                expert(cpu, w, e, 1, ff, sc)?;
+                scaled(&mut sc.slots[slot * d..(slot + 1) * d], wt, &sc.y[..d]);
+            }
+        }
+    }
+    // sum each token's experts in slot order (best first), as llama.cpp does, so both
+    // dispatches give the same bits
+    for t in 0..n {
+        let o = &mut out[t * d..(t + 1) * d];
+        o.copy_from_slice(&sc.slots[t * k * d..(t * k + 1) * d]);
+        for j in 1..k {
+            backend::add_inplace(o, &sc.slots[(t * k + j) * d..(t * k + j + 1) * d]);
+        }
+    }
+    Ok(())
+}
+
+/// `dst = a * src`.
+fn scaled(dst: &mut [f32], a: f32, src: &[f32]) {
+    for (o, &v) in dst.iter_mut().zip(src) {
+        *o = a * v;
+    }
+}
+
+/// Expert `e` on the `m` rows of `sc.xg`, into `sc.y`.
+fn expert(
+    cpu: &Cpu,
+    w: &MoeWeights,
+    e: usize,
+    m: usize,
+    ff: usize,
+    sc: &mut MoeScratch,
+) -> Result<()> {
+    let d = w.gate_inp.cols;
+    sc.gate.resize(m * ff, 0.0);
+    sc.up.resize(m * ff, 0.0);
+    cpu.matmul_many(
+        &mut [
+            (&w.gate[e], &mut sc.gate[..m * ff]),
+            (&w.up[e], &mut sc.up[..m * ff]),
+        ],
+        &sc.xg[..m * d],
+        m,
+        &mut sc.acts,
+    )?;
+    backend::glu_inplace(&mut sc.gate[..m * ff], &sc.up[..m * ff], backend::silu);
+    sc.y.resize(m * d, 0.0);
+    cpu.matmul(
+        &w.down[e],
+        &sc.gate[..m * ff],
+        m,
+        &mut sc.acts,
+        &mut sc.y[..m * d],
+    )
+}
+
+/// Fills `sc.chosen` with each token's `n_used` (expert, weight), best first.
+fn route(cpu: &Cpu, w: &MoeWeights, h: &[f32], n: usize, sc: &mut MoeScratch) -> Result<()> {
+    let ne = w.n_expert();
+    let k = w.n_used;
+    sc.logits.resize(n * ne, 0.0);
+    cpu.matmul(&w.gate_inp, h, n, &mut sc.acts, &mut sc.logits[..n * ne])?;
+    sc.chosen.clear();
+    let mut sel = vec![0f32; ne];
+    let mut idx: Vec<usize> = Vec::with_capacity(ne);
+    for t in 0..n {
+        let probs = &mut sc.logits[t * ne..(t + 1) * ne];
+        match w.gating {
+            Gating::Sigmoid => {
+                for p in probs.iter_mut() {
+                    *p = 1.0 / (1.0 + (-*p).exp());
+                }
+            }
+            Gating::Softmax => {
+                let mx = probs.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0f32;
+                for p in probs.iter_mut() {
+                    *p = (*p - mx).exp();
+                    sum += *p;
+                }
+                for p in probs.iter_mut() {
+                    *p /= sum;
+                }
+            }
+        }
+        sel.copy_from_slice(probs);
+        if let Some(b) = &w.probs_bias {
+            backend::add_inplace(&mut sel, b);
+        }
+        // top k by the (biased) selection score; equal scores keep the lower index first
+        idx.clear();
+        idx.extend(0..ne);
+        idx.sort_by(|&a, &b| sel[b].total_cmp(&sel[a]).then(a.cmp(&b)));
+        if k < ne {
+            let gap = sel[idx[k - 1]] - sel[idx[k]];
+            sc.min_gap = Some(sc.min_gap.map_or(gap, |g| g.min(gap)));
+        }
+        let start = sc.chosen.len();
+        sc.chosen.extend(idx[..k].iter().map(|&e| (e, probs[e])));
+        let chosen = &mut sc.chosen[start..];
+        if w.norm_weights {
+            let sum: f32 = chosen.iter().map(|c| c.1).sum();
+            let sum = sum.max(6.103_515_6e-5);
+            for c in chosen.iter_mut() {
+                c.1 /= sum;
+            }
+        }
+        if w.weights_scale != 1.0 {
+            for c in chosen.iter_mut() {
+                c.1 *= w.weights_scale;
+            }
+        }
+    }
+    Ok(())
+}

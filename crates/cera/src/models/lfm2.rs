@@ -1,0 +1,557 @@
+//! `lfm2` and `lfm2moe` (Liquid AI LFM2 / LFM2.5): a hybrid of gated short convolutions and
+//! grouped-query attention, pre-norm, SwiGLU FFN; `lfm2moe` replaces the FFN of every layer after
+//! `leading_dense_block_count` with a routed mixture of experts.
+//!
+//! Layer types come from `{arch}.attention.head_count_kv`, a per-layer array: 0 marks a
+//! convolution layer. The tensors must agree (a convolution layer has `shortconv.*` and no
+//! attention, an attention layer the reverse); a mismatch is a load error.
+//!
+//! Convolution layer (`l` = `shortconv.l_cache` taps, state of `l - 1` inputs in the session):
+//!   B, C, x = split(in_proj · h);  y = C ⊙ conv(B ⊙ x);  out_proj · y
+//! Attention layer: Q/K/V, per-head RMS norms of Q and K, NeoX RoPE, causal attention (within
+//! `attention.sliding_window` when that is set), `attn_output`.
+//! The final norm is the tensor the converter names `token_embd_norm`; the output is tied to
+//! the token embedding unless `output.weight` exists.
+//!
+//! `dense_2` (LFM2-ColBert's projection of pooled sentence embeddings) only applies to embedding
+//! output in llama.cpp, never to logits; Cera has no embedding output, so a file carrying it is
+//! loaded for generation and the projection is not used.
+
+use std::sync::Arc;
+
+use super::common::BaseHparams;
+use super::common::moe::{self, Dispatch, Gating, MoeScratch, MoeWeights};
+use super::common::shortconv::{ConvState, causal_conv};
+use super::loader::TensorLoader;
+use super::names::{self as n, Arch, layer_tensor, tensor};
+use super::rope_config;
+use crate::backend::{
+    self, AttentionParams, Cpu, KvLayer, KvType, QuantizedActs, RopeConfig, RopeKind, Weight,
+};
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+use crate::keys::{arch as k, arch_key};
+
+#[derive(Clone, Debug)]
+pub struct Lfm2Config {
+    pub arch: Arch,
+    pub n_vocab: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub head_dim: usize,
+    /// Per layer; 0 for convolution layers.
+    pub n_head_kv: Vec<usize>,
+    pub rms_eps: f32,
+    /// Convolution taps per channel (`shortconv.l_cache`).
+    pub l_cache: usize,
+    pub rope: RopeConfig,
+    /// Attention layers see only this many most recent positions.
+    pub window: Option<usize>,
+    /// Leading layers with a dense FFN (all of them for `lfm2`).
+    pub n_dense_lead: usize,
+}
+
+/// A gated short convolution. Shapes in ggml order `[in, out]`.
+pub struct ShortConv {
+    /// `[n_embd, 3*n_embd]`: B, C and x, in that order
+    pub in_proj: Weight,
+    /// `[l_cache, n_embd]`: per channel, taps oldest first
+    pub kernel: Vec<f32>,
+    /// `[n_embd, n_embd]`
+    pub out_proj: Weight,
+}
+
+pub struct Attention {
+    /// `[n_embd, n_head*head_dim]`, `[n_embd, n_kv*head_dim]` (twice)
+    pub wq: Weight,
+    pub wk: Weight,
+    pub wv: Weight,
+    /// `[head_dim]` each
+    pub q_norm: Vec<f32>,
+    pub k_norm: Vec<f32>,
+    /// `[n_head*head_dim, n_embd]`
+    pub wo: Weight,
+}
+
+pub enum Mixer {
+    Conv(ShortConv),
+    Attention(Attention),
+}
+
+pub enum Ffn {
+    /// `[n_embd, n_ff]`, `[n_embd, n_ff]`, `[n_ff, n_embd]`
+    Dense {
+        gate: Weight,
+        up: Weight,
+        down: Weight,
+    },
+    Moe(MoeWeights),
+}
+
+pub struct Layer {
+    /// `[n_embd]` (llama.cpp's `operator_norm`)
+    pub attn_norm: Vec<f32>,
+    pub mixer: Mixer,
+    /// `[n_embd]`
+    pub ffn_norm: Vec<f32>,
+    pub ffn: Ffn,
+}
+
+pub struct Lfm2 {
+    pub cfg: Lfm2Config,
+    /// `[n_embd, n_vocab]`
+    pub token_embd: Weight,
+    /// `[n_embd]` (`token_embd_norm`)
+    pub output_norm: Vec<f32>,
+    /// `[n_embd, n_vocab]`; the token embedding when tied
+    pub output: Weight,
+    pub layers: Vec<Layer>,
+    /// How batches reach the experts (grouped by default; `CERA_MOE_DISPATCH=token`).
+    pub dispatch: Dispatch,
+}
+
+/// Per-call working buffers, owned by the session.
+#[derive(Default)]
+pub struct Scratch {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    bcx: Vec<f32>,
+    bx: Vec<f32>,
+    conv: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    o: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    cs: Vec<(f32, f32)>,
+    acts: QuantizedActs,
+    out_rows: Vec<f32>,
+    moe: MoeScratch,
+}
+
+fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    v.resize(n, 0.0);
+    &mut v[..n]
+}
+
+pub fn load(file: Arc<GgufFile>, arch: Arch) -> Result<Lfm2> {
+    let a = arch.name();
+    let hp = BaseHparams::read(&file, a)?;
+    let ld = TensorLoader::new(file);
+    let g = ld.file();
+    let key = |s: &str| arch_key(a, s);
+    let d = hp.n_embd;
+    if hp.n_head * hp.head_dim != d || hp.head_dim_v != hp.head_dim {
+        return Err(Error::Model(format!(
+            "{a}: {} heads of {} (values {}) do not make n_embd {d}",
+            hp.n_head, hp.head_dim, hp.head_dim_v
+        )));
+    }
+    let l_cache: usize = g.get_as(&key(k::SHORTCONV_L_CACHE))?;
+    if !(2..=64).contains(&l_cache) {
+        return Err(Error::Model(format!(
+            "{}: {l_cache} is not a usable kernel length",
+            key(k::SHORTCONV_L_CACHE)
+        )));
+    }
+    let rope = rope_config(g, a, RopeKind::Neox, hp.n_rot, hp.rope_freq_base)?;
+    let window = g
+        .get_opt::<usize>(&key(k::SLIDING_WINDOW))?
+        .filter(|&w| w > 0);
+
+    let n_dense_lead = match arch {
+        Arch::Lfm2Moe => g
+            .get_opt::<usize>(&key(k::LEADING_DENSE_BLOCK_COUNT))?
+            .unwrap_or(0)
+            .min(hp.n_layer),
+        _ => hp.n_layer,
+    };
+    let moe_hp = if n_dense_lead < hp.n_layer {
+        Some(MoeHparams::read(g, a, hp.n_layer)?)
+    } else {
+        None
+    };
+
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for il in 0..hp.n_layer {
+        let t = |name: &str, suffix: &str| layer_tensor(il, name, suffix);
+        let n_kv = hp.n_head_kv[il];
+        // the layer type is declared twice, by head_count_kv and by the tensors: both must agree
+        let has_conv = ld.has(&t(n::SHORTCONV_CONV, "weight"));
+        let has_attn = ld.has(&t(n::ATTN_Q, "weight")) || ld.has(&t(n::ATTN_QKV, "weight"));
+        if has_conv == has_attn || has_conv != (n_kv == 0) {
+            return Err(Error::Model(format!(
+                "blk.{il}: {} says {} layer, but the file has {}",
+                key(k::HEAD_COUNT_KV),
+                if n_kv == 0 {
+                    "a convolution"
+                } else {
+                    "an attention"
+                },
+                match (has_conv, has_attn) {
+                    (true, true) => "both convolution and attention tensors",
+                    (false, false) => "neither convolution nor attention tensors",
+                    (true, false) => "convolution tensors",
+                    (false, true) => "attention tensors",
+                }
+            )));
+        }
+        let mixer = if has_conv {
+            Mixer::Conv(ShortConv {
+                in_proj: ld.matrix(&t(n::SHORTCONV_IN_PROJ, "weight"), d, 3 * d)?,
+                kernel: conv_kernel(&ld, &t(n::SHORTCONV_CONV, "weight"), l_cache, d)?,
+                out_proj: ld.matrix(&t(n::SHORTCONV_OUT_PROJ, "weight"), d, d)?,
+            })
+        } else {
+            let (qd, kd) = (d, n_kv * hp.head_dim);
+            let qkv_name = t(n::ATTN_QKV, "weight");
+            let (wq, wk, wv) = if ld.has(&qkv_name) {
+                let qkv = ld.matrix(&qkv_name, d, qd + 2 * kd)?;
+                (
+                    qkv.slice_rows(0, qd, &format!("{qkv_name}[q]")),
+                    qkv.slice_rows(qd, kd, &format!("{qkv_name}[k]")),
+                    qkv.slice_rows(qd + kd, kd, &format!("{qkv_name}[v]")),
+                )
+            } else {
+                (
+                    ld.matrix(&t(n::ATTN_Q, "weight"), d, qd)?,
+                    ld.matrix(&t(n::ATTN_K, "weight"), d, kd)?,
+                    ld.matrix(&t(n::ATTN_V, "weight"), d, kd)?,
+                )
+            };
+            Mixer::Attention(Attention {
+                wq,
+                wk,
+                wv,
+                q_norm: ld.vector(&t(n::ATTN_Q_NORM, "weight"), hp.head_dim)?,
+                k_norm: ld.vector(&t(n::ATTN_K_NORM, "weight"), hp.head_dim)?,
+                wo: ld.matrix(&t(n::ATTN_OUT, "weight"), d, d)?,
+            })
+        };
+        let routed = il >= n_dense_lead;
+        let has_router = ld.has(&t(n::FFN_GATE_INP, "weight"));
+        if has_router != routed {
+            return Err(Error::Model(format!(
+                "blk.{il}: expected a {} FFN, but the file {} a router ({})",
+                if routed { "routed" } else { "dense" },
+                if has_router { "has" } else { "lacks" },
+                t(n::FFN_GATE_INP, "weight")
+            )));
+        }
+        let ffn = match (&moe_hp, routed) {
+            (Some(m), true) => Ffn::Moe(m.load(&ld, il, d)?),
+            _ => Ffn::Dense {
+                gate: ld.matrix(&t(n::FFN_GATE, "weight"), d, hp.n_ff)?,
+                up: ld.matrix(&t(n::FFN_UP, "weight"), d, hp.n_ff)?,
+                down: ld.matrix(&t(n::FFN_DOWN, "weight"), hp.n_ff, d)?,
+            },
+        };
+        layers.push(Layer {
+            attn_norm: ld.vector(&t(n::ATTN_NORM, "weight"), d)?,
+            mixer,
+            ffn_norm: ld.vector(&t(n::FFN_NORM, "weight"), d)?,
+            ffn,
+        });
+    }
+
+    let token_embd = ld.matrix(&tensor(n::TOKEN_EMBD, "weight"), d, hp.n_vocab)?;
+    let output = ld
+        .matrix_opt(&tensor(n::OUTPUT, "weight"), d, hp.n_vocab)?
+        .unwrap_or_else(|| token_embd.clone());
+    Ok(Lfm2 {
+        cfg: Lfm2Config {
+            arch,
+            n_vocab: hp.n_vocab,
+            n_embd: d,
+            n_head: hp.n_head,
+            head_dim: hp.head_dim,
+            n_head_kv: hp.n_head_kv.clone(),
+            rms_eps: hp.rms_eps,
+            l_cache,
+            rope,
+            window,
+            n_dense_lead,
+        },
+        output_norm: ld.vector(&tensor(n::TOKEN_EMBD_NORM, "weight"), d)?,
+        token_embd,
+        output,
+        layers,
+        dispatch: Dispatch::from_env(),
+    })
+}
+
+/// The convolution kernel `[l_cache, n_embd]`, as f32.
+fn conv_kernel(ld: &TensorLoader, name: &str, l: usize, d: usize) -> Result<Vec<f32>> {
+    ld.matrix(name, l, d)?;
+    ld.file().tensor_f32(name)
+}
+
+/// The MoE hyperparameters of `lfm2moe`.
+struct MoeHparams {
+    n_expert: usize,
+    n_used: usize,
+    n_ff_exp: usize,
+    gating: Gating,
+}
+
+impl MoeHparams {
+    fn read(g: &GgufFile, a: &str, n_layer: usize) -> Result<MoeHparams> {
+        let key = |s: &str| arch_key(a, s);
+        let n_expert: usize = g.get_as(&key(k::EXPERT_COUNT))?;
+        let n_used: usize = g.get_as(&key(k::EXPERT_USED_COUNT))?;
+        if n_expert == 0 || n_expert > 1024 || n_used == 0 || n_used > n_expert {
+            return Err(Error::Model(format!(
+                "{a}: {n_used} of {n_expert} experts per token is not usable"
+            )));
+        }
+        let n_ff_exp = *g
+            .get_per_layer_u32(&key(k::EXPERT_FEED_FORWARD_LENGTH), n_layer)?
+            .iter()
+            .max()
+            .expect("n_layer > 0") as usize;
+        // llama.cpp requires the key for lfm2moe; sigmoid is what LFM2 uses
+        let gating = Gating::from_gguf(g.get_as(&key(k::EXPERT_GATING_FUNC))?)?;
+        Ok(MoeHparams {
+            n_expert,
+            n_used,
+            n_ff_exp,
+            gating,
+        })
+    }
+
+    fn load(&self, ld: &TensorLoader, il: usize, d: usize) -> Result<MoeWeights> {
+        let t = |name: &str, suffix: &str| layer_tensor(il, name, suffix);
+        let (ne, ff) = (self.n_expert, self.n_ff_exp);
+        let split = |w: Weight, rows: usize| -> Vec<Weight> {
+            (0..ne)
+                .map(|e| w.slice_rows(e * rows, rows, &format!("{}[{e}]", w.name)))
+                .collect()
+        };
+        Ok(MoeWeights {
+            gate_inp: ld.matrix(&t(n::FFN_GATE_INP, "weight"), d, ne)?,
+            probs_bias: Some(ld.vector(&t(n::FFN_EXP_PROBS_B, "bias"), ne)?),
+            gate: split(ld.stacked(&t(n::FFN_GATE_EXPS, "weight"), d, ff, ne)?, ff),
+            up: split(ld.stacked(&t(n::FFN_UP_EXPS, "weight"), d, ff, ne)?, ff),
+            down: split(ld.stacked(&t(n::FFN_DOWN_EXPS, "weight"), ff, d, ne)?, d),
+            n_used: self.n_used,
+            gating: self.gating,
+            // LFM2's graph always normalizes and never scales
+            norm_weights: true,
+            weights_scale: 1.0,
+        })
+    }
+}
+
+impl Lfm2 {
+    /// KV cache per layer: convolution layers get an empty one.
+    pub fn new_kv(&self, n_ctx: usize, k_ty: KvType, v_ty: KvType) -> Vec<KvLayer> {
+        let hd = self.cfg.head_dim;
+        let (k_ty, v_ty) = (k_ty.for_head_dim(hd), v_ty.for_head_dim(hd));
+        self.cfg
+            .n_head_kv
+            .iter()
+            .map(|&kv| KvLayer::with_types(k_ty, v_ty, n_ctx, kv * hd, kv * hd))
+            .collect()
+    }
+
+    /// Convolution state per layer: `l_cache - 1` rows of `n_embd` for convolution layers.
+    pub fn new_conv_state(&self) -> ConvState {
+        let per = (self.cfg.l_cache - 1) * self.cfg.n_embd;
+        ConvState::new(self.layers.iter().map(|l| match l.mixer {
+            Mixer::Conv(_) => per,
+            Mixer::Attention(_) => 0,
+        }))
+    }
+
+    /// Runs `tokens` at positions `pos0..`: keys and values go to `kv`, convolution inputs roll
+    /// through `conv` (position 0 starts it over; other positions must continue it). Logits of
+    /// the last token (or all) go to `logits`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        cpu: &Cpu,
+        kv: &mut [KvLayer],
+        conv: &mut ConvState,
+        tokens: &[u32],
+        pos0: usize,
+        all_logits: bool,
+        sc: &mut Scratch,
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        let c = &self.cfg;
+        let n = tokens.len();
+        if n == 0 {
+            return Err(Error::Model("forward needs at least one token".into()));
+        }
+        if kv.len() != self.layers.len() || conv.layers.len() != self.layers.len() {
+            return Err(Error::Model("sequence state is not this model's".into()));
+        }
+        let n_ctx = kv.first().map_or(0, |l| l.n_ctx());
+        if pos0 + n > n_ctx {
+            return Err(Error::ContextOverflow {
+                n_ctx,
+                needed: pos0 + n,
+            });
+        }
+        conv.begin(pos0)?;
+        let d = c.n_embd;
+        let x = resize(&mut sc.x, n * d);
+        for (t, &tok) in tokens.iter().enumerate() {
+            if tok as usize >= c.n_vocab {
+                return Err(Error::TokenOutOfRange {
+                    id: tok,
+                    n_vocab: c.n_vocab,
+                });
+            }
+            self.token_embd
+                .row_f32(tok as usize, &mut x[t * d..(t + 1) * d])?;
+        }
+
+        for (il, layer) in self.layers.iter().enumerate() {
+            let h = resize(&mut sc.h, n * d);
+            backend::rms_norm(&sc.x[..n * d], &layer.attn_norm, c.rms_eps, h);
+            match &layer.mixer {
+                Mixer::Conv(w) => self.shortconv(cpu, w, &mut conv.layers[il], n, sc)?,
+                Mixer::Attention(w) => self.attention(cpu, il, w, &mut kv[il], n, pos0, sc)?,
+            }
+            backend::add_inplace(&mut sc.x[..n * d], &sc.o[..n * d]);
+            let h = resize(&mut sc.h, n * d);
+            backend::rms_norm(&sc.x[..n * d], &layer.ffn_norm, c.rms_eps, h);
+            self.ffn(cpu, &layer.ffn, n, sc)?;
+            backend::add_inplace(&mut sc.x[..n * d], &sc.o[..n * d]);
+        }
+        conv.n_past = pos0 + n;
+
+        let first = if all_logits { 0 } else { n - 1 };
+        let rows = n - first;
+        let hn = resize(&mut sc.out_rows, rows * d);
+        backend::rms_norm(&sc.x[first * d..n * d], &self.output_norm, c.rms_eps, hn);
+        logits.resize(rows * c.n_vocab, 0.0);
+        cpu.matmul(&self.output, hn, rows, &mut sc.acts, logits)
+    }
+
+    /// `sc.o = out_proj · (C ⊙ conv(B ⊙ x))` for the normed input in `sc.h`.
+    fn shortconv(
+        &self,
+        cpu: &Cpu,
+        w: &ShortConv,
+        state: &mut [f32],
+        n: usize,
+        sc: &mut Scratch,
+    ) -> Result<()> {
+        let d = self.cfg.n_embd;
+        let bcx = resize(&mut sc.bcx, n * 3 * d);
+        cpu.matmul(&w.in_proj, &sc.h[..n * d], n, &mut sc.acts, bcx)?;
+        let bx = resize(&mut sc.bx, n * d);
+        for t in 0..n {
+            let row = &sc.bcx[t * 3 * d..(t + 1) * 3 * d];
+            let (b, xx) = (&row[..d], &row[2 * d..]);
+            for ((o, &bv), &xv) in bx[t * d..(t + 1) * d].iter_mut().zip(b).zip(xx) {
+                *o = bv * xv;
+            }
+        }
+        let conv = resize(&mut sc.conv, n * d);
+        causal_conv(&sc.bx[..n * d], d, state, &w.kernel, conv);
+        for t in 0..n {
+            let cg = &sc.bcx[t * 3 * d + d..t * 3 * d + 2 * d];
+            for (o, &cv) in conv[t * d..(t + 1) * d].iter_mut().zip(cg) {
+                *o *= cv;
+            }
+        }
+        let o = resize(&mut sc.o, n * d);
+        cpu.matmul(&w.out_proj, &sc.conv[..n * d], n, &mut sc.acts, o)
+    }
+
+    /// `sc.o = attention(sc.h)` with per-head Q/K norms and NeoX RoPE.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        cpu: &Cpu,
+        il: usize,
+        w: &Attention,
+        kv: &mut KvLayer,
+        n: usize,
+        pos0: usize,
+        sc: &mut Scratch,
+    ) -> Result<()> {
+        let c = &self.cfg;
+        let d = c.n_embd;
+        let n_kv = c.n_head_kv[il];
+        let kd = n_kv * c.head_dim;
+        let q = resize(&mut sc.q, n * d);
+        let k = resize(&mut sc.k, n * kd);
+        let v = resize(&mut sc.v, n * kd);
+        cpu.matmul_many(
+            &mut [(&w.wq, q), (&w.wk, k), (&w.wv, v)],
+            &sc.h[..n * d],
+            n,
+            &mut sc.acts,
+        )?;
+        let (q, k, v) = (&mut sc.q[..n * d], &mut sc.k[..n * kd], &sc.v[..n * kd]);
+        backend::rms_norm_inplace(q, &w.q_norm, c.rms_eps);
+        backend::rms_norm_inplace(k, &w.k_norm, c.rms_eps);
+        let rope = &c.rope;
+        sc.cs.resize(rope.n_rot / 2, (0.0, 0.0));
+        for t in 0..n {
+            rope.cos_sin((pos0 + t) as i64, &mut sc.cs);
+            rope.apply(&mut q[t * d..(t + 1) * d], c.n_head, c.head_dim, &sc.cs);
+            rope.apply(&mut k[t * kd..(t + 1) * kd], n_kv, c.head_dim, &sc.cs);
+        }
+        kv.store(pos0, k, v);
+        let att = resize(&mut sc.att, n * d);
+        let params = AttentionParams {
+            n_head: c.n_head,
+            n_kv_head: n_kv,
+            head_dim: c.head_dim,
+            head_dim_v: c.head_dim,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            softcap: None,
+            window: c.window,
+        };
+        cpu.attention(q, kv, pos0, n, &params, att);
+        let o = resize(&mut sc.o, n * d);
+        cpu.matmul(&w.wo, &sc.att[..n * d], n, &mut sc.acts, o)
+    }
+
+    /// `sc.o = ffn(sc.h)`: SwiGLU, dense or routed.
+    fn ffn(&self, cpu: &Cpu, f: &Ffn, n: usize, sc: &mut Scratch) -> Result<()> {
+        let d = self.cfg.n_embd;
+        match f {
+            Ffn::Dense { gate, up, down } => {
+                let ff = gate.rows;
+                let g = resize(&mut sc.gate, n * ff);
+                let u = resize(&mut sc.up, n * ff);
+                cpu.matmul_many(&mut [(gate, g), (up, u)], &sc.h[..n * d], n, &mut sc.acts)?;
+                backend::glu_inplace(&mut sc.gate[..n * ff], &sc.up[..n * ff], backend::silu);
+                let o = resize(&mut sc.o, n * d);
+                cpu.matmul(down, &sc.gate[..n * ff], n, &mut sc.acts, o)
+            }
+            Ffn::Moe(m) => {
+                let o = resize(&mut sc.o, n * d);
+                moe::moe_ffn(cpu, m, &sc.h[..n * d], n, self.dispatch, &mut sc.moe, o)
+            }
+        }
+    }
+
+    /// The smallest routing margin (see [`MoeScratch::take_min_gap`]) since the last call.
+    pub fn take_routing_margin(sc: &mut Scratch) -> Option<f32> {
+        sc.moe.take_min_gap()
+    }
+
+    /// Convolution layers, attention layers, routed layers.
+    pub fn layer_counts(&self) -> (usize, usize, usize) {
+        let conv = self
+            .layers
+            .iter()
+            .filter(|l| matches!(l.mixer, Mixer::Conv(_)))
+            .count();
+        let routed = self
+            .layers
+            .iter()
+            .filter(|l| matches!(l.ffn, Ffn::Moe(_)))
+            .count();
+        (conv, self.layers.len() - conv, routed)
+    }
+}
