@@ -20,6 +20,7 @@
 use std::sync::Arc;
 
 use super::common::BaseHparams;
+use super::common::decoder::{embed_tokens, resize};
 use super::common::moe::{self, Dispatch, Gating, MoeScratch, MoeWeights};
 use super::common::shortconv::{ConvState, causal_conv};
 use super::loader::TensorLoader;
@@ -129,11 +130,6 @@ pub struct Scratch {
     acts: QuantizedActs,
     out_rows: Vec<f32>,
     moe: MoeScratch,
-}
-
-fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
-    v.resize(n, 0.0);
-    &mut v[..n]
 }
 
 pub fn load(file: Arc<GgufFile>, arch: Arch) -> Result<Lfm2> {
@@ -398,16 +394,7 @@ impl Lfm2 {
         conv.begin(pos0)?;
         let d = c.n_embd;
         let x = resize(&mut sc.x, n * d);
-        for (t, &tok) in tokens.iter().enumerate() {
-            if tok as usize >= c.n_vocab {
-                return Err(Error::TokenOutOfRange {
-                    id: tok,
-                    n_vocab: c.n_vocab,
-                });
-            }
-            self.token_embd
-                .row_f32(tok as usize, &mut x[t * d..(t + 1) * d])?;
-        }
+        embed_tokens(&self.token_embd, c.n_vocab, tokens, x)?;
 
         for (il, layer) in self.layers.iter().enumerate() {
             let h = resize(&mut sc.h, n * d);

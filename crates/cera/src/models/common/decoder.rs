@@ -180,9 +180,28 @@ fn dump(name: &str, il: Option<usize>, data: &[f32]) {
     }
 }
 
-fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+/// `v` as exactly `n` values (grown once, then reused: decoding allocates nothing).
+pub(crate) fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     v.resize(n, 0.0);
     &mut v[..n]
+}
+
+/// Looks up the embedding row of every token into `x` (`tokens.len()` rows of `token_embd`'s
+/// width); an id past the vocabulary is an error naming it.
+pub(crate) fn embed_tokens(
+    token_embd: &Weight,
+    n_vocab: usize,
+    tokens: &[u32],
+    x: &mut [f32],
+) -> Result<()> {
+    let d = token_embd.cols;
+    for (t, &tok) in tokens.iter().enumerate() {
+        if tok as usize >= n_vocab {
+            return Err(Error::TokenOutOfRange { id: tok, n_vocab });
+        }
+        token_embd.row_f32(tok as usize, &mut x[t * d..(t + 1) * d])?;
+    }
+    Ok(())
 }
 
 impl Decoder {
@@ -221,16 +240,7 @@ impl Decoder {
         let n = tokens.len();
         let d = c.n_embd;
         let x = resize(&mut sc.x, n * d);
-        for (t, &tok) in tokens.iter().enumerate() {
-            if tok as usize >= c.n_vocab {
-                return Err(Error::TokenOutOfRange {
-                    id: tok,
-                    n_vocab: c.n_vocab,
-                });
-            }
-            self.token_embd
-                .row_f32(tok as usize, &mut x[t * d..(t + 1) * d])?;
-        }
+        embed_tokens(&self.token_embd, c.n_vocab, tokens, x)?;
         if c.embed_scale != 1.0 {
             backend::scale_inplace(x, c.embed_scale);
         }
