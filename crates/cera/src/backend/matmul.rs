@@ -98,6 +98,15 @@ impl Weight {
             .as_deref()
     }
 
+    /// Packs a weight that is also an embedding table (a tied output) before its first
+    /// lookup, so that lookups read the packed copy from the start and the file's pages are
+    /// never faulted in for them. No-op for formats the kernels read unpacked.
+    pub fn pack_tied(&self, output: &Weight, table: &KernelTable) {
+        if Arc::ptr_eq(&self.packed, &output.packed) {
+            let _ = self.packed(table);
+        }
+    }
+
     pub fn data(&self) -> &[u8] {
         &self.file.bytes()[self.offset..self.offset + self.len]
     }
@@ -128,9 +137,26 @@ impl Weight {
         }
     }
 
-    /// Row `r` dequantized into `out` (embedding lookup).
+    /// Row `r` dequantized into `out` (embedding lookup). Once the matrix has been packed (a
+    /// tied output), the row is read back from the packed copy, a block at a time: reading the
+    /// file would fault its pages back in, and the kernel maps each fault's neighbours too, so
+    /// scattered lookups would soon make the whole file tensor resident again.
     pub fn row_f32(&self, r: usize, out: &mut [f32]) -> Result<()> {
         let rb = self.row_bytes();
+        if let Some(Some(p)) = self.packed.get() {
+            let bb = self
+                .ty
+                .block_bytes()
+                .expect("packed formats are block formats");
+            let bc = pack::block_cols(self.ty);
+            let mut blk = [0u8; 256];
+            assert!(bb <= blk.len() && out.len() == self.cols);
+            for (b, o) in out.chunks_exact_mut(bc).enumerate() {
+                pack::unpack_block(self.ty, self.cols, p, r, b, &mut blk[..bb]);
+                crate::quant::dequantize(self.ty, &blk[..bb], o)?;
+            }
+            return Ok(());
+        }
         crate::quant::dequantize(self.ty, &self.data()[r * rb..(r + 1) * rb], out)
     }
 

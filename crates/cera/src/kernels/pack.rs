@@ -177,3 +177,131 @@ fn pack_k(ty: GgmlType, rows: usize, nb: usize, src: &[u8], dst: &mut [u8]) {
         }
     }
 }
+
+/// Row `r` of a packed `k`-column matrix back in the format's plain blocks (`dst`: one row's
+/// bytes), the inverse of [`pack`].
+///
+/// # Panics
+/// If the format has no x8 layout or a size is wrong.
+pub fn unpack_row(ty: GgmlType, k: usize, packed: &[u8], r: usize, dst: &mut [u8]) {
+    let bb = ty.block_bytes().expect("a block format");
+    let nb = k / block_cols(ty);
+    assert_eq!(dst.len(), nb * bb, "{ty}: one row of {k}");
+    for (b, blk) in dst.chunks_exact_mut(bb).enumerate() {
+        unpack_block(ty, k, packed, r, b, blk);
+    }
+}
+
+/// Block `b` of row `r` of a packed `k`-column matrix back in the format's plain bytes (`blk`:
+/// one block). Lets an embedding lookup on a tied output matrix read the packed copy instead of
+/// faulting the file's pages back in (the kernel maps a fault's neighbours too, so scattered
+/// lookups would soon bring the whole file tensor back into the resident set).
+///
+/// # Panics
+/// If the format has no x8 layout or a size is wrong.
+pub fn unpack_block(ty: GgmlType, k: usize, packed: &[u8], r: usize, b: usize, blk: &mut [u8]) {
+    use GgmlType::*;
+    let sb = superblock_bytes(ty).unwrap_or_else(|| panic!("{ty} has no x8 layout"));
+    let bb = ty.block_bytes().expect("a block format");
+    let nb = k / block_cols(ty);
+    assert!(b < nb && blk.len() == bb, "{ty}: block {b} of a row of {k}");
+    let (g, i) = (r / GROUP_ROWS, r % GROUP_ROWS);
+    // the inverse of `put` in `pack_k`: dwords v of lane i
+    let get = |src: &[u8], out: &mut [u8], n: usize| {
+        for v in 0..n {
+            out[4 * v..4 * v + 4].copy_from_slice(&src[32 * v + 4 * i..32 * v + 4 * i + 4]);
+        }
+    };
+    let src = &packed[(g * nb + b) * sb..][..sb];
+    match ty {
+        Q4_K => {
+            get(src, &mut blk[16..144], 32);
+            let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+            for j in 0..8 {
+                sc[j] = src[1024 + 8 * j + i];
+                mn[j] = src[1088 + 8 * j + i];
+            }
+            // re-encode the 6-bit scales and mins (see `k_common::scales_mins_k4`)
+            for j in 0..4 {
+                blk[4 + j] = sc[j] | (sc[j + 4] >> 4) << 6;
+                blk[8 + j] = mn[j] | (mn[j + 4] >> 4) << 6;
+                blk[12 + j] = (sc[j + 4] & 0xf) | (mn[j + 4] & 0xf) << 4;
+            }
+            blk[0..2].copy_from_slice(&src[1152 + 2 * i..1154 + 2 * i]);
+            blk[2..4].copy_from_slice(&src[1168 + 2 * i..1170 + 2 * i]);
+        }
+        Q6_K => {
+            get(src, &mut blk[0..128], 32);
+            get(&src[1024..], &mut blk[128..192], 16);
+            for j in 0..16 {
+                blk[192 + j] = src[1536 + 8 * j + i];
+            }
+            blk[208..210].copy_from_slice(&src[1664 + 2 * i..1666 + 2 * i]);
+        }
+        _ => {
+            let (d_off, m_off) = scale_offsets(ty);
+            let (qs_off, qh_off, has_m) = match ty {
+                Q4_0 | IQ4_NL | Q8_0 => (2, None, false),
+                Q4_1 => (4, None, true),
+                Q5_0 => (6, Some(2), false),
+                Q5_1 => (8, Some(4), true),
+                _ => unreachable!(),
+            };
+            blk[0..2].copy_from_slice(&src[d_off + 2 * i..d_off + 2 * i + 2]);
+            if has_m {
+                blk[2..4].copy_from_slice(&src[m_off + 2 * i..m_off + 2 * i + 2]);
+            }
+            let n_vec = if ty == Q8_0 { 8 } else { 4 };
+            for v in 0..n_vec {
+                for kk in 0..4 {
+                    let x = src[32 * v + 4 * i + kk];
+                    blk[qs_off + 4 * v + kk] = if ty == Q8_0 { x ^ 0x80 } else { x };
+                }
+            }
+            if let Some(qh_off) = qh_off {
+                let mut qh = 0u32;
+                for j in 0..8 {
+                    let at = 128 + 4 * j;
+                    let mask = u32::from_le_bytes(src[at..at + 4].try_into().unwrap());
+                    for kk in 0..4 {
+                        qh |= (mask >> (4 * i + kk) & 1) << (4 * j + kk);
+                    }
+                }
+                blk[qh_off..qh_off + 4].copy_from_slice(&qh.to_le_bytes());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpack_row_inverts_pack() {
+        use GgmlType::*;
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q6_K] {
+            let k = 2 * block_cols(ty);
+            let rb = ty.bytes_for(k as u64).unwrap() as usize;
+            for rows in [1, 8, 13] {
+                // random bytes are valid blocks for every one of these formats
+                let src: Vec<u8> = (0..rows * rb)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        (seed >> 24) as u8
+                    })
+                    .collect();
+                let mut p = vec![0u8; packed_len(ty, rows, k).unwrap()];
+                pack(ty, rows, k, &src, &mut p);
+                let mut row = vec![0u8; rb];
+                for r in 0..rows {
+                    unpack_row(ty, k, &p, r, &mut row);
+                    assert_eq!(row, &src[r * rb..(r + 1) * rb], "{ty} rows {rows} row {r}");
+                }
+            }
+        }
+    }
+}

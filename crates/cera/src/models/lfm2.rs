@@ -394,7 +394,7 @@ impl Lfm2 {
         conv.begin(pos0)?;
         let d = c.n_embd;
         let x = resize(&mut sc.x, n * d);
-        embed_tokens(&self.token_embd, c.n_vocab, tokens, x)?;
+        embed_tokens(cpu, &self.token_embd, &self.output, c.n_vocab, tokens, x)?;
 
         for (il, layer) in self.layers.iter().enumerate() {
             let h = resize(&mut sc.h, n * d);

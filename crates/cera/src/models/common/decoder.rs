@@ -189,11 +189,14 @@ pub(crate) fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
 /// Looks up the embedding row of every token into `x` (`tokens.len()` rows of `token_embd`'s
 /// width); an id past the vocabulary is an error naming it.
 pub(crate) fn embed_tokens(
+    cpu: &Cpu,
     token_embd: &Weight,
+    output: &Weight,
     n_vocab: usize,
     tokens: &[u32],
     x: &mut [f32],
 ) -> Result<()> {
+    token_embd.pack_tied(output, cpu.table);
     let d = token_embd.cols;
     for (t, &tok) in tokens.iter().enumerate() {
         if tok as usize >= n_vocab {
@@ -240,7 +243,7 @@ impl Decoder {
         let n = tokens.len();
         let d = c.n_embd;
         let x = resize(&mut sc.x, n * d);
-        embed_tokens(&self.token_embd, c.n_vocab, tokens, x)?;
+        embed_tokens(cpu, &self.token_embd, &self.output, c.n_vocab, tokens, x)?;
         if c.embed_scale != 1.0 {
             backend::scale_inplace(x, c.embed_scale);
         }
