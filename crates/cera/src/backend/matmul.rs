@@ -290,7 +290,7 @@ impl Cpu {
         let data = w.data();
         let table = self.table;
         // Enough chunks to balance threads, each big enough to amortise dispatch.
-        let threads = self.n_threads();
+        let threads = self.width_for(rows * rb * n_tokens);
         let chunk = if threads == 1 {
             rows
         } else {

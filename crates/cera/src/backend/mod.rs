@@ -38,9 +38,26 @@ impl Cpu {
         self.pool.n_threads()
     }
 
+    /// Threads for an op that reads about `bytes` of weights: at least `CERA_MIN_WORK` bytes
+    /// (default 32 KiB) per thread, since handing a job to a thread and joining it costs about
+    /// as much as a few tens of kilobytes of kernel work. `-t` stays the upper bound.
+    pub fn width_for(&self, bytes: usize) -> usize {
+        (bytes / min_bytes_per_thread()).clamp(1, self.n_threads())
+    }
+
     pub fn table(&self) -> &'static KernelTable {
         self.table
     }
+}
+
+fn min_bytes_per_thread() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("CERA_MIN_WORK")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(32 << 10)
+    })
 }
 
 /// A raw pointer that may be shared across the pool's threads; each thread writes a disjoint

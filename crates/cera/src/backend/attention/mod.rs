@@ -243,50 +243,61 @@ impl Cpu {
         let n_qt = n_tokens.div_ceil(tok_per_tile);
         let base = p.n_kv_head * n_qt;
         let threads = self.n_threads();
-        // Too few tiles for the threads (decoding): split a tile's rows between items. Each
-        // row's arithmetic stays the same (unlike splitting the keys), so decode computes
-        // exactly what prefill computes; the price is converting a key tile once per part.
         let max_rows = tok_per_tile * group;
-        let parts = if base < threads {
-            threads.div_ceil(base).min(max_rows)
-        } else {
-            1
-        };
-        let item = |i: usize| {
-            let (b, part) = (i / parts, i % parts);
+        let item = |b: usize, r0: usize, r1: usize| {
             let (g, qt) = (b % p.n_kv_head, b / p.n_kv_head);
             let t0 = qt * tok_per_tile;
-            let t1 = (t0 + tok_per_tile).min(n_tokens);
-            let rows = (t1 - t0) * group;
-            let per = rows.div_ceil(parts);
-            let r0 = (part * per).min(rows);
+            let rows = ((t0 + tok_per_tile).min(n_tokens) - t0) * group;
             Item {
                 g,
                 t0,
-                r0,
-                r1: (r0 + per).min(rows),
+                r0: r0.min(rows),
+                r1: r1.min(rows),
             }
         };
+        // Few tiles for the threads (decoding: one tile per KV head): the tiles' rows are laid
+        // end to end and cut into one equal share per thread, so a share may end inside a
+        // tile (3 KV heads on 2 threads: 4.5 heads' rows each, not 2 heads and 1). Each row's
+        // arithmetic stays the same as in a whole tile (unlike splitting the keys), so decode
+        // computes exactly what prefill computes; the price is reading a split tile's keys
+        // once per share.
+        let split = n_qt == 1 && threads > 1 && base % threads != 0;
+        let n_items = if split { threads } else { base };
         let tier = self.table.tier();
         let dv = p.head_dim_v;
         let optr = SyncPtr(out.as_mut_ptr());
-        self.pool.for_chunks(base * parts, 1, threads, &|range| {
+        let rows_total = base * max_rows;
+        let finish = |it: Item, sc: &mut TileScratch| {
+            run_tile(tier, &ctx, it, sc);
+            for r in it.r0..it.r1 {
+                let (t, h) = (it.t0 + r / group, it.g * group + r % group);
+                // SAFETY: each (token, head) output row belongs to one item.
+                let o = unsafe { optr.slice((t * p.n_head + h) * dv, dv) };
+                let i = r - it.r0;
+                let inv = if sc.l[i] > 0.0 { 1.0 / sc.l[i] } else { 0.0 };
+                for (d, &a) in o.iter_mut().zip(&sc.acc[i * dv..(i + 1) * dv]) {
+                    *d = a * inv;
+                }
+            }
+        };
+        self.pool.for_chunks(n_items, 1, threads, &|range| {
             SCRATCH.with_borrow_mut(|sc| {
                 for i in range {
-                    let it = item(i);
-                    if it.r0 == it.r1 {
+                    if !split {
+                        finish(item(i, 0, max_rows), sc);
                         continue;
                     }
-                    run_tile(tier, &ctx, it, sc);
-                    for r in it.r0..it.r1 {
-                        let (t, h) = (it.t0 + r / group, it.g * group + r % group);
-                        // SAFETY: each (token, head) output row belongs to one item.
-                        let o = unsafe { optr.slice((t * p.n_head + h) * dv, dv) };
-                        let i = r - it.r0;
-                        let inv = if sc.l[i] > 0.0 { 1.0 / sc.l[i] } else { 0.0 };
-                        for (d, &a) in o.iter_mut().zip(&sc.acc[i * dv..(i + 1) * dv]) {
-                            *d = a * inv;
+                    // share i: flat rows lo..hi over the tiles laid end to end
+                    let (lo, hi) = (i * rows_total / n_items, (i + 1) * rows_total / n_items);
+                    let mut at = lo;
+                    while at < hi {
+                        let b = at / max_rows;
+                        let end = hi.min((b + 1) * max_rows);
+                        let it = item(b, at - b * max_rows, end - b * max_rows);
+                        if it.r0 < it.r1 {
+                            finish(it, sc);
                         }
+                        at = end;
                     }
                 }
             })
