@@ -261,7 +261,7 @@ impl Cpu {
         // arithmetic stays the same as in a whole tile (unlike splitting the keys), so decode
         // computes exactly what prefill computes; the price is reading a split tile's keys
         // once per share.
-        let split = n_qt == 1 && threads > 1 && base % threads != 0;
+        let split = n_qt == 1 && threads > 1 && !base.is_multiple_of(threads);
         let n_items = if split { threads } else { base };
         let tier = self.table.tier();
         let dv = p.head_dim_v;
