@@ -63,7 +63,8 @@ impl Weight {
     /// The x8-packed weights when the kernel table reads this format packed. Packed on first
     /// call; the original pages are then released from the resident set (they are only read
     /// again for embedding lookups).
-    fn packed(&self, table: &KernelTable) -> Option<&[u8]> {
+    fn packed(&self, cpu: &Cpu) -> Option<&[u8]> {
+        let table = cpu.table;
         if !table.gemm_packs_weights(self.ty) {
             return None;
         }
@@ -73,26 +74,25 @@ impl Weight {
                 let mut v = vec![0u8; len];
                 // a few MB at a time, releasing what was read: the original and the copy are
                 // never both resident (a 28 MB tied embedding would otherwise add 28 MB to the
-                // peak)
+                // peak); the pieces are packed in parallel
                 let rb = self.row_bytes();
-                let step = ((4 << 20) / rb.max(1))
+                let step = ((2 << 20) / rb.max(1))
                     .max(1)
                     .next_multiple_of(pack::GROUP_ROWS);
                 let data = self.data();
-                for r0 in (0..self.rows).step_by(step) {
-                    let r1 = (r0 + step).min(self.rows);
-                    let dst_at = pack::packed_len(self.ty, r0, self.cols)?;
-                    let dst_len = pack::packed_len(self.ty, r1 - r0, self.cols)?;
-                    let src = &data[r0 * rb..r1 * rb];
-                    pack::pack(
-                        self.ty,
-                        r1 - r0,
-                        self.cols,
-                        src,
-                        &mut v[dst_at..dst_at + dst_len],
-                    );
-                    self.file.release_range(self.offset + r0 * rb, src.len());
-                }
+                let dst = SyncPtr(v.as_mut_ptr());
+                let threads = cpu.width_for(self.len);
+                cpu.pool.for_chunks(self.rows, step, threads, &|r| {
+                    let at = pack::packed_len(self.ty, r.start, self.cols).unwrap();
+                    let n = pack::packed_len(self.ty, r.len(), self.cols).unwrap();
+                    // SAFETY: chunks start at multiples of eight rows, so each owns whole
+                    // groups: a disjoint range of the packed copy.
+                    let out = unsafe { dst.slice(at, n) };
+                    let src = &data[r.start * rb..r.end * rb];
+                    pack::pack(self.ty, r.len(), self.cols, src, out);
+                    self.file
+                        .release_range(self.offset + r.start * rb, src.len());
+                });
                 Some(v)
             })
             .as_deref()
@@ -101,9 +101,9 @@ impl Weight {
     /// Packs a weight that is also an embedding table (a tied output) before its first
     /// lookup, so that lookups read the packed copy from the start and the file's pages are
     /// never faulted in for them. No-op for formats the kernels read unpacked.
-    pub fn pack_tied(&self, output: &Weight, table: &KernelTable) {
+    pub fn pack_tied(&self, output: &Weight, cpu: &Cpu) {
         if Arc::ptr_eq(&self.packed, &output.packed) {
-            let _ = self.packed(table);
+            let _ = self.packed(cpu);
         }
     }
 
@@ -303,7 +303,7 @@ impl Cpu {
         // many, so decode computes what prefill computes (and the original pages stay released).
         let use_gemm = table.has_gemm(w.ty)
             && (!packed || acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group);
-        let wpacked = if use_gemm { w.packed(table) } else { None };
+        let wpacked = if use_gemm { w.packed(self) } else { None };
         if use_gemm && (wpacked.is_some() || !table.gemm_packs_weights(w.ty)) {
             let chunk = (rows / (threads * 4)).clamp(16, 256).next_multiple_of(8);
             let group_bytes =

@@ -196,7 +196,7 @@ pub(crate) fn embed_tokens(
     tokens: &[u32],
     x: &mut [f32],
 ) -> Result<()> {
-    token_embd.pack_tied(output, cpu.table);
+    token_embd.pack_tied(output, cpu);
     let d = token_embd.cols;
     for (t, &tok) in tokens.iter().enumerate() {
         if tok as usize >= n_vocab {
