@@ -19,6 +19,8 @@
 //!   `qs[32c + 4g..+4]` (low nibbles: sub-block `2c`, high: `2c + 1`, elements `4g..4g+4`);
 //!   then the decoded 6-bit scales (64 bytes: sub-block `j`, row `i` at `8j + i`), the mins
 //!   (likewise), `d` and `dmin` (8 f16 each).
+//! - Q5_K: Q4_K's layout, then `qh` as 8 vectors (vector `g` lane `i` = row `i`'s
+//!   `qh[4g..4g+4]`).
 //! - Q6_K: `ql` as 32 vectors (`32h + 16s + 4g`... vector `(h, s, g)` at `8(2h + s) + g`, lane
 //!   `i` = row `i`'s `ql[64h + 32s + 4g..+4]`), `qh` as 16 vectors (`(h, g)` at `8h + g`, lane
 //!   `i` = `qh[32h + 4g..+4]`), the i8 scales (128 bytes: sub-block `j`, row `i` at `8j + i`),
@@ -44,6 +46,7 @@ pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
         Q5_1 => 128 + 32 + 32,
         Q8_0 => 256 + 16,
         Q4_K => 1024 + 64 + 64 + 32,
+        Q5_K => 1024 + 64 + 64 + 32 + 256,
         Q6_K => 1024 + 512 + 128 + 16,
         _ => return None,
     })
@@ -52,7 +55,7 @@ pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
 /// Columns one super-block covers.
 pub fn block_cols(ty: GgmlType) -> usize {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q6_K => 256,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
         _ => 32,
     }
 }
@@ -88,7 +91,7 @@ pub fn pack(ty: GgmlType, rows: usize, k: usize, src: &[u8], dst: &mut [u8]) {
     assert_eq!(src.len(), rows * nb * bb, "{ty}: {rows} rows of {k}");
     assert_eq!(Some(dst.len()), packed_len(ty, rows, k));
     dst.fill(0);
-    if matches!(ty, Q4_K | Q6_K) {
+    if matches!(ty, Q4_K | Q5_K | Q6_K) {
         pack_k(ty, rows, nb, src, dst);
         return;
     }
@@ -153,9 +156,15 @@ fn pack_k(ty: GgmlType, rows: usize, nb: usize, src: &[u8], dst: &mut [u8]) {
             for i in 0..GROUP_ROWS.min(rows - g * GROUP_ROWS) {
                 let r = g * GROUP_ROWS + i;
                 let blk = &src[(r * nb + b) * bb..][..bb];
-                if ty == GgmlType::Q4_K {
-                    // d, dmin, scales[12], qs[128]
-                    put(out, i, &blk[16..144], 32);
+                if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+                    // d, dmin, scales[12], (Q5_K: qh[32]), qs[128]
+                    let qs = if ty == GgmlType::Q5_K {
+                        put(&mut out[1184..], i, &blk[16..48], 8);
+                        48
+                    } else {
+                        16
+                    };
+                    put(out, i, &blk[qs..qs + 128], 32);
                     let scales: &[u8; 12] = blk[4..16].try_into().unwrap();
                     let (sc, mn) = crate::quant::k_common::scales_mins_k4(scales);
                     for j in 0..8 {
@@ -214,8 +223,14 @@ pub fn unpack_block(ty: GgmlType, k: usize, packed: &[u8], r: usize, b: usize, b
     };
     let src = &packed[(g * nb + b) * sb..][..sb];
     match ty {
-        Q4_K => {
-            get(src, &mut blk[16..144], 32);
+        Q4_K | Q5_K => {
+            let qs = if ty == Q5_K {
+                get(&src[1184..], &mut blk[16..48], 8);
+                48
+            } else {
+                16
+            };
+            get(src, &mut blk[qs..qs + 128], 32);
             let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
             for j in 0..8 {
                 sc[j] = src[1024 + 8 * j + i];
@@ -281,7 +296,7 @@ mod tests {
     fn unpack_row_inverts_pack() {
         use GgmlType::*;
         let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q6_K] {
+        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K] {
             let k = 2 * block_cols(ty);
             let rb = ty.bytes_for(k as u64).unwrap() as usize;
             for rows in [1, 8, 13] {

@@ -82,17 +82,32 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    const SB: usize = 1184;
+    gemm_k4x8::<false, NT>(k, n_rows, w, acts, out, ldo)
+}
+
+/// The Q4_K GEMM, and with `Q5` the Q5_K one: its x8 layout is Q4_K's with the fifth bits
+/// appended (`kernels::pack`), or-ed into the codes before the dot products.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_k4x8<const Q5: bool, const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    let sb_bytes: usize = if Q5 { 1184 + 256 } else { 1184 };
     let nsb = k / QK_K;
     let groups = n_rows.div_ceil(8);
-    assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
+    assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * sb_bytes);
     assert!(out.len() >= (NT - 1) * ldo + n_rows);
     let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
     let m4 = _mm256_set1_epi8(0x0F);
     for g in 0..groups {
         let mut sumf = [_mm256_setzero_ps(); NT];
-        for (i, s) in w[g * nsb * SB..(g + 1) * nsb * SB]
-            .chunks_exact(SB)
+        for (i, s) in w[g * nsb * sb_bytes..(g + 1) * nsb * sb_bytes]
+            .chunks_exact(sb_bytes)
             .enumerate()
         {
             // codes: sub-block j = 2c + nibble, elements 4q..4q+4 in vector `codes[j][q]`
@@ -102,6 +117,17 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
                     let x = ld256(&s[32 * (8 * c + q)..]);
                     codes[2 * c][q] = _mm256_and_si256(x, m4);
                     codes[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                }
+            }
+            if Q5 {
+                // vector q lane i: row i's qh[4q..4q+4], bit j = sub-block j's fifth bit
+                let sixteen = _mm256_set1_epi8(0x10);
+                for q in 0..8 {
+                    let h = ld256(&s[1184 + 32 * q..]);
+                    for (j, cj) in codes.iter_mut().enumerate() {
+                        let set = _mm256_test_epi8_mask(h, _mm256_set1_epi8(1 << j));
+                        cj[q] = _mm256_mask_add_epi8(cj[q], set, cj[q], sixteen);
+                    }
                 }
             }
             let sc: [__m256i; 8] =

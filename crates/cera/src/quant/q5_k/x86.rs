@@ -63,3 +63,17 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
+
+/// AVX-512 tier GEMM over x8-packed weights: Q4_K's kernel with the fifth bits (see
+/// `q4_k::x86::gemm_k4x8`); bit for bit the GEMV's.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    crate::quant::q4_k::x86::gemm_k4x8::<true, NT>(k, n_rows, w, acts, out, ldo)
+}
