@@ -50,7 +50,8 @@
 //! eight rows' partial sums at once and the scales apply per lane, with no horizontal sums. Up
 //! to four tokens share each unpacked weight block. The 32-element formats read their
 //! activations interleaved per block ([`ActRows::pack`]). The integer sums are exact; the
-//! K-quant kernels keep the scalar float formula and so give the GEMV's bits.
+//! K-quant kernels keep the scalar float formula and so give the GEMV's bits. F32, F16 and BF16
+//! have GEMMs over the plain rows: four rows × up to four tokens of accumulators per step.
 
 pub mod cpu;
 pub mod pack;
@@ -603,6 +604,27 @@ impl KernelTable {
                 }
                 self.gemm[$ty.id() as usize] = Some(g as GemmFn);
             })*};
+        }
+        macro_rules! gemm_float {
+            ($($ty:ident: $f:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match a.n {
+                            1 => float::x86::$f::<1>(k, n, w, a, out, ldo),
+                            2 => float::x86::$f::<2>(k, n, w, a, out, ldo),
+                            3 => float::x86::$f::<3>(k, n, w, a, out, ldo),
+                            _ => float::x86::$f::<4>(k, n, w, a, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm_float! {
+            F32: gemm_f32_avx512;
+            F16: gemm_f16_avx512;
+            BF16: gemm_bf16_avx512;
         }
         gemm_kx8! {
             Q4_K: q4_k;

@@ -234,3 +234,96 @@ pub(crate) fn vec_dot_bf16_avx512bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
         _mm512_add_ps(acc[2], acc[3]),
     ))
 }
+
+/// The AVX-512 GEMM loop: four weight rows × `NT` tokens of accumulators, so each loaded (and
+/// converted) weight vector serves every token and each activation vector four rows; the tail
+/// of a row goes through a masked load.
+macro_rules! gemm_avx512_body {
+    ($size:expr, $k:expr, $n_rows:expr, $w:expr, $acts:expr, $out:expr, $ldo:expr, $load:expr) => {{
+        let (k, n_rows, w, acts, out, ldo) = ($k, $n_rows, $w, $acts, $out, $ldo);
+        let rb = k * $size;
+        assert!(acts.n == NT && w.len() >= n_rows * rb && out.len() >= (NT - 1) * ldo + n_rows);
+        for t in 0..NT {
+            assert!(acts.rows[t].len() >= rb, "activation row of {k}");
+        }
+        for r0 in (0..n_rows).step_by(4) {
+            let nr = (n_rows - r0).min(4);
+            // rows past the end repeat the last one; their sums are dropped
+            let wr: [&[u8]; 4] = std::array::from_fn(|r| &w[(r0 + r.min(nr - 1)) * rb..]);
+            let mut acc = [[_mm512_setzero_ps(); NT]; 4];
+            let mut i = 0;
+            while i < k {
+                let m: __mmask16 = if k - i >= 16 {
+                    !0
+                } else {
+                    (1u16 << (k - i)) - 1
+                };
+                let a: [__m512; NT] = std::array::from_fn(|t| $load(acts.rows[t], i, m));
+                for (row, acc) in wr.iter().zip(acc.iter_mut()) {
+                    let wv = $load(row, i, m);
+                    for (acc, a) in acc.iter_mut().zip(&a) {
+                        *acc = _mm512_fmadd_ps(wv, *a, *acc);
+                    }
+                }
+                i += 16;
+            }
+            for (r, acc) in acc.iter().enumerate().take(nr) {
+                for (t, acc) in acc.iter().enumerate() {
+                    out[t * ldo + r0 + r] = hsum512_ps(*acc);
+                }
+            }
+        }
+    }};
+}
+
+/// AVX-512 GEMM over f32 rows: `out[t * ldo + r] = Σ w_r · a_t` for `NT` tokens.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_f32_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY (all loads): every row holds 4k bytes (asserted); the mask stops at k.
+    let load = |b: &[u8], i: usize, m: __mmask16| unsafe {
+        _mm512_maskz_loadu_ps(m, b.as_ptr().add(4 * i).cast())
+    };
+    gemm_avx512_body!(4, k, n_rows, w, acts, out, ldo, load)
+}
+
+/// AVX-512 GEMM over f16 rows (converted with `vcvtph2ps`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_f16_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY (all loads): every row holds 2k bytes (asserted); the mask stops at k.
+    let load = |b: &[u8], i: usize, m: __mmask16| unsafe {
+        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b.as_ptr().add(2 * i).cast()))
+    };
+    gemm_avx512_body!(2, k, n_rows, w, acts, out, ldo, load)
+}
+
+/// AVX-512 GEMM over bf16 rows (widened by a shift).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_bf16_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY (all loads): every row holds 2k bytes (asserted); the mask stops at k.
+    let load = |b: &[u8], i: usize, m: __mmask16| unsafe {
+        let h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, b.as_ptr().add(2 * i).cast()));
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(h))
+    };
+    gemm_avx512_body!(2, k, n_rows, w, acts, out, ldo, load)
+}
