@@ -21,6 +21,8 @@
 //!   (likewise), `d` and `dmin` (8 f16 each).
 //! - Q5_K: Q4_K's layout, then `qh` as 8 vectors (vector `g` lane `i` = row `i`'s
 //!   `qh[4g..4g+4]`).
+//! - IQ4_XS: each 32-element sub-block `j` as an IQ4_NL block's four code vectors (at `128j`),
+//!   then the sub-block scales minus 32 (i8; sub-block `j`, row `i` at `1024 + 8j + i`), `d`.
 //! - Q6_K: `ql` as 32 vectors (`32h + 16s + 4g`... vector `(h, s, g)` at `8(2h + s) + g`, lane
 //!   `i` = row `i`'s `ql[64h + 32s + 4g..+4]`), `qh` as 16 vectors (`(h, g)` at `8h + g`, lane
 //!   `i` = `qh[32h + 4g..+4]`), the i8 scales (128 bytes: sub-block `j`, row `i` at `8j + i`),
@@ -47,6 +49,7 @@ pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
         Q8_0 => 256 + 16,
         Q4_K => 1024 + 64 + 64 + 32,
         Q5_K => 1024 + 64 + 64 + 32 + 256,
+        IQ4_XS => 1024 + 64 + 16,
         Q6_K => 1024 + 512 + 128 + 16,
         _ => return None,
     })
@@ -55,7 +58,7 @@ pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
 /// Columns one super-block covers.
 pub fn block_cols(ty: GgmlType) -> usize {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => 256,
         _ => 32,
     }
 }
@@ -91,7 +94,7 @@ pub fn pack(ty: GgmlType, rows: usize, k: usize, src: &[u8], dst: &mut [u8]) {
     assert_eq!(src.len(), rows * nb * bb, "{ty}: {rows} rows of {k}");
     assert_eq!(Some(dst.len()), packed_len(ty, rows, k));
     dst.fill(0);
-    if matches!(ty, Q4_K | Q5_K | Q6_K) {
+    if matches!(ty, Q4_K | Q5_K | Q6_K | IQ4_XS) {
         pack_k(ty, rows, nb, src, dst);
         return;
     }
@@ -156,7 +159,20 @@ fn pack_k(ty: GgmlType, rows: usize, nb: usize, src: &[u8], dst: &mut [u8]) {
             for i in 0..GROUP_ROWS.min(rows - g * GROUP_ROWS) {
                 let r = g * GROUP_ROWS + i;
                 let blk = &src[(r * nb + b) * bb..][..bb];
-                if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+                if ty == GgmlType::IQ4_XS {
+                    // d, scales_h (u16), scales_l[4], qs[128]: sub-block j's 16 bytes as an
+                    // IQ4_NL block's codes at 128j, its scale (minus 32, i8) at 1024 + 8j + i
+                    for j in 0..8 {
+                        put(&mut out[128 * j..], i, &blk[8 + 16 * j..24 + 16 * j], 4);
+                    }
+                    let sh = u16::from_le_bytes([blk[2], blk[3]]);
+                    for j in 0..8 {
+                        let lo = (blk[4 + j / 2] >> (4 * (j % 2))) & 0x0F;
+                        let hi = ((sh >> (2 * j)) & 3) as u8;
+                        out[1024 + 8 * j + i] = ((lo | hi << 4) as i8 - 32) as u8;
+                    }
+                    out[1088 + 2 * i..1090 + 2 * i].copy_from_slice(&blk[0..2]);
+                } else if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
                     // d, dmin, scales[12], (Q5_K: qh[32]), qs[128]
                     let qs = if ty == GgmlType::Q5_K {
                         put(&mut out[1184..], i, &blk[16..48], 8);
@@ -223,6 +239,20 @@ pub fn unpack_block(ty: GgmlType, k: usize, packed: &[u8], r: usize, b: usize, b
     };
     let src = &packed[(g * nb + b) * sb..][..sb];
     match ty {
+        IQ4_XS => {
+            for j in 0..8 {
+                get(&src[128 * j..], &mut blk[8 + 16 * j..24 + 16 * j], 4);
+            }
+            let mut sh = 0u16;
+            blk[4..8].fill(0);
+            for j in 0..8 {
+                let raw = (src[1024 + 8 * j + i] as i8 as i16 + 32) as u8;
+                blk[4 + j / 2] |= (raw & 0x0F) << (4 * (j % 2));
+                sh |= ((raw >> 4) as u16 & 3) << (2 * j);
+            }
+            blk[2..4].copy_from_slice(&sh.to_le_bytes());
+            blk[0..2].copy_from_slice(&src[1088 + 2 * i..1090 + 2 * i]);
+        }
         Q4_K | Q5_K => {
             let qs = if ty == Q5_K {
                 get(&src[1184..], &mut blk[16..48], 8);
@@ -296,7 +326,9 @@ mod tests {
     fn unpack_row_inverts_pack() {
         use GgmlType::*;
         let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K] {
+        for ty in [
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS,
+        ] {
             let k = 2 * block_cols(ty);
             let rb = ty.bytes_for(k as u64).unwrap() as usize;
             for rows in [1, 8, 13] {

@@ -58,3 +58,60 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockIQ4_XS], a: &[BlockQ8_K]) -> f32 
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockIQ4_XS], a: &[BlockQ8_K]) -> f32 {
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
+
+/// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): each 32-element sub-block is
+/// laid out as an IQ4_NL block of eight rows, so `vpdpbusd` against broadcast activation dwords
+/// gives eight rows' sums per instruction; the code book is biased by +128 and `128·Σa` (from
+/// the Q8_K 16-sums) comes off. The integers and the float formula per super-block are the
+/// scalar reference's, so each result is bit for bit the GEMV's.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    const SB: usize = 1024 + 64 + 16;
+    let nsb = k / QK_K;
+    let groups = n_rows.div_ceil(8);
+    assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
+    let table = _mm256_xor_si256(table256(), _mm256_set1_epi8(0x80u8 as i8));
+    for g in 0..groups {
+        let mut sumf = [_mm256_setzero_ps(); NT];
+        for (i, s) in w[g * nsb * SB..(g + 1) * nsb * SB]
+            .chunks_exact(SB)
+            .enumerate()
+        {
+            // sub-block j, elements 4q..4q+4 in `codes[j][q]`, as unsigned values + 128
+            let codes: [[__m256i; 8]; 8] = std::array::from_fn(|j| {
+                unpack_x8_nibbles(&s[128 * j..]).map(|c| _mm256_shuffle_epi8(table, c))
+            });
+            let ls: [__m256i; 8] =
+                std::array::from_fn(|j| _mm256_cvtepi8_epi32(ld_u64(&s[1024 + 8 * j..])));
+            let dw = _mm256_cvtph_ps(ld128(&s[1088..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let mut isum = _mm256_setzero_si256();
+                for (j, cj) in codes.iter().enumerate() {
+                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                    for q in (0..8).step_by(2) {
+                        let at = 32 * j + 4 * q;
+                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
+                    }
+                    let bias = 128 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+                    let dot = _mm256_sub_epi32(_mm256_add_epi32(d0, d1), _mm256_set1_epi32(bias));
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, ls[j]));
+                }
+                let ad = _mm256_set1_ps(f32::from_le_bytes(y.d));
+                let v = _mm256_mul_ps(_mm256_mul_ps(dw, ad), _mm256_cvtepi32_ps(isum));
+                *sumf = _mm256_add_ps(*sumf, v);
+            }
+        }
+        store_rows8(&sumf, out, ldo, 8 * g, n_rows);
+    }
+}
