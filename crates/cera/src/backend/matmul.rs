@@ -2,12 +2,13 @@
 //! the weight format's paired type (and shared by the matmuls that read the same input), then
 //! each thread takes chunks of weight rows.
 //!
-//! Where the kernel table has a GEMM kernel for the format (the AVX-512 tier: Q4_0, Q4_1, Q5_0,
-//! Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K), the weights are repacked once, on first use, into the x8
-//! layout (`kernels::pack`: eight rows interleaved per 32-bit lane) and every matmul, prefill
-//! or decode, runs that kernel on up to four tokens at a time: the same arithmetic for one
-//! token or many, so decoding computes exactly what prefill computes. Other formats and tiers
-//! run the GEMV per token over the rows as stored in the file.
+//! Where the kernel table has a GEMM kernel for the format (the AVX-512 tier: every format),
+//! every matmul, prefill or decode, runs it on up to four tokens at a time: the same arithmetic
+//! for one token or many, so decoding computes exactly what prefill computes. The quantized
+//! formats' weights are first repacked, once, on first use, into the x8 layout
+//! (`kernels::pack`: eight rows interleaved per 32-bit lane); F32/F16/BF16 are read as stored.
+//! Other tiers run the GEMV per token over chunks of rows as stored in the file (each chunk
+//! stays in cache across the tokens).
 
 use std::sync::{Arc, OnceLock};
 

@@ -45,7 +45,7 @@
 //!
 //! # GEMM
 //! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for Q4_0, Q4_1, Q5_0, Q5_1,
-//! Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS over weights repacked into the x8 layout ([`pack`]): eight rows
+//! Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS over weights repacked into the x8 layout ([`pack`]): eight rows
 //! per vector, one per 32-bit lane, so `vpdpbusd` against a broadcast activation dword yields
 //! eight rows' partial sums at once and the scales apply per lane, with no horizontal sums. Up
 //! to four tokens share each unpacked weight block. The 32-element formats read their
@@ -627,6 +627,8 @@ impl KernelTable {
             BF16: gemm_bf16_avx512;
         }
         gemm_kx8! {
+            Q2_K: q2_k;
+            Q3_K: q3_k;
             Q4_K: q4_k;
             Q5_K: q5_k;
             Q6_K: q6_k;

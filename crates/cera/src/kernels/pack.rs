@@ -15,6 +15,10 @@
 //!   (as unsigned bytes).
 //! - then the eight rows' `d` (f16), then for Q4_1/Q5_1 their `m` (f16).
 //!
+//! - Q2_K (per 256-column super-block): `qs` as 16 vectors (vector `8h + g` lane `i` = row
+//!   `i`'s `qs[32h + 4g..+4]`), the sub-block scales (128 bytes: sub-block `j`, row `i` at
+//!   `8j + i`), the mins (likewise), `d` and `dmin` (8 f16 each).
+//! - Q3_K: `qs` as Q2_K's, `hmask` as 8 vectors, the unbiased scales (i8, as Q2_K's), `d`.
 //! - Q4_K (per 256-column super-block): 32 vectors, vector `8c + g` lane `i` = row `i`'s
 //!   `qs[32c + 4g..+4]` (low nibbles: sub-block `2c`, high: `2c + 1`, elements `4g..4g+4`);
 //!   then the decoded 6-bit scales (64 bytes: sub-block `j`, row `i` at `8j + i`), the mins
@@ -50,6 +54,8 @@ pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
         Q4_K => 1024 + 64 + 64 + 32,
         Q5_K => 1024 + 64 + 64 + 32 + 256,
         IQ4_XS => 1024 + 64 + 16,
+        Q2_K => 512 + 128 + 128 + 32,
+        Q3_K => 512 + 256 + 128 + 16,
         Q6_K => 1024 + 512 + 128 + 16,
         _ => return None,
     })
@@ -58,7 +64,12 @@ pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
 /// Columns one super-block covers.
 pub fn block_cols(ty: GgmlType) -> usize {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => 256,
+        GgmlType::Q2_K
+        | GgmlType::Q3_K
+        | GgmlType::Q4_K
+        | GgmlType::Q5_K
+        | GgmlType::Q6_K
+        | GgmlType::IQ4_XS => 256,
         _ => 32,
     }
 }
@@ -94,7 +105,7 @@ pub fn pack(ty: GgmlType, rows: usize, k: usize, src: &[u8], dst: &mut [u8]) {
     assert_eq!(src.len(), rows * nb * bb, "{ty}: {rows} rows of {k}");
     assert_eq!(Some(dst.len()), packed_len(ty, rows, k));
     dst.fill(0);
-    if matches!(ty, Q4_K | Q5_K | Q6_K | IQ4_XS) {
+    if matches!(ty, Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS) {
         pack_k(ty, rows, nb, src, dst);
         return;
     }
@@ -159,7 +170,25 @@ fn pack_k(ty: GgmlType, rows: usize, nb: usize, src: &[u8], dst: &mut [u8]) {
             for i in 0..GROUP_ROWS.min(rows - g * GROUP_ROWS) {
                 let r = g * GROUP_ROWS + i;
                 let blk = &src[(r * nb + b) * bb..][..bb];
-                if ty == GgmlType::IQ4_XS {
+                if ty == GgmlType::Q2_K {
+                    // scales[16], qs[64], d, dmin
+                    put(out, i, &blk[16..80], 16);
+                    for is in 0..16 {
+                        out[512 + 8 * is + i] = blk[is] & 0x0F;
+                        out[640 + 8 * is + i] = blk[is] >> 4;
+                    }
+                    out[768 + 2 * i..770 + 2 * i].copy_from_slice(&blk[80..82]);
+                    out[784 + 2 * i..786 + 2 * i].copy_from_slice(&blk[82..84]);
+                } else if ty == GgmlType::Q3_K {
+                    // hmask[32], qs[64], scales[12], d
+                    put(out, i, &blk[32..96], 16);
+                    put(&mut out[512..], i, &blk[0..32], 8);
+                    let sc = crate::quant::k_common::scales_q3k(blk[96..108].try_into().unwrap());
+                    for is in 0..16 {
+                        out[768 + 8 * is + i] = sc[is] as u8;
+                    }
+                    out[896 + 2 * i..898 + 2 * i].copy_from_slice(&blk[108..110]);
+                } else if ty == GgmlType::IQ4_XS {
                     // d, scales_h (u16), scales_l[4], qs[128]: sub-block j's 16 bytes as an
                     // IQ4_NL block's codes at 128j, its scale (minus 32, i8) at 1024 + 8j + i
                     for j in 0..8 {
@@ -239,6 +268,26 @@ pub fn unpack_block(ty: GgmlType, k: usize, packed: &[u8], r: usize, b: usize, b
     };
     let src = &packed[(g * nb + b) * sb..][..sb];
     match ty {
+        Q2_K => {
+            get(src, &mut blk[16..80], 16);
+            for is in 0..16 {
+                blk[is] = src[512 + 8 * is + i] | src[640 + 8 * is + i] << 4;
+            }
+            blk[80..82].copy_from_slice(&src[768 + 2 * i..770 + 2 * i]);
+            blk[82..84].copy_from_slice(&src[784 + 2 * i..786 + 2 * i]);
+        }
+        Q3_K => {
+            get(src, &mut blk[32..96], 16);
+            get(&src[512..], &mut blk[0..32], 8);
+            // re-encode the 6-bit scales (see `k_common::scales_q3k`)
+            blk[96..108].fill(0);
+            for is in 0..16 {
+                let raw = (src[768 + 8 * is + i] as i8 as i16 + 32) as u8;
+                blk[96 + is % 8] |= (raw & 0x0F) << (4 * (is / 8));
+                blk[104 + is % 4] |= (raw >> 4) << (2 * (is / 4));
+            }
+            blk[108..110].copy_from_slice(&src[896 + 2 * i..898 + 2 * i]);
+        }
         IQ4_XS => {
             for j in 0..8 {
                 get(&src[128 * j..], &mut blk[8 + 16 * j..24 + 16 * j], 4);
@@ -327,7 +376,7 @@ mod tests {
         use GgmlType::*;
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for ty in [
-            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS,
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
         ] {
             let k = 2 * block_cols(ty);
             let rb = ty.bytes_for(k as u64).unwrap() as usize;

@@ -257,7 +257,7 @@ pub(crate) fn scales_mins_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
 /// operations: bytes 0..8 hold the low nibbles, byte `8 + i` the top bits of scales `i`, `i + 4`,
 /// `i + 8`, `i + 12`.
 #[inline]
-pub(super) fn scales_q3k(q: &[u8; 12]) -> [i8; 16] {
+pub(crate) fn scales_q3k(q: &[u8; 12]) -> [i8; 16] {
     let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
     let (w0, w1, w2) = (w(0), w(1), w(2));
     let (low4, top2) = (0x0f0f_0f0fu32, 0x0303_0303u32);

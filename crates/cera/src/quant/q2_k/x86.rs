@@ -82,3 +82,74 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ2_K], a: &[BlockQ8_K]) -> f32 {
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ2_K], a: &[BlockQ8_K]) -> f32 {
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
+
+/// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): eight rows per vector, one per
+/// 32-bit lane; a 32-element group's 2-bit codes are one shift and mask of a packed byte
+/// vector, `vpdpbusd` against broadcast activation dwords gives eight rows' sums, and the
+/// sub-block scales and mins apply per lane. The integers and the float formula per
+/// super-block are the scalar reference's, so each result is bit for bit the GEMV's.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    const SB: usize = 512 + 128 + 128 + 32;
+    let nsb = k / QK_K;
+    let groups = n_rows.div_ceil(8);
+    assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
+    let m3 = _mm256_set1_epi8(3);
+    for g in 0..groups {
+        let mut sumf = [_mm256_setzero_ps(); NT];
+        for (i, s) in w[g * nsb * SB..(g + 1) * nsb * SB]
+            .chunks_exact(SB)
+            .enumerate()
+        {
+            // group j = 4h + sh, elements 4q..4q+4: bits 2sh of packed vector 8h + q
+            let codes: [[__m256i; 8]; 8] = std::array::from_fn(|j| {
+                let shift = _mm_cvtsi32_si128(2 * (j % 4) as i32);
+                std::array::from_fn(|q| {
+                    let x = ld256(&s[32 * (8 * (j / 4) + q)..]);
+                    _mm256_and_si256(_mm256_srl_epi16(x, shift), m3)
+                })
+            });
+            let sc: [__m256i; 16] =
+                std::array::from_fn(|is| _mm256_cvtepu8_epi32(ld_u64(&s[512 + 8 * is..])));
+            let mn: [__m256i; 16] =
+                std::array::from_fn(|is| _mm256_cvtepu8_epi32(ld_u64(&s[640 + 8 * is..])));
+            let dw = _mm256_cvtph_ps(ld128(&s[768..]));
+            let dmw = _mm256_cvtph_ps(ld128(&s[784..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let (mut isum, mut msum) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                for (j, cj) in codes.iter().enumerate() {
+                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                    for q in 0..4 {
+                        let at = 32 * j + 4 * q;
+                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
+                    }
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d0, sc[2 * j]));
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d1, sc[2 * j + 1]));
+                }
+                for (is, mn) in mn.iter().enumerate() {
+                    let b = _mm256_set1_epi32(y.bsum(is) as i32);
+                    msum = _mm256_add_epi32(msum, _mm256_mullo_epi32(*mn, b));
+                }
+                let ad = _mm256_set1_ps(f32::from_le_bytes(y.d));
+                let (d, dmin) = (_mm256_mul_ps(dw, ad), _mm256_mul_ps(dmw, ad));
+                let v = _mm256_sub_ps(
+                    _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)),
+                    _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)),
+                );
+                *sumf = _mm256_add_ps(*sumf, v);
+            }
+        }
+        store_rows8(&sumf, out, ldo, 8 * g, n_rows);
+    }
+}

@@ -95,3 +95,69 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ3_K], a: &[BlockQ8_K]) -> f32 {
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ3_K], a: &[BlockQ8_K]) -> f32 {
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
+
+/// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): Q2_K's scheme with the high bits
+/// added (`u = low2 + 4·hbit`), `4·bsum` taken off per 16-element sub-block before its scale.
+/// The integers and the float formula per super-block are the scalar reference's, so each
+/// result is bit for bit the GEMV's.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx512<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    const SB: usize = 512 + 256 + 128 + 16;
+    let nsb = k / QK_K;
+    let groups = n_rows.div_ceil(8);
+    assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
+    assert!(out.len() >= (NT - 1) * ldo + n_rows);
+    let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
+    let (m3, four) = (_mm256_set1_epi8(3), _mm256_set1_epi8(4));
+    for g in 0..groups {
+        let mut sumf = [_mm256_setzero_ps(); NT];
+        for (i, s) in w[g * nsb * SB..(g + 1) * nsb * SB]
+            .chunks_exact(SB)
+            .enumerate()
+        {
+            let hv: [__m256i; 8] = std::array::from_fn(|q| ld256(&s[512 + 32 * q..]));
+            // group j = 4h + sh, elements 4q..4q+4: bits 2sh of packed vector 8h + q, plus 4
+            // where bit j of the high-bit vector q is set
+            let codes: [[__m256i; 8]; 8] = std::array::from_fn(|j| {
+                let shift = _mm_cvtsi32_si128(2 * (j % 4) as i32);
+                let bit = _mm256_set1_epi8(1 << j);
+                std::array::from_fn(|q| {
+                    let x = ld256(&s[32 * (8 * (j / 4) + q)..]);
+                    let low = _mm256_and_si256(_mm256_srl_epi16(x, shift), m3);
+                    _mm256_mask_add_epi8(low, _mm256_test_epi8_mask(hv[q], bit), low, four)
+                })
+            });
+            let sc: [__m256i; 16] =
+                std::array::from_fn(|is| _mm256_cvtepi8_epi32(ld_u64(&s[768 + 8 * is..])));
+            let dw = _mm256_cvtph_ps(ld128(&s[896..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let mut isum = _mm256_setzero_si256();
+                for (j, cj) in codes.iter().enumerate() {
+                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                    for q in 0..4 {
+                        let at = 32 * j + 4 * q;
+                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
+                    }
+                    let off = |is: usize| _mm256_set1_epi32(4 * y.bsum(is) as i32);
+                    let d0 = _mm256_sub_epi32(d0, off(2 * j));
+                    let d1 = _mm256_sub_epi32(d1, off(2 * j + 1));
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d0, sc[2 * j]));
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d1, sc[2 * j + 1]));
+                }
+                let ad = _mm256_set1_ps(f32::from_le_bytes(y.d));
+                let v = _mm256_mul_ps(_mm256_mul_ps(dw, ad), _mm256_cvtepi32_ps(isum));
+                *sumf = _mm256_add_ps(*sumf, v);
+            }
+        }
+        store_rows8(&sumf, out, ldo, 8 * g, n_rows);
+    }
+}
