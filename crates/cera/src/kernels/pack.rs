@@ -16,9 +16,10 @@
 //! - then the eight rows' `d` (f16), then for Q4_1/Q5_1 their `m` (f16).
 //!
 //! - Q2_K (per 256-column super-block): `qs` as 16 vectors (vector `8h + g` lane `i` = row
-//!   `i`'s `qs[32h + 4g..+4]`), the sub-block scales (128 bytes: sub-block `j`, row `i` at
-//!   `8j + i`), the mins (likewise), `d` and `dmin` (8 f16 each).
-//! - Q3_K: `qs` as Q2_K's, `hmask` as 8 vectors, the unbiased scales (i8, as Q2_K's), `d`.
+//!   `i`'s `qs[32h + 4g..+4]`), the sub-block scale/min bytes (128 bytes: sub-block `j`, row
+//!   `i` at `8j + i`), `d` and `dmin` (8 f16 each).
+//! - Q3_K: `qs` as Q2_K's, `hmask` as 8 vectors, the unbiased scales (i8, laid out as Q2_K's
+//!   scale bytes), `d`.
 //! - Q4_K (per 256-column super-block): 32 vectors, vector `8c + g` lane `i` = row `i`'s
 //!   `qs[32c + 4g..+4]` (low nibbles: sub-block `2c`, high: `2c + 1`, elements `4g..4g+4`);
 //!   then the decoded 6-bit scales (64 bytes: sub-block `j`, row `i` at `8j + i`), the mins
@@ -54,7 +55,7 @@ pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
         Q4_K => 1024 + 64 + 64 + 32,
         Q5_K => 1024 + 64 + 64 + 32 + 256,
         IQ4_XS => 1024 + 64 + 16,
-        Q2_K => 512 + 128 + 128 + 32,
+        Q2_K => 512 + 128 + 32,
         Q3_K => 512 + 256 + 128 + 16,
         Q6_K => 1024 + 512 + 128 + 16,
         _ => return None,
@@ -174,11 +175,10 @@ fn pack_k(ty: GgmlType, rows: usize, nb: usize, src: &[u8], dst: &mut [u8]) {
                     // scales[16], qs[64], d, dmin
                     put(out, i, &blk[16..80], 16);
                     for is in 0..16 {
-                        out[512 + 8 * is + i] = blk[is] & 0x0F;
-                        out[640 + 8 * is + i] = blk[is] >> 4;
+                        out[512 + 8 * is + i] = blk[is];
                     }
-                    out[768 + 2 * i..770 + 2 * i].copy_from_slice(&blk[80..82]);
-                    out[784 + 2 * i..786 + 2 * i].copy_from_slice(&blk[82..84]);
+                    out[640 + 2 * i..642 + 2 * i].copy_from_slice(&blk[80..82]);
+                    out[656 + 2 * i..658 + 2 * i].copy_from_slice(&blk[82..84]);
                 } else if ty == GgmlType::Q3_K {
                     // hmask[32], qs[64], scales[12], d
                     put(out, i, &blk[32..96], 16);
@@ -271,10 +271,10 @@ pub fn unpack_block(ty: GgmlType, k: usize, packed: &[u8], r: usize, b: usize, b
         Q2_K => {
             get(src, &mut blk[16..80], 16);
             for is in 0..16 {
-                blk[is] = src[512 + 8 * is + i] | src[640 + 8 * is + i] << 4;
+                blk[is] = src[512 + 8 * is + i];
             }
-            blk[80..82].copy_from_slice(&src[768 + 2 * i..770 + 2 * i]);
-            blk[82..84].copy_from_slice(&src[784 + 2 * i..786 + 2 * i]);
+            blk[80..82].copy_from_slice(&src[640 + 2 * i..642 + 2 * i]);
+            blk[82..84].copy_from_slice(&src[656 + 2 * i..658 + 2 * i]);
         }
         Q3_K => {
             get(src, &mut blk[32..96], 16);

@@ -87,9 +87,13 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
             .enumerate()
         {
             // sub-block j, elements 4q..4q+4 in `codes[j][q]`, as unsigned values + 128
-            let codes: [[__m256i; 8]; 8] = std::array::from_fn(|j| {
-                unpack_x8_nibbles(&s[128 * j..]).map(|c| _mm256_shuffle_epi8(table, c))
-            });
+            let mut codes = [[_mm256_setzero_si256(); 8]; 8];
+            for (j, cj) in codes.iter_mut().enumerate() {
+                *cj = unpack_x8_nibbles(&s[128 * j..]);
+                for c in cj.iter_mut() {
+                    *c = _mm256_shuffle_epi8(table, *c);
+                }
+            }
             let ls: [__m256i; 8] =
                 std::array::from_fn(|j| _mm256_cvtepi8_epi32(ld_u64(&s[1024 + 8 * j..])));
             let dw = _mm256_cvtph_ps(ld128(&s[1088..]));

@@ -97,7 +97,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    const SB: usize = 512 + 128 + 128 + 32;
+    const SB: usize = 512 + 128 + 32;
     let nsb = k / QK_K;
     let groups = n_rows.div_ceil(8);
     assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
@@ -118,12 +118,16 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
                     _mm256_and_si256(_mm256_srl_epi16(x, shift), m3)
                 })
             });
-            let sc: [__m256i; 16] =
-                std::array::from_fn(|is| _mm256_cvtepu8_epi32(ld_u64(&s[512 + 8 * is..])));
-            let mn: [__m256i; 16] =
-                std::array::from_fn(|is| _mm256_cvtepu8_epi32(ld_u64(&s[640 + 8 * is..])));
-            let dw = _mm256_cvtph_ps(ld128(&s[768..]));
-            let dmw = _mm256_cvtph_ps(ld128(&s[784..]));
+            // scale in the low nibble, min in the high one
+            let m4 = _mm256_set1_epi32(0x0F);
+            let (mut sc, mut mn) = ([_mm256_setzero_si256(); 16], [_mm256_setzero_si256(); 16]);
+            for is in 0..16 {
+                let v = _mm256_cvtepu8_epi32(ld_u64(&s[512 + 8 * is..]));
+                sc[is] = _mm256_and_si256(v, m4);
+                mn[is] = _mm256_srli_epi32::<4>(v);
+            }
+            let dw = _mm256_cvtph_ps(ld128(&s[640..]));
+            let dmw = _mm256_cvtph_ps(ld128(&s[656..]));
             for (t, sumf) in sumf.iter_mut().enumerate() {
                 let y = &a[t][i];
                 let (mut isum, mut msum) = (_mm256_setzero_si256(), _mm256_setzero_si256());
