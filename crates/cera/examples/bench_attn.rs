@@ -36,7 +36,7 @@ fn main() {
     let k: Vec<f32> = (0..(depth + 1) * row).map(|_| rnd()).collect();
     let v: Vec<f32> = (0..(depth + 1) * row).map(|_| rnd()).collect();
     let q: Vec<f32> = (0..nh * hd).map(|_| rnd()).collect();
-    let mut kv = KvLayer::new(KvType::F16, depth + 1, row, row);
+    let mut kv = KvLayer::new(KvType::F16, depth + 1, nkv, hd, hd);
     kv.store(0, &k, &v);
     let mut out = vec![0f32; nh * hd];
     let bytes = 2.0 * 2.0 * ((depth + 1) * row) as f64;

@@ -348,7 +348,7 @@ impl Lfm2 {
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| KvLayer::with_types(k_ty, v_ty, n_ctx, kv * hd, kv * hd))
+            .map(|&kv| KvLayer::with_types(k_ty, v_ty, n_ctx, kv, hd, hd))
             .collect()
     }
 

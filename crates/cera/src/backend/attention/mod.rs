@@ -93,38 +93,49 @@ impl KvBuf {
     }
 }
 
-/// One layer's keys and values: `n_ctx` rows of `n_kv_head * head_dim` each.
+/// One layer's keys and values, head-major: per KV head, `n_ctx` rows of `head_dim` values,
+/// so decoding reads each head's keys and values as two contiguous streams.
 #[derive(Clone, Debug)]
 pub struct KvLayer {
     k: KvBuf,
     v: KvBuf,
-    k_dim: usize,
-    v_dim: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+    head_dim_v: usize,
     n_ctx: usize,
 }
 
 impl KvLayer {
-    /// Keys and values of the same type.
-    pub fn new(ty: KvType, n_ctx: usize, k_dim: usize, v_dim: usize) -> KvLayer {
-        Self::with_types(ty, ty, n_ctx, k_dim, v_dim)
+    /// Keys and values of the same type, for `n_kv_head` heads of `head_dim` (keys) and
+    /// `head_dim_v` (values).
+    pub fn new(
+        ty: KvType,
+        n_ctx: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
+    ) -> KvLayer {
+        Self::with_types(ty, ty, n_ctx, n_kv_head, head_dim, head_dim_v)
     }
 
-    /// Keys of `k_ty`, values of `v_ty` (Q8_0 needs `k_dim`/`v_dim` and the head sizes to be
-    /// multiples of 32: see [`KvType::for_head_dim`]).
+    /// Keys of `k_ty`, values of `v_ty` (Q8_0 needs head sizes that are multiples of 32: see
+    /// [`KvType::for_head_dim`]).
     pub fn with_types(
         k_ty: KvType,
         v_ty: KvType,
         n_ctx: usize,
-        k_dim: usize,
-        v_dim: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
     ) -> KvLayer {
-        assert!(k_ty != KvType::Q8_0 || k_dim.is_multiple_of(32));
-        assert!(v_ty != KvType::Q8_0 || v_dim.is_multiple_of(32));
+        assert!(k_ty != KvType::Q8_0 || head_dim.is_multiple_of(32));
+        assert!(v_ty != KvType::Q8_0 || head_dim_v.is_multiple_of(32));
         KvLayer {
-            k: KvBuf::new(k_ty, n_ctx * k_dim),
-            v: KvBuf::new(v_ty, n_ctx * v_dim),
-            k_dim,
-            v_dim,
+            k: KvBuf::new(k_ty, n_ctx * n_kv_head * head_dim),
+            v: KvBuf::new(v_ty, n_ctx * n_kv_head * head_dim_v),
+            n_kv_head,
+            head_dim,
+            head_dim_v,
             n_ctx,
         }
     }
@@ -135,15 +146,31 @@ impl KvLayer {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        (self.n_ctx as f64
-            * (self.k_dim as f64 * self.k.elem_bytes() + self.v_dim as f64 * self.v.elem_bytes()))
+        let (kd, vd) = (
+            self.n_kv_head * self.head_dim,
+            self.n_kv_head * self.head_dim_v,
+        );
+        (self.n_ctx as f64 * (kd as f64 * self.k.elem_bytes() + vd as f64 * self.v.elem_bytes()))
             as usize
     }
 
-    /// Stores `n` tokens' keys and values at positions `pos..pos+n`.
+    /// Stores `n` tokens' keys and values at positions `pos..pos+n` (`k`, `v`: per token, the
+    /// heads one after the other).
     pub fn store(&mut self, pos: usize, k: &[f32], v: &[f32]) {
-        self.k.store(pos * self.k_dim, k);
-        self.v.store(pos * self.v_dim, v);
+        let (h, d, dv, n_ctx) = (self.n_kv_head, self.head_dim, self.head_dim_v, self.n_ctx);
+        if h == 0 {
+            return;
+        }
+        let n = k.len() / (h * d);
+        assert!(k.len() == n * h * d && v.len() == n * h * dv && pos + n <= n_ctx);
+        for t in 0..n {
+            for g in 0..h {
+                let src = &k[(t * h + g) * d..][..d];
+                self.k.store((g * n_ctx + pos + t) * d, src);
+                let src = &v[(t * h + g) * dv..][..dv];
+                self.v.store((g * n_ctx + pos + t) * dv, src);
+            }
+        }
     }
 }
 
@@ -369,7 +396,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
             dst.copy_from_slice(src);
         }
     }
-    let (kd, vdim) = (ctx.kv.k_dim, ctx.kv.v_dim);
+    let n_ctx = ctx.kv.n_ctx;
     let mut s = [0f32; BK];
     // the keys the tile's rows see: from the first row's window start to the last row
     let k_lo = ctx.first_key(ctx.pos0 + it.t0 + it.r0 / group);
@@ -377,25 +404,21 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
     let mut kt0 = k_lo;
     while kt0 < k_hi {
         let kb = (k_hi - kt0).min(BK);
-        // keys and values of this tile to f32, once for all the rows
-        for j in 0..kb {
-            let at = (kt0 + j) * kd + it.g * d;
-            let dst = &mut sc.k[j * d..(j + 1) * d];
-            match &ctx.kv.k {
-                // SAFETY (all `O::` calls): `tile` runs only under the tier's features.
-                KvBuf::F16(k) => unsafe { O::cvt(&k[at..at + d], dst) },
-                KvBuf::F32(k) => dst.copy_from_slice(&k[at..at + d]),
-                KvBuf::Q8_0(k) => q8_0::dequantize(&k[at / 32..(at + d) / 32], dst),
-            }
+        // keys and values of this tile to f32, once for all the rows (contiguous per head)
+        let (at, n) = ((it.g * n_ctx + kt0) * d, kb * d);
+        let dst = &mut sc.k[..n];
+        match &ctx.kv.k {
+            // SAFETY (all `O::` calls): `tile` runs only under the tier's features.
+            KvBuf::F16(k) => unsafe { O::cvt(&k[at..at + n], dst) },
+            KvBuf::F32(k) => dst.copy_from_slice(&k[at..at + n]),
+            KvBuf::Q8_0(k) => q8_0::dequantize(&k[at / 32..(at + n) / 32], dst),
         }
-        for j in 0..kb {
-            let at = (kt0 + j) * vdim + it.g * dv;
-            let dst = &mut sc.v[j * dv..(j + 1) * dv];
-            match &ctx.kv.v {
-                KvBuf::F16(v) => unsafe { O::cvt(&v[at..at + dv], dst) },
-                KvBuf::F32(v) => dst.copy_from_slice(&v[at..at + dv]),
-                KvBuf::Q8_0(v) => q8_0::dequantize(&v[at / 32..(at + dv) / 32], dst),
-            }
+        let (at, n) = ((it.g * n_ctx + kt0) * dv, kb * dv);
+        let dst = &mut sc.v[..n];
+        match &ctx.kv.v {
+            KvBuf::F16(v) => unsafe { O::cvt(&v[at..at + n], dst) },
+            KvBuf::F32(v) => dst.copy_from_slice(&v[at..at + n]),
+            KvBuf::Q8_0(v) => q8_0::dequantize(&v[at / 32..(at + n) / 32], dst),
         }
         for r in 0..rows {
             let qpos = ctx.pos0 + it.t0 + (it.r0 + r) / group;
@@ -552,7 +575,7 @@ mod tests {
                                     *x = f16::from_f32(*x).to_f32();
                                 }
                             }
-                            let mut kv = KvLayer::new(ty, n_ctx, nkv * hd, nkv * hdv);
+                            let mut kv = KvLayer::new(ty, n_ctx, nkv, hd, hdv);
                             kv.store(0, &k, &v);
                             let mut out = vec![0f32; n * nh * hdv];
                             cpu.attention(&q, &kv, pos0, n, &p, &mut out);
@@ -601,7 +624,7 @@ mod tests {
                     pool: crate::runtime::ThreadPool::new(threads),
                     table,
                 };
-                let mut kv = KvLayer::new(KvType::F16, n, nkv * hd, nkv * hd);
+                let mut kv = KvLayer::new(KvType::F16, n, nkv, hd, hd);
                 kv.store(0, &k, &v);
                 let mut all = vec![0f32; n * nh * hd];
                 cpu.attention(&q, &kv, 0, n, &p, &mut all);

@@ -218,8 +218,9 @@ impl Decoder {
                     k_ty.for_head_dim(hd),
                     v_ty.for_head_dim(hdv),
                     n_ctx,
-                    kv * hd,
-                    kv * hdv,
+                    kv,
+                    hd,
+                    hdv,
                 )
             })
             .collect()
