@@ -53,6 +53,8 @@
 //! K-quant kernels keep the scalar float formula and so give the GEMV's bits.
 
 pub mod cpu;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 pub mod pack;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -202,9 +204,11 @@ macro_rules! scalar_dot {
 
 /// A typed `#[target_feature]` dot product as a [`DotFn`]. Only used while building the table of
 /// a tier that [`CpuTier::is_supported`] confirmed, which is what makes the call sound.
-#[cfg(target_arch = "x86_64")]
+/// (The `Neon` tier's kernels need only baseline features, hence `unused_unsafe`.)
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_dot {
     ($wb:ty, $ab:ty, $f:path) => {{
+        #[allow(unused_unsafe)]
         fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
             // SAFETY: reachable only through a `KernelTable` built for a tier whose features
             // the host has (see `KernelTable::for_tier`).
@@ -213,6 +217,7 @@ macro_rules! simd_dot {
         dot as DotFn
     }};
     (raw $f:path) => {{
+        #[allow(unused_unsafe)]
         fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
             // SAFETY: as above.
             unsafe { $f(n, w, a) }
@@ -222,9 +227,10 @@ macro_rules! simd_dot {
 }
 
 /// A typed `#[target_feature]` activation quantizer as a [`QuantRowFn`].
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_quant {
     ($ab:ty, $f:path) => {{
+        #[allow(unused_unsafe)]
         fn quant(x: &[f32], out: &mut [u8]) {
             // SAFETY: as for `simd_dot`.
             unsafe { $f(x, quant::as_blocks_mut::<$ab>(out)) }
@@ -232,6 +238,7 @@ macro_rules! simd_quant {
         quant as QuantRowFn
     }};
     (raw $f:path) => {{
+        #[allow(unused_unsafe)]
         fn quant(x: &[f32], out: &mut [u8]) {
             // SAFETY: as for `simd_dot`.
             unsafe { $f(x, out) }
@@ -485,14 +492,17 @@ impl KernelTable {
         );
 
         #[cfg(target_arch = "x86_64")]
-        if tier >= CpuTier::Avx2 {
+        if tier.includes(CpuTier::Avx2) {
             t.fill_avx2();
         }
         #[cfg(target_arch = "x86_64")]
-        if tier >= CpuTier::Avx512 {
+        if tier.includes(CpuTier::Avx512) {
             t.fill_avx512();
         }
-        // An aarch64 NEON tier would fill its kernels here, from `quant/<format>/neon.rs`.
+        #[cfg(target_arch = "aarch64")]
+        if tier.includes(CpuTier::Neon) {
+            t.fill_neon(tier.includes(CpuTier::NeonDotprod));
+        }
         t
     }
 
@@ -503,6 +513,30 @@ impl KernelTable {
 
     fn set_quant(&mut self, act: GgmlType, f: QuantRowFn) {
         self.quant[act.id() as usize] = Some(f);
+    }
+
+    /// The `Neon` and `NeonDotprod` tiers: the same kernel bodies, with the i8 dot product step
+    /// emulated (`smull` + `sadalp`) or as `sdot` (see [`neon`]).
+    #[cfg(target_arch = "aarch64")]
+    fn fill_neon(&mut self, dotprod: bool) {
+        use GgmlType::*;
+        self.set_quant(
+            Q8_0,
+            simd_quant!(q8_0::BlockQ8_0, q8_0::neon::quantize_neon),
+        );
+        macro_rules! set {
+            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$(
+                self.set_dot($ty, if dotprod {
+                    simd_dot!($fmt::$wb, $act::$ab, $fmt::neon::vec_dot_dotprod)
+                } else {
+                    simd_dot!($fmt::$wb, $act::$ab, $fmt::neon::vec_dot_neon)
+                });
+            )*};
+        }
+        set! {
+            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
+            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
