@@ -520,10 +520,24 @@ impl KernelTable {
     #[cfg(target_arch = "aarch64")]
     fn fill_neon(&mut self, dotprod: bool) {
         use GgmlType::*;
+        self.set_quant(F16, simd_quant!(raw float::neon::quantize_f16_neon));
+        self.set_quant(BF16, simd_quant!(raw float::neon::quantize_bf16_neon));
         self.set_quant(
             Q8_0,
             simd_quant!(q8_0::BlockQ8_0, q8_0::neon::quantize_neon),
         );
+        self.set_quant(
+            Q8_1,
+            simd_quant!(q8_1::BlockQ8_1, q8_1::neon::quantize_neon),
+        );
+        self.set_quant(
+            Q8_K,
+            simd_quant!(q8_k::BlockQ8_K, q8_k::neon::quantize_neon),
+        );
+
+        self.set_dot(F32, simd_dot!(raw float::neon::vec_dot_f32_neon));
+        self.set_dot(F16, simd_dot!(raw float::neon::vec_dot_f16_neon));
+        self.set_dot(BF16, simd_dot!(raw float::neon::vec_dot_bf16_neon));
         macro_rules! set {
             ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$(
                 self.set_dot($ty, if dotprod {
@@ -535,7 +549,11 @@ impl KernelTable {
         }
         set! {
             Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
+            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
+            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
+            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
             Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
+            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
         }
     }
 

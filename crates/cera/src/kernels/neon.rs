@@ -147,3 +147,19 @@ pub(crate) fn f32x4_to_f16(x: float32x4_t) -> uint16x4_t {
     }
     out
 }
+
+/// The fifth bits of a Q5_0/Q5_1 block (`qh`, bit `j` for element `j`) as `0x10` bytes where
+/// set: elements 0..16, then 16..32.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn fifth_bits(qh: [u8; 4]) -> [uint8x16_t; 2] {
+    let v = vreinterpretq_u8_u32(vdupq_n_u32(u32::from_le_bytes(qh)));
+    let bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040_2010_0804_0201));
+    let sixteen = vdupq_n_u8(0x10);
+    // byte `k` of the u32 spread over 8 lanes, one bit per lane
+    let spread = |k: u8| vqtbl1q_u8(v, vcombine_u8(vdup_n_u8(k), vdup_n_u8(k + 1)));
+    [
+        vandq_u8(vtstq_u8(spread(0), bit), sixteen),
+        vandq_u8(vtstq_u8(spread(2), bit), sixteen),
+    ]
+}
