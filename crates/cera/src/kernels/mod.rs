@@ -554,6 +554,12 @@ impl KernelTable {
             Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
             Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
             IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
+            Q2_K: q2_k::BlockQ2_K x q8_k::BlockQ8_K;
+            Q3_K: q3_k::BlockQ3_K x q8_k::BlockQ8_K;
+            Q4_K: q4_k::BlockQ4_K x q8_k::BlockQ8_K;
+            Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
+            Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
+            IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
     }
 

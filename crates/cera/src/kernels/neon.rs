@@ -163,3 +163,30 @@ pub(crate) fn fifth_bits(qh: [u8; 4]) -> [uint8x16_t; 2] {
         vandq_u8(vtstq_u8(spread(2), bit), sixteen),
     ]
 }
+
+/// `Σ c·a` over 16 codes and 16 activation bytes.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn dot16<D: Dot>(d: D, c: int8x16_t, a: &[u8]) -> i32 {
+    hsum(d.dot(vdupq_n_s32(0), c, ld_s8(a)))
+}
+
+/// The `Neon` (emulated dot step) and `NeonDotprod` (`sdot`) instantiations of a format's
+/// generic `dot` body, as `vec_dot_neon` and `vec_dot_dotprod`.
+macro_rules! neon_tiers {
+    ($wb:ty, $ab:ty) => {
+        /// `Neon` tier `Σ w·a`.
+        #[target_feature(enable = "neon")]
+        pub(crate) fn vec_dot_neon(n: usize, w: &[$wb], a: &[$ab]) -> f32 {
+            dot($crate::kernels::neon::Emul, n, w, a)
+        }
+
+        /// `NeonDotprod` tier `Σ w·a`.
+        #[target_feature(enable = "neon,dotprod")]
+        pub(crate) fn vec_dot_dotprod(n: usize, w: &[$wb], a: &[$ab]) -> f32 {
+            // SAFETY: this function only runs where `dotprod` is enabled.
+            dot(unsafe { $crate::kernels::neon::Sdot::new() }, n, w, a)
+        }
+    };
+}
+pub(crate) use neon_tiers;

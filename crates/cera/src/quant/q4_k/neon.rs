@@ -1,0 +1,39 @@
+//! Q4_K × Q8_K dot products on aarch64 (NEON; `sdot`): the integer sums of a super-block
+//! exactly, then the scalar reference's float formula, so every tier gives the same bits.
+
+use std::arch::aarch64::*;
+
+use super::BlockQ4_K;
+use crate::kernels::neon::*;
+use crate::quant::k_common::scales_mins_k4;
+use crate::quant::q8_k::BlockQ8_K;
+use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let (sc, mn) = scales_mins_k4(&b.scales);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for c in 0..4 {
+            // byte 32c + l: element 64c + l (low nibble), 64c + 32 + l (high nibble)
+            let [l0, h0] = nibbles(&b.qs[32 * c..]);
+            let [l1, h1] = nibbles(&b.qs[32 * c + 16..]);
+            let s = |x: uint8x16_t| vreinterpretq_s8_u8(x);
+            let yq = &y.qs[64 * c..];
+            isum += sc[2 * c] as i32 * dot32(dp, [s(l0), s(l1)], yq);
+            isum += sc[2 * c + 1] as i32 * dot32(dp, [s(h0), s(h1)], &yq[32..]);
+        }
+        for j in 0..8 {
+            msum += mn[j] as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+        }
+        let ad = f32::from_le_bytes(y.d);
+        let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
+        sumf += d * isum as f32 - dmin * msum as f32;
+    }
+    sumf
+}
+
+neon_tiers!(BlockQ4_K, BlockQ8_K);
