@@ -19,10 +19,10 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockIQ4_XS], a: &[BlockQ8_K]) -> f32 {
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
         let ls = sub_scales(b);
         let mut isum = 0i32;
-        for ib in 0..8 {
+        for (ib, &l) in ls.iter().enumerate() {
             let [lo, hi] = nibbles(&b.qs[16 * ib..]);
             let c = [vqtbl1q_s8(table, lo), vqtbl1q_s8(table, hi)];
-            isum += ls[ib] as i32 * dot32(dp, c, &y.qs[32 * ib..]);
+            isum += l as i32 * dot32(dp, c, &y.qs[32 * ib..]);
         }
         sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
     }

@@ -33,8 +33,8 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
             isum += sc[2 * c] as i32 * dot32(dp, lo, yq);
             isum += sc[2 * c + 1] as i32 * dot32(dp, hi, &yq[32..]);
         }
-        for j in 0..8 {
-            msum += mn[j] as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+        for (j, &m) in mn.iter().enumerate() {
+            msum += m as i32 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
         }
         let ad = f32::from_le_bytes(y.d);
         let (d, dmin) = (f16_to_f32_fast(b.d) * ad, f16_to_f32_fast(b.dmin) * ad);
