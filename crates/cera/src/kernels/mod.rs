@@ -8,7 +8,8 @@
 //! where the formats allow.
 //!
 //! The per-format code lives beside each format in [`crate::quant`]: the scalar reference
-//! `vec_dot_scalar` in `quant/<format>.rs`, SIMD versions in `quant/<format>/x86.rs`. This
+//! `vec_dot_scalar` in `quant/<format>.rs`, SIMD versions in `quant/<format>/x86.rs` and
+//! `quant/<format>/neon.rs`. This
 //! module only detects the CPU ([`cpu`]) and fills one [`KernelTable`] of function pointers per
 //! [`CpuTier`].
 //!
@@ -23,9 +24,11 @@
 //! # Accuracy
 //! The integer part of every quantized dot product is exact. For the K-quants and IQ4_XS the
 //! SIMD kernels reduce it per super-block and apply the scalar reference's float formula, so
-//! every tier gives the same bits. For the 32-element formats and F32/F16/BF16 the SIMD kernels
+//! every tier gives the same bits. For the 32-element formats and F32/F16/BF16 the x86 kernels
 //! sum the per-block terms in vector lanes, in another order than the scalar loop; the results
-//! differ by float rounding only (the tests bound it at `2e-5 · Σ|w·a|`).
+//! differ by float rounding only (the tests bound it at `2e-5 · Σ|w·a|`). The NEON kernels of
+//! the 32-element formats reduce each block to its integer sum and keep the scalar float
+//! order, so they give the scalar bits too; their F32/F16/BF16 dot products sum in lanes.
 //!
 //! # The tiers' kernels
 //! - `Scalar`: `quant::<format>::vec_dot_scalar`, which decode a block's codes into an `i8` array
@@ -42,6 +45,14 @@
 //!   vectors, where that measured faster; BF16 uses `vdpbf16ps` when the host has AVX512-BF16.
 //!   On AMD Zen 4, which executes 512-bit instructions as two 256-bit halves, the same choice
 //!   costs nothing.
+//! - `Neon` and `NeonDotprod` (aarch64): each kernel is one generic body over the i8 dot step
+//!   ([`neon::Dot`]), instantiated with `smull`/`smull2` + `sadalp` (baseline ASIMD) and with
+//!   `sdot` (dot product extension, written as inline assembly: its intrinsic is unstable).
+//!   Codes are decoded to i8 vectors (nibble masks and shifts, `tbl` for the IQ4 tables), the
+//!   integer sums reduced per block (or per 16/32-element sub-block for the K-quants) and
+//!   weighted as the scalar code does. F16 conversions use `fcvtl`/`fcvtn`, also as assembly.
+//!   The activation quantizers round with `fcvtns` (half to even) and saturate with `sqxtn`,
+//!   which is the scalar `round_ties_even().clamp(-128, 127)`.
 //!
 //! # GEMM
 //! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for Q4_0, Q4_1, Q5_0, Q5_1,
