@@ -31,7 +31,7 @@ rustup target list --installed | grep -q '^aarch64-unknown-linux-gnu$' ||
 arm=(--locked --target aarch64-unknown-linux-gnu)
 cargo clippy -p cera --all-targets "${arm[@]}" -- -D warnings
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
-for cpu_tiers in max:scalar,neon,neon-dotprod cortex-a72:scalar,neon; do
+for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; do
   runner="qemu-aarch64 -cpu ${cpu_tiers%%:*} -L /usr/aarch64-linux-gnu"
   echo "-- $runner (expecting tiers ${cpu_tiers#*:})"
   export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$runner" CERA_TEST_RUNNER="$runner"

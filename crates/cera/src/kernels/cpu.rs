@@ -13,6 +13,7 @@ use std::fmt;
 /// | `Avx512` | `Avx2` plus AVX-512 F, BW, VL, DQ and VNNI (Ice Lake, Cascade Lake, Sapphire Rapids, Zen 4 and later); the BF16 dot product also uses AVX512-BF16 (`vdpbf16ps`) where the host has it and widens to f32 otherwise |
 /// | `Neon` | aarch64 (ASIMD is part of the base architecture): every 64-bit Arm CPU |
 /// | `NeonDotprod` | `Neon` plus the dot product extension (`sdot`; Cortex-A55/A76, Neoverse N1, Apple M1 and later) |
+/// | `NeonI8mm` | `NeonDotprod` plus the int8 matrix multiply extension (`smmla`, for the GEMM kernels; Neoverse V1/N2, Cortex-A510/A710, Apple M2 and later) |
 ///
 /// The aarch64 tiers are tested under `qemu-aarch64` (`scripts/test.sh`), with `-cpu max` and
 /// with a Cortex-A72, which lacks `sdot`.
@@ -23,20 +24,22 @@ pub enum CpuTier {
     Avx512,
     Neon,
     NeonDotprod,
+    NeonI8mm,
 }
 
 /// The environment variable that can force a lower tier (`scalar`, `avx2`, `avx512`, `neon`,
-/// `neon-dotprod`).
+/// `neon-dotprod`, `neon-i8mm`).
 pub const TIER_ENV: &str = "CERA_CPU_TIER";
 
 impl CpuTier {
     /// Every tier, lowest first within each architecture.
-    pub const ALL: [CpuTier; 5] = [
+    pub const ALL: [CpuTier; 6] = [
         CpuTier::Scalar,
         CpuTier::Avx2,
         CpuTier::Avx512,
         CpuTier::Neon,
         CpuTier::NeonDotprod,
+        CpuTier::NeonI8mm,
     ];
 
     /// The name `CERA_CPU_TIER` takes.
@@ -47,6 +50,7 @@ impl CpuTier {
             CpuTier::Avx512 => "avx512",
             CpuTier::Neon => "neon",
             CpuTier::NeonDotprod => "neon-dotprod",
+            CpuTier::NeonI8mm => "neon-i8mm",
         }
     }
 
@@ -56,7 +60,7 @@ impl CpuTier {
         let arch = |t: CpuTier| match t {
             CpuTier::Scalar => 0,
             CpuTier::Avx2 | CpuTier::Avx512 => 1,
-            CpuTier::Neon | CpuTier::NeonDotprod => 2,
+            CpuTier::Neon | CpuTier::NeonDotprod | CpuTier::NeonI8mm => 2,
         };
         other == CpuTier::Scalar || (arch(other) == arch(self) && other <= self)
     }
@@ -76,6 +80,7 @@ impl CpuTier {
             CpuTier::Avx512 => has_avx2() && has_avx512(),
             CpuTier::Neon => cfg!(target_arch = "aarch64"),
             CpuTier::NeonDotprod => has_dotprod(),
+            CpuTier::NeonI8mm => has_dotprod() && has_i8mm(),
         }
     }
 
@@ -127,8 +132,18 @@ fn has_dotprod() -> bool {
     std::arch::is_aarch64_feature_detected!("dotprod")
 }
 
+#[cfg(target_arch = "aarch64")]
+fn has_i8mm() -> bool {
+    std::arch::is_aarch64_feature_detected!("i8mm")
+}
+
 #[cfg(not(target_arch = "aarch64"))]
 fn has_dotprod() -> bool {
+    false
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn has_i8mm() -> bool {
     false
 }
 
@@ -161,7 +176,7 @@ pub fn select_tier(requested: Option<&str>, detected: CpuTier) -> (CpuTier, Opti
         None => (
             detected,
             Some(format!(
-                "error: {TIER_ENV}={req}: unknown tier (expected scalar, avx2, avx512, neon or neon-dotprod); using {detected}"
+                "error: {TIER_ENV}={req}: unknown tier (expected scalar, avx2, avx512, neon, neon-dotprod or neon-i8mm); using {detected}"
             )),
         ),
     }
@@ -206,6 +221,13 @@ mod tests {
         assert_eq!(t, Scalar);
         assert!(msg.unwrap().contains("unknown tier"));
         assert_eq!(select_tier(Some("neon"), NeonDotprod), (Neon, None));
+        assert_eq!(
+            select_tier(Some("neon-dotprod"), NeonI8mm),
+            (NeonDotprod, None)
+        );
+        let (t, msg) = select_tier(Some("neon-i8mm"), NeonDotprod);
+        assert_eq!(t, NeonDotprod);
+        assert!(msg.unwrap().contains("does not support"));
         assert_eq!(select_tier(Some("scalar"), Neon), (Scalar, None));
         // another architecture's tier is never picked, however it orders
         let (t, msg) = select_tier(Some("avx2"), NeonDotprod);

@@ -187,6 +187,9 @@ pub struct KernelTable {
     dot: [Option<DotKernel>; N_TYPES],
     quant: [Option<QuantRowFn>; N_TYPES],
     gemm: [Option<GemmFn>; N_TYPES],
+    /// The GEMM kernels take x8-packed weights and packed activations (the AVX-512 ones); the
+    /// NEON ones read plain rows.
+    gemm_x8: bool,
 }
 
 impl std::fmt::Debug for KernelTable {
@@ -383,7 +386,8 @@ impl KernelTable {
 
     /// Whether some GEMM kernel reads activations of `act_ty` packed ([`ActRows::pack`]).
     pub fn gemm_reads_packed(&self, act_ty: GgmlType) -> bool {
-        matches!(act_ty, GgmlType::Q8_0 | GgmlType::Q8_1)
+        self.gemm_x8
+            && matches!(act_ty, GgmlType::Q8_0 | GgmlType::Q8_1)
             && GgmlType::ALL
                 .iter()
                 .any(|&w| self.has_gemm(w) && Self::vec_dot_type(w) == Some(act_ty))
@@ -391,13 +395,14 @@ impl KernelTable {
 
     /// Whether the GEMM kernel for `w_ty` takes its weights in the x8 layout ([`pack`]).
     pub fn gemm_packs_weights(&self, w_ty: GgmlType) -> bool {
-        self.has_gemm(w_ty) && pack::superblock_bytes(w_ty).is_some()
+        self.gemm_x8 && self.has_gemm(w_ty) && pack::superblock_bytes(w_ty).is_some()
     }
 
     /// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows`
     /// rows of `w` (`k` elements each) and the `acts.n` tokens. `w` is x8-packed when
     /// [`KernelTable::gemm_packs_weights`] says so, plain rows otherwise; the activation rows are
-    /// of type `vec_dot_type(w_ty)`, packed ([`ActRows::pack`]) for the 32-element formats.
+    /// of type `vec_dot_type(w_ty)`, also packed ([`ActRows::pack`]) for the 32-element formats
+    /// when [`KernelTable::gemm_reads_packed`] says so.
     ///
     /// # Panics
     /// If there is no GEMM kernel for `w_ty` ([`KernelTable::has_gemm`]), or a size is wrong.
@@ -422,7 +427,7 @@ impl KernelTable {
         } else {
             assert_eq!(w.len(), n_rows * wb, "{w_ty} weights of {n_rows} x {k}");
         }
-        if matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1) {
+        if self.gemm_reads_packed(kern.act) {
             assert!(acts.packed.len() >= ActRows::packed_len(acts.n, k / 32));
         } else {
             for t in 0..acts.n {
@@ -440,6 +445,7 @@ impl KernelTable {
             dot: [None; N_TYPES],
             quant: [None; N_TYPES],
             gemm: [None; N_TYPES],
+            gemm_x8: false,
         };
 
         // Scalar tier: every target.
@@ -514,6 +520,10 @@ impl KernelTable {
         if tier.includes(CpuTier::Neon) {
             t.fill_neon(tier.includes(CpuTier::NeonDotprod));
         }
+        #[cfg(target_arch = "aarch64")]
+        if tier.includes(CpuTier::NeonI8mm) {
+            t.fill_neon_i8mm();
+        }
         t
     }
 
@@ -574,6 +584,33 @@ impl KernelTable {
         }
     }
 
+    /// The `NeonI8mm` tier: the `NeonDotprod` kernels plus `smmla` GEMM kernels for the
+    /// 32-element formats, over plain weight rows and the quantized activation rows (a 2×2
+    /// tile of rows × tokens per instruction; each weight block is decoded once per four
+    /// tokens). Every (row, token) sum is exact in integers and weighted in the GEMV's float
+    /// order, so the GEMM gives the GEMV's bits for any token count: decode equals prefill.
+    #[cfg(target_arch = "aarch64")]
+    fn fill_neon_i8mm(&mut self) {
+        use GgmlType::*;
+        macro_rules! gemm {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot`.
+                    unsafe { $fmt::neon::gemm_i8mm(k, n, w, a, out, ldo) }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm! {
+            Q4_0: q4_0;
+            Q4_1: q4_1;
+            Q5_0: q5_0;
+            Q5_1: q5_1;
+            Q8_0: q8_0;
+            IQ4_NL: iq4_nl;
+        }
+    }
+
     #[cfg(target_arch = "x86_64")]
     fn fill_avx2(&mut self) {
         use GgmlType::*;
@@ -613,6 +650,7 @@ impl KernelTable {
     #[cfg(target_arch = "x86_64")]
     fn fill_avx512(&mut self) {
         use GgmlType::*;
+        self.gemm_x8 = true;
         self.set_dot(F32, simd_dot!(raw float::x86::vec_dot_f32_avx512));
         self.set_dot(F16, simd_dot!(raw float::x86::vec_dot_f16_avx512));
         if cpu::has_avx512_bf16() {

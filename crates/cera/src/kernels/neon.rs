@@ -14,6 +14,9 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
+use crate::kernels::ActRows;
+use crate::quant::{Block, as_blocks};
+
 /// Multiply-accumulate of signed bytes: `acc` plus the 16 products `a_i·b_i`, four per i32
 /// lane (which four lands where is up to the implementation).
 pub(crate) trait Dot: Copy {
@@ -190,3 +193,111 @@ macro_rules! neon_tiers {
     };
 }
 pub(crate) use neon_tiers;
+
+/// `smmla`: `acc` (a 2×2 i32 matrix, row-major) plus `a · bᵀ`, where `a` and `b` each hold two
+/// rows of 8 signed bytes.
+///
+/// # Safety
+/// The CPU must support `i8mm`.
+#[inline(always)]
+unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    // SAFETY: the caller guarantees `i8mm`; registers only.
+    unsafe {
+        asm!(
+            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
+
+/// Two rows' 8-byte chunk `j` (0..4) of a 32-code block, side by side for [`smmla`].
+#[inline]
+#[target_feature(enable = "neon")]
+fn pair_chunk(c0: &[int8x16_t; 2], c1: &[int8x16_t; 2], j: usize) -> int8x16_t {
+    let half = |c: &[int8x16_t; 2]| {
+        let v = c[j / 2];
+        if j % 2 == 0 {
+            vget_low_s8(v)
+        } else {
+            vget_high_s8(v)
+        }
+    };
+    vcombine_s8(half(c0), half(c1))
+}
+
+/// The `NeonI8mm` GEMM of a 32-element format over plain weight rows: `out[t * ldo + r] =
+/// Σ w_r · a_t` for the `n_rows` rows of `w` (`k` elements each) and the `acts.n` quantized
+/// activation rows. Rows go in pairs and tokens in pairs through `smmla` (one instruction per
+/// 8 columns gives the four row × token sums); each weight block is decoded (`codes`) once for
+/// all the tokens. Per (row, token) the exact integer block sum meets `term`, the format's
+/// scalar float step, in block order: the GEMV's bits, whatever the token count.
+#[inline]
+#[target_feature(enable = "neon,dotprod,i8mm")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm32_i8mm<W: Block, A: Block>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+    codes: impl Fn(&W) -> [int8x16_t; 2],
+    qs: impl Fn(&A) -> &[u8; 32],
+    term: impl Fn(&W, &A, i32) -> f32,
+) {
+    let (nt, nb) = (acts.n, k / 32);
+    assert!((1..=4).contains(&nt) && W::ELEMS == 32 && k.is_multiple_of(32));
+    let wb = nb * size_of::<W>();
+    assert!(w.len() >= n_rows * wb && out.len() >= (nt - 1) * ldo + n_rows);
+    let a: [&[A]; 4] = std::array::from_fn(|t| &as_blocks::<A>(acts.rows[t.min(nt - 1)])[..nb]);
+    for r0 in (0..n_rows).step_by(2) {
+        // an odd last row pairs with itself; its second result is dropped
+        let r1 = (r0 + 1).min(n_rows - 1);
+        let w0 = &as_blocks::<W>(&w[r0 * wb..(r0 + 1) * wb])[..nb];
+        let w1 = &as_blocks::<W>(&w[r1 * wb..(r1 + 1) * wb])[..nb];
+        let mut sum = [[0.0f32; 4]; 2];
+        for i in 0..nb {
+            let (c0, c1) = (codes(&w0[i]), codes(&w1[i]));
+            let wj: [int8x16_t; 4] = std::array::from_fn(|j| pair_chunk(&c0, &c1, j));
+            for t0 in (0..nt).step_by(2) {
+                let t1 = (t0 + 1).min(nt - 1);
+                let (y0, y1) = (qs(&a[t0][i]), qs(&a[t1][i]));
+                let mut acc = vdupq_n_s32(0);
+                for (j, &wj) in wj.iter().enumerate() {
+                    // SAFETY: 8 readable bytes at `8j` of each 32-byte block.
+                    let yj = unsafe {
+                        vcombine_s8(
+                            vld1_s8(y0[8 * j..].as_ptr().cast()),
+                            vld1_s8(y1[8 * j..].as_ptr().cast()),
+                        )
+                    };
+                    // SAFETY: this function only runs where `i8mm` is enabled.
+                    acc = unsafe { smmla(acc, wj, yj) };
+                }
+                // lanes: (r0, t0), (r0, t1), (r1, t0), (r1, t1)
+                let s: [i32; 4] = [
+                    vgetq_lane_s32::<0>(acc),
+                    vgetq_lane_s32::<1>(acc),
+                    vgetq_lane_s32::<2>(acc),
+                    vgetq_lane_s32::<3>(acc),
+                ];
+                sum[0][t0] += term(&w0[i], &a[t0][i], s[0]);
+                sum[1][t0] += term(&w1[i], &a[t0][i], s[2]);
+                if t1 != t0 {
+                    sum[0][t1] += term(&w0[i], &a[t1][i], s[1]);
+                    sum[1][t1] += term(&w1[i], &a[t1][i], s[3]);
+                }
+            }
+        }
+        for t in 0..nt {
+            out[t * ldo + r0] = sum[0][t];
+            if r1 != r0 {
+                out[t * ldo + r1] = sum[1][t];
+            }
+        }
+    }
+}
