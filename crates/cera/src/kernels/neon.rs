@@ -220,7 +220,7 @@ unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 fn pair_chunk(c0: &[int8x16_t; 2], c1: &[int8x16_t; 2], j: usize) -> int8x16_t {
     let half = |c: &[int8x16_t; 2]| {
         let v = c[j / 2];
-        if j % 2 == 0 {
+        if j.is_multiple_of(2) {
             vget_low_s8(v)
         } else {
             vget_high_s8(v)
