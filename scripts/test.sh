@@ -12,8 +12,15 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== fetching test models"
+cargo build --release --locked -p cera-cli
+for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m; do
+  ./target/release/cera pull "$m"
+done
+cargo run --release --locked -q -p cera --example fetch_test_data
 echo "== aarch64: clippy, then the NEON kernel tests under qemu-user"
-# The NEON tiers are cross-compiled and run under qemu, twice: on `-cpu max` (every tier) and on
+# The NEON tiers are cross-compiled and run under qemu (after the fetch: the tiny-model parity
+# tests take their tokenizer from SmolLM2), twice: on `-cpu max` (every tier) and on
 # a Cortex-A72 (no `sdot`), where detection must fall back to `neon`. CERA_EXPECT_TIERS makes
 # a detection mismatch fail the run; CERA_TEST_RUNNER lets tests that re-run their own binary
 # go through qemu too.
@@ -38,14 +45,10 @@ for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; 
   export CERA_EXPECT_TIERS="${cpu_tiers#*:}"
   cargo test -p cera "${arm[@]}" --test kernels
   cargo test -p cera "${arm[@]}" --lib -- kernels:: backend::attention
+  # end to end through the matmul (the i8mm GEMM on `max`), prefill against decode included
+  cargo test -p cera "${arm[@]}" --test arch_parity -- --exact llama3_q4_0 qwen2_q8_0 lfm2_q4_0
 done
 unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT_TIERS
 
-echo "== fetching test models"
-cargo build --release --locked -p cera-cli
-for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m; do
-  ./target/release/cera pull "$m"
-done
-cargo run --release --locked -q -p cera --example fetch_test_data
 echo "== cargo test"
 cargo test --workspace --locked
