@@ -5,8 +5,9 @@
 //! (the i8 dot product step) and instantiated twice: with [`Emul`] in a
 //! `#[target_feature(enable = "neon")]` function (the `Neon` tier: `smull`/`smull2` and
 //! `sadalp`) and with [`Sdot`] in a `#[target_feature(enable = "neon,dotprod")]` one
-//! (`NeonDotprod`). `sdot` and the f16 conversions are written as inline assembly because
-//! their intrinsics are not stable on our toolchain.
+//! (`NeonDotprod`, whose table the `NeonI8mm` tier extends with the `smmla` GEMM of
+//! [`gemm32_i8mm`]). `sdot`, `smmla` and the f16 conversions are written as inline assembly
+//! because their intrinsics are not stable on our toolchain (Rust 1.95).
 //!
 //! The two dot steps leave their partial sums in different lanes; callers only use the lanes'
 //! total (or keep the lane layout out of the result), so both tiers give the same integers.
