@@ -63,7 +63,7 @@
 //! activations interleaved per block ([`ActRows::pack`]). The integer sums are exact; the
 //! K-quant kernels keep the scalar float formula and so give the GEMV's bits.
 //!
-//! The `NeonI8mm` tier has GEMM kernels for the 32-element formats that read plain weight rows
+//! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read plain weight rows
 //! and the quantized activation rows (no packing: [`KernelTable::gemm_packs_weights`] and
 //! [`KernelTable::gemm_reads_packed`] say false): `smmla` multiplies a pair of rows by a pair of
 //! tokens, 8 columns at a time, and each (row, token) block sum is weighted in the GEMV's float
@@ -591,7 +591,7 @@ impl KernelTable {
     }
 
     /// The `NeonI8mm` tier: the `NeonDotprod` kernels plus `smmla` GEMM kernels for the
-    /// 32-element formats, over plain weight rows and the quantized activation rows (a 2×2
+    /// 32-element formats, Q4_K and Q6_K, over plain weight rows and the quantized activation rows (a 2×2
     /// tile of rows × tokens per instruction; each weight block is decoded once per four
     /// tokens). Every (row, token) sum is exact in integers and weighted in the GEMV's float
     /// order, so the GEMM gives the GEMV's bits for any token count: decode equals prefill.
@@ -614,6 +614,8 @@ impl KernelTable {
             Q5_1: q5_1;
             Q8_0: q8_0;
             IQ4_NL: iq4_nl;
+            Q4_K: q4_k;
+            Q6_K: q6_k;
         }
     }
 

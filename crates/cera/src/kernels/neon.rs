@@ -302,3 +302,88 @@ pub(crate) fn gemm32_i8mm<W: Block, A: Block>(
         }
     }
 }
+
+/// The `NeonI8mm` GEMM of a 256-element K-quant over plain weight rows and Q8_K activation
+/// rows, as [`gemm32_i8mm`] does it for the 32-element formats: `codes` gives a super-block's
+/// 256 codes as i8 in element order, `scales` its 16 per-16-element integer scales (a scale of
+/// a 32-element sub-block appears twice). Per (row, token) the integer sum `Σ scale · Σ code·a`
+/// is exact and meets `term`, the format's scalar float step, in super-block order: the
+/// GEMV's bits, whatever the token count.
+#[inline]
+#[target_feature(enable = "neon,dotprod,i8mm")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm256_i8mm<W: Block, A: Block>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+    codes: impl Fn(&W) -> [int8x16_t; 16],
+    scales: impl Fn(&W) -> [i32; 16],
+    qs: impl Fn(&A) -> &[u8; 256],
+    term: impl Fn(&W, &A, i32) -> f32,
+) {
+    let (nt, nb) = (acts.n, k / 256);
+    assert!((1..=4).contains(&nt) && W::ELEMS == 256 && k.is_multiple_of(256));
+    let wb = nb * size_of::<W>();
+    assert!(w.len() >= n_rows * wb && out.len() >= (nt - 1) * ldo + n_rows);
+    let a: [&[A]; 4] = std::array::from_fn(|t| &as_blocks::<A>(acts.rows[t.min(nt - 1)])[..nb]);
+    for r0 in (0..n_rows).step_by(2) {
+        // an odd last row pairs with itself; its second result is dropped
+        let r1 = (r0 + 1).min(n_rows - 1);
+        let w0 = &as_blocks::<W>(&w[r0 * wb..(r0 + 1) * wb])[..nb];
+        let w1 = &as_blocks::<W>(&w[r1 * wb..(r1 + 1) * wb])[..nb];
+        let mut sum = [[0.0f32; 4]; 2];
+        for i in 0..nb {
+            let (c0, c1) = (codes(&w0[i]), codes(&w1[i]));
+            let (s0, s1) = (scales(&w0[i]), scales(&w1[i]));
+            for t0 in (0..nt).step_by(2) {
+                let t1 = (t0 + 1).min(nt - 1);
+                let (y0, y1) = (qs(&a[t0][i]), qs(&a[t1][i]));
+                let mut isum = vdupq_n_s32(0);
+                for q in 0..16 {
+                    let mut tile = vdupq_n_s32(0);
+                    for j in 0..2 {
+                        let wj = if j == 0 {
+                            vcombine_s8(vget_low_s8(c0[q]), vget_low_s8(c1[q]))
+                        } else {
+                            vcombine_s8(vget_high_s8(c0[q]), vget_high_s8(c1[q]))
+                        };
+                        let at = 16 * q + 8 * j;
+                        // SAFETY: 8 readable bytes at `at` of each 256-byte row of codes.
+                        let yj = unsafe {
+                            vcombine_s8(
+                                vld1_s8(y0[at..at + 8].as_ptr().cast()),
+                                vld1_s8(y1[at..at + 8].as_ptr().cast()),
+                            )
+                        };
+                        // SAFETY: this function only runs where `i8mm` is enabled.
+                        tile = unsafe { smmla(tile, wj, yj) };
+                    }
+                    // lanes (r0, t0), (r0, t1), (r1, t0), (r1, t1): row scales per half
+                    let sc = vcombine_s32(vdup_n_s32(s0[q]), vdup_n_s32(s1[q]));
+                    isum = vmlaq_s32(isum, tile, sc);
+                }
+                let s: [i32; 4] = [
+                    vgetq_lane_s32::<0>(isum),
+                    vgetq_lane_s32::<1>(isum),
+                    vgetq_lane_s32::<2>(isum),
+                    vgetq_lane_s32::<3>(isum),
+                ];
+                sum[0][t0] += term(&w0[i], &a[t0][i], s[0]);
+                sum[1][t0] += term(&w1[i], &a[t0][i], s[2]);
+                if t1 != t0 {
+                    sum[0][t1] += term(&w0[i], &a[t1][i], s[1]);
+                    sum[1][t1] += term(&w1[i], &a[t1][i], s[3]);
+                }
+            }
+        }
+        for t in 0..nt {
+            out[t * ldo + r0] = sum[0][t];
+            if r1 != r0 {
+                out[t * ldo + r1] = sum[1][t];
+            }
+        }
+    }
+}
