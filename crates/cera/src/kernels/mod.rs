@@ -63,11 +63,12 @@
 //! activations interleaved per block ([`ActRows::pack`]). The integer sums are exact; the
 //! K-quant kernels keep the scalar float formula and so give the GEMV's bits.
 //!
-//! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read plain weight rows
-//! and the quantized activation rows (no packing: [`KernelTable::gemm_packs_weights`] and
-//! [`KernelTable::gemm_reads_packed`] say false): `smmla` multiplies a pair of rows by a pair of
-//! tokens, 8 columns at a time, and each (row, token) block sum is weighted in the GEMV's float
-//! order, so the GEMM gives the GEMV's bits for 1 to 4 tokens.
+//! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read
+//! plain weight rows and the quantized activation rows (no packing:
+//! [`KernelTable::gemm_packs_weights`] and [`KernelTable::gemm_reads_packed`] say false):
+//! `smmla` multiplies a pair of rows by a pair of tokens, 8 columns at a time, and each (row,
+//! token) block sum is weighted in the GEMV's float order, so the GEMM gives the GEMV's bits
+//! for 1 to 4 tokens.
 
 pub mod cpu;
 #[cfg(target_arch = "aarch64")]
