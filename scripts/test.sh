@@ -18,5 +18,37 @@ for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m; do
   ./target/release/cera pull "$m"
 done
 cargo run --release --locked -q -p cera --example fetch_test_data
+echo "== aarch64: clippy, then the NEON kernel tests under qemu-user"
+# The NEON tiers are cross-compiled and run under qemu (after the fetch: the tiny-model parity
+# tests take their tokenizer from SmolLM2), twice: on `-cpu max` (every tier) and on
+# a Cortex-A72 (no `sdot`), where detection must fall back to `neon`. CERA_EXPECT_TIERS makes
+# a detection mismatch fail the run; CERA_TEST_RUNNER lets tests that re-run their own binary
+# go through qemu too.
+need=()
+command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+if ((${#need[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${need[@]}"
+fi
+rustup target list --installed | grep -q '^aarch64-unknown-linux-gnu$' ||
+  rustup target add aarch64-unknown-linux-gnu
+arm=(--locked --target aarch64-unknown-linux-gnu)
+cargo clippy -p cera --all-targets "${arm[@]}" -- -D warnings
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; do
+  runner="qemu-aarch64 -cpu ${cpu_tiers%%:*} -L /usr/aarch64-linux-gnu"
+  echo "-- $runner (expecting tiers ${cpu_tiers#*:})"
+  export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$runner" CERA_TEST_RUNNER="$runner"
+  export CERA_EXPECT_TIERS="${cpu_tiers#*:}"
+  cargo test -p cera "${arm[@]}" --test kernels
+  cargo test -p cera "${arm[@]}" --lib -- kernels:: backend::attention
+  # end to end through the matmul (the i8mm GEMM on `max`), prefill against decode included
+  cargo test -p cera "${arm[@]}" --test arch_parity -- --exact llama3_q4_0 qwen2_q8_0 lfm2_q4_0
+done
+unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT_TIERS
+
 echo "== cargo test"
 cargo test --workspace --locked

@@ -6,9 +6,15 @@ pub struct Args {}
 pub fn run(_: Args) -> anyhow::Result<()> {
     let t = cera::kernels::KernelTable::get();
     println!("cera {}", env!("CARGO_PKG_VERSION"));
+    // only this host's tiers: the other architecture's names would not apply
+    let names: Vec<_> = cera::kernels::CpuTier::supported()
+        .into_iter()
+        .map(|t| t.name())
+        .collect();
     println!(
-        "kernel tier: {:?} (CERA_CPU_TIER=scalar|avx2|avx512 forces a lower one)",
-        t.tier()
+        "kernel tier: {:?} (CERA_CPU_TIER={} forces a lower one)",
+        t.tier(),
+        names.join("|")
     );
     println!(
         "threads available: {}",

@@ -299,7 +299,9 @@ impl Cpu {
         };
         let ptr = SyncPtr(out.as_mut_ptr());
         // activations packed for the 32-element kernels (the K-quant ones read the rows)
-        let packed = matches!(acts.ty, Some(GgmlType::Q8_0 | GgmlType::Q8_1));
+        let packed = acts.ty.is_some_and(|t| {
+            matches!(t, GgmlType::Q8_0 | GgmlType::Q8_1) && table.gemm_reads_packed(t)
+        });
         // Packed weights go through the GEMM for decode too: the same kernel for one token or
         // many, so decode computes what prefill computes (and the original pages stay released).
         let use_gemm = table.has_gemm(w.ty)

@@ -2,30 +2,45 @@
 
 use std::fmt;
 
-/// A set of kernels, by the instructions they need. Tiers are ordered: a host that runs one
-/// runs every lower one.
+/// A set of kernels, by the instructions they need. Tiers are ordered within an architecture: a
+/// host that runs one runs every lower one of its architecture, and `Scalar`. A host only ever
+/// supports `Scalar` and the tiers of its own architecture.
 ///
 /// | tier | needs |
 /// | --- | --- |
 /// | `Scalar` | nothing: portable Rust, every target |
 /// | `Avx2` | x86-64 with AVX2, FMA and F16C (Haswell, Zen 1 and later) |
 /// | `Avx512` | `Avx2` plus AVX-512 F, BW, VL, DQ and VNNI (Ice Lake, Cascade Lake, Sapphire Rapids, Zen 4 and later); the BF16 dot product also uses AVX512-BF16 (`vdpbf16ps`) where the host has it and widens to f32 otherwise |
+/// | `Neon` | aarch64 (ASIMD is part of the base architecture): every 64-bit Arm CPU |
+/// | `NeonDotprod` | `Neon` plus the dot product extension (`sdot`; Cortex-A55/A76, Neoverse N1, Apple M1 and later) |
+/// | `NeonI8mm` | `NeonDotprod` plus the int8 matrix multiply extension (`smmla`, for the GEMM kernels; Neoverse V1/N2, Cortex-A510/A710, Apple M2 and later) |
 ///
-/// An aarch64 NEON tier (dot product extension `sdot` for the quantized formats) belongs here
-/// as a further variant; until then aarch64 hosts use `Scalar`.
+/// The aarch64 tiers are tested under `qemu-aarch64` (`scripts/test.sh`), with `-cpu max` and
+/// with a Cortex-A72, which lacks `sdot`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CpuTier {
     Scalar,
     Avx2,
     Avx512,
+    Neon,
+    NeonDotprod,
+    NeonI8mm,
 }
 
-/// The environment variable that can force a lower tier (`scalar`, `avx2`, `avx512`).
+/// The environment variable that can force a lower tier (`scalar`, `avx2`, `avx512`, `neon`,
+/// `neon-dotprod`, `neon-i8mm`).
 pub const TIER_ENV: &str = "CERA_CPU_TIER";
 
 impl CpuTier {
-    /// Every tier, lowest first.
-    pub const ALL: [CpuTier; 3] = [CpuTier::Scalar, CpuTier::Avx2, CpuTier::Avx512];
+    /// Every tier, lowest first within each architecture.
+    pub const ALL: [CpuTier; 6] = [
+        CpuTier::Scalar,
+        CpuTier::Avx2,
+        CpuTier::Avx512,
+        CpuTier::Neon,
+        CpuTier::NeonDotprod,
+        CpuTier::NeonI8mm,
+    ];
 
     /// The name `CERA_CPU_TIER` takes.
     pub const fn name(self) -> &'static str {
@@ -33,7 +48,21 @@ impl CpuTier {
             CpuTier::Scalar => "scalar",
             CpuTier::Avx2 => "avx2",
             CpuTier::Avx512 => "avx512",
+            CpuTier::Neon => "neon",
+            CpuTier::NeonDotprod => "neon-dotprod",
+            CpuTier::NeonI8mm => "neon-i8mm",
         }
+    }
+
+    /// Whether a host that runs `self` runs `other`: `other` is `Scalar`, or a tier of the same
+    /// architecture that is not higher.
+    pub fn includes(self, other: CpuTier) -> bool {
+        let arch = |t: CpuTier| match t {
+            CpuTier::Scalar => 0,
+            CpuTier::Avx2 | CpuTier::Avx512 => 1,
+            CpuTier::Neon | CpuTier::NeonDotprod | CpuTier::NeonI8mm => 2,
+        };
+        other == CpuTier::Scalar || (arch(other) == arch(self) && other <= self)
     }
 
     /// Parses a tier name, case-insensitively.
@@ -49,6 +78,9 @@ impl CpuTier {
             CpuTier::Scalar => true,
             CpuTier::Avx2 => has_avx2(),
             CpuTier::Avx512 => has_avx2() && has_avx512(),
+            CpuTier::Neon => cfg!(target_arch = "aarch64"),
+            CpuTier::NeonDotprod => has_dotprod(),
+            CpuTier::NeonI8mm => has_dotprod() && has_i8mm(),
         }
     }
 
@@ -95,6 +127,26 @@ pub(crate) fn has_avx512_bf16() -> bool {
     is_x86_feature_detected!("avx512bf16")
 }
 
+#[cfg(target_arch = "aarch64")]
+fn has_dotprod() -> bool {
+    std::arch::is_aarch64_feature_detected!("dotprod")
+}
+
+#[cfg(target_arch = "aarch64")]
+fn has_i8mm() -> bool {
+    std::arch::is_aarch64_feature_detected!("i8mm")
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn has_dotprod() -> bool {
+    false
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn has_i8mm() -> bool {
+    false
+}
+
 #[cfg(not(target_arch = "x86_64"))]
 fn has_avx2() -> bool {
     false
@@ -106,14 +158,15 @@ fn has_avx512() -> bool {
 }
 
 /// Picks the tier from the value of `CERA_CPU_TIER` (if set) and the detected one. A request
-/// for a lower (or the same) tier wins; an unknown name or a tier the host lacks falls back to
+/// for a tier the detected one includes ([`CpuTier::includes`]: lower or the same, and of the
+/// same architecture) wins; an unknown name or a tier the host lacks falls back to
 /// `detected`, with a message for stderr.
 pub fn select_tier(requested: Option<&str>, detected: CpuTier) -> (CpuTier, Option<String>) {
     let Some(req) = requested.map(str::trim).filter(|r| !r.is_empty()) else {
         return (detected, None);
     };
     match CpuTier::from_name(req) {
-        Some(t) if t <= detected => (t, None),
+        Some(t) if detected.includes(t) => (t, None),
         Some(t) => (
             detected,
             Some(format!(
@@ -123,7 +176,7 @@ pub fn select_tier(requested: Option<&str>, detected: CpuTier) -> (CpuTier, Opti
         None => (
             detected,
             Some(format!(
-                "error: {TIER_ENV}={req}: unknown tier (expected scalar, avx2 or avx512); using {detected}"
+                "error: {TIER_ENV}={req}: unknown tier (expected scalar, avx2, avx512, neon, neon-dotprod or neon-i8mm); using {detected}"
             )),
         ),
     }
@@ -164,9 +217,24 @@ mod tests {
         let (t, msg) = select_tier(Some("avx512"), Avx2);
         assert_eq!(t, Avx2);
         assert!(msg.unwrap().contains("does not support"));
-        let (t, msg) = select_tier(Some("neon"), Scalar);
+        let (t, msg) = select_tier(Some("sve"), Scalar);
         assert_eq!(t, Scalar);
         assert!(msg.unwrap().contains("unknown tier"));
+        assert_eq!(select_tier(Some("neon"), NeonDotprod), (Neon, None));
+        assert_eq!(
+            select_tier(Some("neon-dotprod"), NeonI8mm),
+            (NeonDotprod, None)
+        );
+        let (t, msg) = select_tier(Some("neon-i8mm"), NeonDotprod);
+        assert_eq!(t, NeonDotprod);
+        assert!(msg.unwrap().contains("does not support"));
+        assert_eq!(select_tier(Some("scalar"), Neon), (Scalar, None));
+        // another architecture's tier is never picked, however it orders
+        let (t, msg) = select_tier(Some("avx2"), NeonDotprod);
+        assert_eq!(t, NeonDotprod);
+        assert!(msg.unwrap().contains("does not support"));
+        let (t, _) = select_tier(Some("neon"), Avx512);
+        assert_eq!(t, Avx512);
     }
 
     #[test]
@@ -175,7 +243,23 @@ mod tests {
         assert!(d.is_supported());
         assert!(CpuTier::Scalar.is_supported());
         for t in CpuTier::ALL {
-            assert_eq!(t.is_supported(), t <= d, "{t}");
+            assert_eq!(t.is_supported(), d.includes(t), "{t}");
         }
+    }
+
+    /// `CERA_EXPECT_TIERS` (comma-separated names), when set, must be exactly the tiers this
+    /// host supports: CI sets it per emulated CPU so that a detection bug fails the run instead
+    /// of quietly testing fewer tiers.
+    #[test]
+    fn expected_tiers() {
+        let Ok(want) = std::env::var("CERA_EXPECT_TIERS") else {
+            return;
+        };
+        let want: Vec<CpuTier> = want
+            .split(',')
+            .map(|n| CpuTier::from_name(n).unwrap_or_else(|| panic!("unknown tier {n:?}")))
+            .collect();
+        assert_eq!(CpuTier::supported(), want, "CERA_EXPECT_TIERS");
+        assert_eq!(Some(&CpuTier::detect()), want.last());
     }
 }

@@ -8,7 +8,8 @@
 //! where the formats allow.
 //!
 //! The per-format code lives beside each format in [`crate::quant`]: the scalar reference
-//! `vec_dot_scalar` in `quant/<format>.rs`, SIMD versions in `quant/<format>/x86.rs`. This
+//! `vec_dot_scalar` in `quant/<format>.rs`, SIMD versions in `quant/<format>/x86.rs` and
+//! `quant/<format>/neon.rs`. This
 //! module only detects the CPU ([`cpu`]) and fills one [`KernelTable`] of function pointers per
 //! [`CpuTier`].
 //!
@@ -23,9 +24,11 @@
 //! # Accuracy
 //! The integer part of every quantized dot product is exact. For the K-quants and IQ4_XS the
 //! SIMD kernels reduce it per super-block and apply the scalar reference's float formula, so
-//! every tier gives the same bits. For the 32-element formats and F32/F16/BF16 the SIMD kernels
+//! every tier gives the same bits. For the 32-element formats and F32/F16/BF16 the x86 kernels
 //! sum the per-block terms in vector lanes, in another order than the scalar loop; the results
-//! differ by float rounding only (the tests bound it at `2e-5 · Σ|w·a|`).
+//! differ by float rounding only (the tests bound it at `2e-5 · Σ|w·a|`). The NEON kernels of
+//! the 32-element formats reduce each block to its integer sum and keep the scalar float
+//! order, so they give the scalar bits too; their F32/F16/BF16 dot products sum in lanes.
 //!
 //! # The tiers' kernels
 //! - `Scalar`: `quant::<format>::vec_dot_scalar`, which decode a block's codes into an `i8` array
@@ -42,6 +45,14 @@
 //!   vectors, where that measured faster; BF16 uses `vdpbf16ps` when the host has AVX512-BF16.
 //!   On AMD Zen 4, which executes 512-bit instructions as two 256-bit halves, the same choice
 //!   costs nothing.
+//! - `Neon` and `NeonDotprod` (aarch64): each kernel is one generic body over the i8 dot step
+//!   ([`neon::Dot`]), instantiated with `smull`/`smull2` + `sadalp` (baseline ASIMD) and with
+//!   `sdot` (dot product extension, written as inline assembly: its intrinsic is unstable).
+//!   Codes are decoded to i8 vectors (nibble masks and shifts, `tbl` for the IQ4 tables), the
+//!   integer sums reduced per block (or per 16/32-element sub-block for the K-quants) and
+//!   weighted as the scalar code does. F16 conversions use `fcvtl`/`fcvtn`, also as assembly.
+//!   The activation quantizers round with `fcvtns` (half to even) and saturate with `sqxtn`,
+//!   which is the scalar `round_ties_even().clamp(-128, 127)`.
 //!
 //! # GEMM
 //! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for Q4_0, Q4_1, Q5_0, Q5_1,
@@ -52,8 +63,17 @@
 //! activations interleaved per block ([`ActRows::pack`]). The integer sums are exact; the
 //! K-quant kernels keep the scalar float formula and so give the GEMV's bits. F32, F16 and BF16
 //! have GEMMs over the plain rows: four rows × up to four tokens of accumulators per step.
+//!
+//! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read
+//! plain weight rows and the quantized activation rows (no packing:
+//! [`KernelTable::gemm_packs_weights`] and [`KernelTable::gemm_reads_packed`] say false):
+//! `smmla` multiplies a pair of rows by a pair of tokens, 8 columns at a time, and each (row,
+//! token) block sum is weighted in the GEMV's float order, so the GEMM gives the GEMV's bits
+//! for 1 to 4 tokens.
 
 pub mod cpu;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 pub mod pack;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -175,6 +195,9 @@ pub struct KernelTable {
     dot: [Option<DotKernel>; N_TYPES],
     quant: [Option<QuantRowFn>; N_TYPES],
     gemm: [Option<GemmFn>; N_TYPES],
+    /// The GEMM kernels take x8-packed weights and packed activations (the AVX-512 ones); the
+    /// NEON ones read plain rows.
+    gemm_x8: bool,
 }
 
 impl std::fmt::Debug for KernelTable {
@@ -203,9 +226,11 @@ macro_rules! scalar_dot {
 
 /// A typed `#[target_feature]` dot product as a [`DotFn`]. Only used while building the table of
 /// a tier that [`CpuTier::is_supported`] confirmed, which is what makes the call sound.
-#[cfg(target_arch = "x86_64")]
+/// (The `Neon` tier's kernels need only baseline features, hence `unused_unsafe`.)
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_dot {
     ($wb:ty, $ab:ty, $f:path) => {{
+        #[allow(unused_unsafe)]
         fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
             // SAFETY: reachable only through a `KernelTable` built for a tier whose features
             // the host has (see `KernelTable::for_tier`).
@@ -214,6 +239,7 @@ macro_rules! simd_dot {
         dot as DotFn
     }};
     (raw $f:path) => {{
+        #[allow(unused_unsafe)]
         fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
             // SAFETY: as above.
             unsafe { $f(n, w, a) }
@@ -223,9 +249,10 @@ macro_rules! simd_dot {
 }
 
 /// A typed `#[target_feature]` activation quantizer as a [`QuantRowFn`].
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_quant {
     ($ab:ty, $f:path) => {{
+        #[allow(unused_unsafe)]
         fn quant(x: &[f32], out: &mut [u8]) {
             // SAFETY: as for `simd_dot`.
             unsafe { $f(x, quant::as_blocks_mut::<$ab>(out)) }
@@ -233,6 +260,7 @@ macro_rules! simd_quant {
         quant as QuantRowFn
     }};
     (raw $f:path) => {{
+        #[allow(unused_unsafe)]
         fn quant(x: &[f32], out: &mut [u8]) {
             // SAFETY: as for `simd_dot`.
             unsafe { $f(x, out) }
@@ -366,7 +394,8 @@ impl KernelTable {
 
     /// Whether some GEMM kernel reads activations of `act_ty` packed ([`ActRows::pack`]).
     pub fn gemm_reads_packed(&self, act_ty: GgmlType) -> bool {
-        matches!(act_ty, GgmlType::Q8_0 | GgmlType::Q8_1)
+        self.gemm_x8
+            && matches!(act_ty, GgmlType::Q8_0 | GgmlType::Q8_1)
             && GgmlType::ALL
                 .iter()
                 .any(|&w| self.has_gemm(w) && Self::vec_dot_type(w) == Some(act_ty))
@@ -374,13 +403,14 @@ impl KernelTable {
 
     /// Whether the GEMM kernel for `w_ty` takes its weights in the x8 layout ([`pack`]).
     pub fn gemm_packs_weights(&self, w_ty: GgmlType) -> bool {
-        self.has_gemm(w_ty) && pack::superblock_bytes(w_ty).is_some()
+        self.gemm_x8 && self.has_gemm(w_ty) && pack::superblock_bytes(w_ty).is_some()
     }
 
     /// Matrix × up to four activation rows: `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows`
     /// rows of `w` (`k` elements each) and the `acts.n` tokens. `w` is x8-packed when
     /// [`KernelTable::gemm_packs_weights`] says so, plain rows otherwise; the activation rows are
-    /// of type `vec_dot_type(w_ty)`, packed ([`ActRows::pack`]) for the 32-element formats.
+    /// of type `vec_dot_type(w_ty)`, also packed ([`ActRows::pack`]) for the 32-element formats
+    /// when [`KernelTable::gemm_reads_packed`] says so.
     ///
     /// # Panics
     /// If there is no GEMM kernel for `w_ty` ([`KernelTable::has_gemm`]), or a size is wrong.
@@ -405,7 +435,7 @@ impl KernelTable {
         } else {
             assert_eq!(w.len(), n_rows * wb, "{w_ty} weights of {n_rows} x {k}");
         }
-        if matches!(kern.act, GgmlType::Q8_0 | GgmlType::Q8_1) {
+        if self.gemm_reads_packed(kern.act) {
             assert!(acts.packed.len() >= ActRows::packed_len(acts.n, k / 32));
         } else {
             for t in 0..acts.n {
@@ -423,6 +453,7 @@ impl KernelTable {
             dot: [None; N_TYPES],
             quant: [None; N_TYPES],
             gemm: [None; N_TYPES],
+            gemm_x8: false,
         };
 
         // Scalar tier: every target.
@@ -486,14 +517,21 @@ impl KernelTable {
         );
 
         #[cfg(target_arch = "x86_64")]
-        if tier >= CpuTier::Avx2 {
+        if tier.includes(CpuTier::Avx2) {
             t.fill_avx2();
         }
         #[cfg(target_arch = "x86_64")]
-        if tier >= CpuTier::Avx512 {
+        if tier.includes(CpuTier::Avx512) {
             t.fill_avx512();
         }
-        // An aarch64 NEON tier would fill its kernels here, from `quant/<format>/neon.rs`.
+        #[cfg(target_arch = "aarch64")]
+        if tier.includes(CpuTier::Neon) {
+            t.fill_neon(tier.includes(CpuTier::NeonDotprod));
+        }
+        #[cfg(target_arch = "aarch64")]
+        if tier.includes(CpuTier::NeonI8mm) {
+            t.fill_neon_i8mm();
+        }
         t
     }
 
@@ -504,6 +542,83 @@ impl KernelTable {
 
     fn set_quant(&mut self, act: GgmlType, f: QuantRowFn) {
         self.quant[act.id() as usize] = Some(f);
+    }
+
+    /// The `Neon` and `NeonDotprod` tiers: the same kernel bodies, with the i8 dot product step
+    /// emulated (`smull` + `sadalp`) or as `sdot` (see [`neon`]).
+    #[cfg(target_arch = "aarch64")]
+    fn fill_neon(&mut self, dotprod: bool) {
+        use GgmlType::*;
+        self.set_quant(F16, simd_quant!(raw float::neon::quantize_f16_neon));
+        self.set_quant(BF16, simd_quant!(raw float::neon::quantize_bf16_neon));
+        self.set_quant(
+            Q8_0,
+            simd_quant!(q8_0::BlockQ8_0, q8_0::neon::quantize_neon),
+        );
+        self.set_quant(
+            Q8_1,
+            simd_quant!(q8_1::BlockQ8_1, q8_1::neon::quantize_neon),
+        );
+        self.set_quant(
+            Q8_K,
+            simd_quant!(q8_k::BlockQ8_K, q8_k::neon::quantize_neon),
+        );
+
+        self.set_dot(F32, simd_dot!(raw float::neon::vec_dot_f32_neon));
+        self.set_dot(F16, simd_dot!(raw float::neon::vec_dot_f16_neon));
+        self.set_dot(BF16, simd_dot!(raw float::neon::vec_dot_bf16_neon));
+        macro_rules! set {
+            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$(
+                self.set_dot($ty, if dotprod {
+                    simd_dot!($fmt::$wb, $act::$ab, $fmt::neon::vec_dot_dotprod)
+                } else {
+                    simd_dot!($fmt::$wb, $act::$ab, $fmt::neon::vec_dot_neon)
+                });
+            )*};
+        }
+        set! {
+            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
+            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
+            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
+            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
+            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
+            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
+            Q2_K: q2_k::BlockQ2_K x q8_k::BlockQ8_K;
+            Q3_K: q3_k::BlockQ3_K x q8_k::BlockQ8_K;
+            Q4_K: q4_k::BlockQ4_K x q8_k::BlockQ8_K;
+            Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
+            Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
+            IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
+        }
+    }
+
+    /// The `NeonI8mm` tier: the `NeonDotprod` kernels plus `smmla` GEMM kernels for the
+    /// 32-element formats, Q4_K and Q6_K, over plain weight rows and the quantized activation rows (a 2×2
+    /// tile of rows × tokens per instruction; each weight block is decoded once per four
+    /// tokens). Every (row, token) sum is exact in integers and weighted in the GEMV's float
+    /// order, so the GEMM gives the GEMV's bits for any token count: decode equals prefill.
+    #[cfg(target_arch = "aarch64")]
+    fn fill_neon_i8mm(&mut self) {
+        use GgmlType::*;
+        macro_rules! gemm {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot`.
+                    unsafe { $fmt::neon::gemm_i8mm(k, n, w, a, out, ldo) }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm! {
+            Q4_0: q4_0;
+            Q4_1: q4_1;
+            Q5_0: q5_0;
+            Q5_1: q5_1;
+            Q8_0: q8_0;
+            IQ4_NL: iq4_nl;
+            Q4_K: q4_k;
+            Q6_K: q6_k;
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -545,6 +660,7 @@ impl KernelTable {
     #[cfg(target_arch = "x86_64")]
     fn fill_avx512(&mut self) {
         use GgmlType::*;
+        self.gemm_x8 = true;
         self.set_dot(F32, simd_dot!(raw float::x86::vec_dot_f32_avx512));
         self.set_dot(F16, simd_dot!(raw float::x86::vec_dot_f16_avx512));
         if cpu::has_avx512_bf16() {

@@ -51,6 +51,8 @@ pub(crate) fn quantize_bf16(src: &[f32], dst: &mut [u8]) {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -62,6 +62,8 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ4_1]) {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -65,6 +65,8 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ5_0]) {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

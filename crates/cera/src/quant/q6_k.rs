@@ -111,6 +111,8 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ6_K]) {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

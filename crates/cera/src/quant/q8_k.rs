@@ -75,5 +75,7 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ8_K]) {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;

@@ -1,0 +1,53 @@
+//! IQ4_NL × Q8_0 dot products on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as i8, an exact
+//! integer sum per block, then the scalar reference's float step (so every tier gives the
+//! same bits).
+
+use std::arch::aarch64::*;
+
+use super::{BlockIQ4_NL, QK};
+use crate::kernels::ActRows;
+use crate::kernels::neon::*;
+use crate::quant::q8_0::BlockQ8_0;
+use crate::quant::{dot_blocks, f16_to_f32_fast};
+
+/// The block's 32 codes as i8 (elements 0..16, then 16..32).
+#[inline]
+#[target_feature(enable = "neon")]
+fn codes(b: &BlockIQ4_NL) -> [int8x16_t; 2] {
+    let [lo, hi] = nibbles(&b.qs);
+    // SAFETY: the 16-entry code table.
+    let table = unsafe { vld1q_s8(super::KVALUES_IQ4NL.as_ptr()) };
+    [vqtbl1q_s8(table, lo), vqtbl1q_s8(table, hi)]
+}
+
+/// The scalar reference's float step for one block with integer sum `sumi`.
+#[inline(always)]
+fn term(b: &BlockIQ4_NL, y: &BlockQ8_0, sumi: i32) -> f32 {
+    sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d))
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn dot<D: Dot>(dp: D, n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        sumf += term(b, y, dot32(dp, codes(b), &y.qs));
+    }
+    sumf
+}
+
+neon_tiers!(BlockIQ4_NL, BlockQ8_0);
+
+/// `NeonI8mm` tier GEMM over plain rows (see `kernels::neon::gemm32_i8mm`).
+#[target_feature(enable = "neon,dotprod,i8mm")]
+pub(crate) fn gemm_i8mm(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    a: &ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    gemm32_i8mm::<BlockIQ4_NL, BlockQ8_0>(k, n_rows, w, a, out, ldo, |b| codes(b), |y| &y.qs, term)
+}

@@ -1,0 +1,49 @@
+//! Q3_K × Q8_K dot products on aarch64 (NEON; `sdot`): the integer sum of a super-block
+//! exactly, then the scalar reference's float formula, so every tier gives the same bits.
+
+use std::arch::aarch64::*;
+
+use super::BlockQ3_K;
+use crate::kernels::neon::*;
+use crate::quant::k_common::scales_q3k;
+use crate::quant::q8_k::BlockQ8_K;
+use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ3_K], a: &[BlockQ8_K]) -> f32 {
+    let nb = dot_blocks(n, QK_K, w.len(), a.len());
+    let (m2, four) = (vdupq_n_u8(3), vdupq_n_u8(4));
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        let sc = scales_q3k(&b.scales);
+        let mut isum = 0i32;
+        for k in 0..2 {
+            let hm = ld_u8(&b.hmask[16 * k..]);
+            for h in 0..2 {
+                // elements 128h + 32s + 16k + i: low bits 2s..2s+2 of qs[32h + 16k + i],
+                // minus 4 where bit 4h + s of hmask[16k + i] is clear
+                let x = ld_u8(&b.qs[32 * h + 16 * k..]);
+                let low = [
+                    vandq_u8(x, m2),
+                    vandq_u8(vshrq_n_u8::<2>(x), m2),
+                    vandq_u8(vshrq_n_u8::<4>(x), m2),
+                    vshrq_n_u8::<6>(x),
+                ];
+                for (s, l) in low.into_iter().enumerate() {
+                    let set = vtstq_u8(hm, vdupq_n_u8(1 << (4 * h + s)));
+                    let q = vsubq_s8(
+                        vreinterpretq_s8_u8(l),
+                        vreinterpretq_s8_u8(vbicq_u8(four, set)),
+                    );
+                    let e = 128 * h + 32 * s + 16 * k;
+                    isum += sc[e / 16] as i32 * dot16(dp, q, &y.qs[e..]);
+                }
+            }
+        }
+        sumf += f16_to_f32_fast(b.d) * f32::from_le_bytes(y.d) * isum as f32;
+    }
+    sumf
+}
+
+neon_tiers!(BlockQ3_K, BlockQ8_K);

@@ -1,0 +1,52 @@
+//! Q4_1 × Q8_1 dot products on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as i8, an exact
+//! integer sum per block, then the scalar reference's float step (so every tier gives the
+//! same bits).
+
+use std::arch::aarch64::*;
+
+use super::{BlockQ4_1, QK};
+use crate::kernels::ActRows;
+use crate::kernels::neon::*;
+use crate::quant::q8_1::BlockQ8_1;
+use crate::quant::{dot_blocks, f16_to_f32_fast};
+
+/// The block's 32 codes as i8 (elements 0..16, then 16..32).
+#[inline]
+#[target_feature(enable = "neon")]
+fn codes(b: &BlockQ4_1) -> [int8x16_t; 2] {
+    let [lo, hi] = nibbles(&b.qs);
+    [vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)]
+}
+
+/// The scalar reference's float step for one block with integer sum `sumi`.
+#[inline(always)]
+fn term(b: &BlockQ4_1, y: &BlockQ8_1, sumi: i32) -> f32 {
+    sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d))
+        + f16_to_f32_fast(b.m) * f16_to_f32_fast(y.s)
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    let nb = dot_blocks(n, QK, w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (b, y) in w[..nb].iter().zip(&a[..nb]) {
+        sumf += term(b, y, dot32(dp, codes(b), &y.qs));
+    }
+    sumf
+}
+
+neon_tiers!(BlockQ4_1, BlockQ8_1);
+
+/// `NeonI8mm` tier GEMM over plain rows (see `kernels::neon::gemm32_i8mm`).
+#[target_feature(enable = "neon,dotprod,i8mm")]
+pub(crate) fn gemm_i8mm(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    a: &ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    gemm32_i8mm::<BlockQ4_1, BlockQ8_1>(k, n_rows, w, a, out, ldo, |b| codes(b), |y| &y.qs, term)
+}

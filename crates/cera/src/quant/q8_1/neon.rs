@@ -1,0 +1,15 @@
+//! Q8_1 on aarch64: the activation quantizer (NEON).
+
+use super::{BlockQ8_1, QK};
+use crate::quant::f32_to_f16;
+use crate::quant::q8_0::neon::quantize_block;
+
+/// NEON version of `q8_1::quantize_act`, byte for byte the same output.
+#[target_feature(enable = "neon")]
+pub(crate) fn quantize_neon(src: &[f32], out: &mut [BlockQ8_1]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, sum) = quantize_block(x, &mut b.qs);
+        b.d = f32_to_f16(d);
+        b.s = f32_to_f16(d * sum as f32);
+    }
+}
