@@ -56,10 +56,10 @@ for round in $(seq "$ROUNDS"); do
   echo "round $round/$ROUNDS done" >&2
 done
 
-python3 - "$OUT" "$ROUNDS" "$THREADS" "$CERA" "$LLAMA_BENCH" "$LLAMA_ARGS" "${models[@]}" <<'EOF'
+python3 - "$OUT" "$ROUNDS" "$THREADS" "$CERA" "$LLAMA_BENCH" "$LLAMA_ARGS" "$ROOT" "${models[@]}" <<'EOF'
 import glob, json, os, statistics, subprocess, sys, datetime
-out, rounds, threads, cera, llama, largs = sys.argv[1:7]
-models = sys.argv[7:]
+out, rounds, threads, cera, llama, largs, root = sys.argv[1:8]
+models = sys.argv[8:]
 def samples(engine, mi):
     res = {}
     for f in sorted(glob.glob(f"{out}/{engine}.{mi}.*.json")):
@@ -71,7 +71,7 @@ def samples(engine, mi):
     return res
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 try:
-    commit = subprocess.check_output(["git", "-C", os.path.dirname(cera), "rev-parse", "--short", "HEAD"], text=True).strip()
+    commit = subprocess.check_output(["git", "-C", root, "rev-parse", "--short", "HEAD"], text=True).strip()
 except Exception:
     commit = "?"
 load = open("/proc/loadavg").read().split()[:3]
