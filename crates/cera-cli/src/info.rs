@@ -12,8 +12,8 @@ pub fn run(_: Args) -> anyhow::Result<()> {
         .map(|t| t.name())
         .collect();
     println!(
-        "kernel tier: {:?} (CERA_CPU_TIER={} forces a lower one)",
-        t.tier(),
+        "kernel tier: {} (CERA_CPU_TIER={} forces a lower one)",
+        t.tier().name(),
         names.join("|")
     );
     println!(

@@ -170,13 +170,13 @@ pub fn select_tier(requested: Option<&str>, detected: CpuTier) -> (CpuTier, Opti
         Some(t) => (
             detected,
             Some(format!(
-                "error: {TIER_ENV}={req}: this CPU does not support the {t} tier; using {detected}"
+                "warning: {TIER_ENV}={req}: this CPU does not support the {t} tier; using {detected}"
             )),
         ),
         None => (
             detected,
             Some(format!(
-                "error: {TIER_ENV}={req}: unknown tier (expected scalar, avx2, avx512, neon, neon-dotprod or neon-i8mm); using {detected}"
+                "warning: {TIER_ENV}={req}: unknown tier (expected scalar, avx2, avx512, neon, neon-dotprod or neon-i8mm); using {detected}"
             )),
         ),
     }

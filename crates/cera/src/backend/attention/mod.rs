@@ -339,8 +339,18 @@ fn run_tile(tier: CpuTier, ctx: &Ctx, it: Item, sc: &mut TileScratch) {
         CpuTier::Avx512 => unsafe { tile_avx512(ctx, it, sc) },
         #[cfg(target_arch = "x86_64")]
         CpuTier::Avx2 => unsafe { tile_avx2(ctx, it, sc) },
+        #[cfg(target_arch = "aarch64")]
+        CpuTier::Neon | CpuTier::NeonDotprod | CpuTier::NeonI8mm => unsafe {
+            tile_neon(ctx, it, sc)
+        },
         _ => tile::<simd::Scalar>(ctx, it, sc),
     }
+}
+
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "neon")]
+unsafe fn tile_neon(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
+    tile::<simd::Neon>(ctx, it, sc)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -316,3 +316,146 @@ mod x86 {
         }
     }
 }
+
+#[cfg(target_arch = "aarch64")]
+pub(super) use arm::Neon;
+
+#[cfg(target_arch = "aarch64")]
+mod arm {
+    use std::arch::aarch64::*;
+
+    use half::f16;
+
+    use super::{BK, Ops};
+    use crate::kernels::neon::f16x4_to_f32;
+
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    /// Taylor coefficients of e^r, r in [-ln2/2, ln2/2]: relative error below 2e-7.
+    const C: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
+
+    pub(in super::super) struct Neon;
+
+    /// e^x on four lanes; −∞ gives 0. Below −87 (where 2^n would leave the normal range) the
+    /// result is e^−87 ≈ 1.6e−38 rather than the true smaller value: nothing beside a softmax
+    /// maximum of e^0 = 1 can tell.
+    #[inline(always)]
+    unsafe fn exp4(x: float32x4_t) -> float32x4_t {
+        let valid = vcgtq_f32(x, vdupq_n_f32(f32::NEG_INFINITY));
+        let x = vmaxq_f32(x, vdupq_n_f32(-87.0));
+        let n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(LOG2E)));
+        let r = vfmsq_f32(x, n, vdupq_n_f32(LN2_HI));
+        let r = vfmsq_f32(r, n, vdupq_n_f32(LN2_LO));
+        let mut p = vdupq_n_f32(C[0]);
+        for &c in &C[1..] {
+            p = vfmaq_f32(vdupq_n_f32(c), p, r);
+        }
+        p = vfmaq_f32(vdupq_n_f32(1.0), p, r);
+        // 2^n through the exponent bits (n is in −126..=0 here)
+        let e = vshlq_n_s32::<23>(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)));
+        let y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+        vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), valid))
+    }
+
+    impl Ops for Neon {
+        #[inline(always)]
+        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+            let n = a.len().min(b.len());
+            let mut acc = [vdupq_n_f32(0.0); 4];
+            let mut i = 0;
+            while i + 16 <= n {
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    let at = i + 4 * k;
+                    *acc = vfmaq_f32(
+                        *acc,
+                        vld1q_f32(a.as_ptr().add(at)),
+                        vld1q_f32(b.as_ptr().add(at)),
+                    );
+                }
+                i += 16;
+            }
+            while i + 4 <= n {
+                acc[0] = vfmaq_f32(
+                    acc[0],
+                    vld1q_f32(a.as_ptr().add(i)),
+                    vld1q_f32(b.as_ptr().add(i)),
+                );
+                i += 4;
+            }
+            let v = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+            let mut s = vaddvq_f32(v);
+            while i < n {
+                s += a[i] * b[i];
+                i += 1;
+            }
+            s
+        }
+        #[inline(always)]
+        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
+            let mv = vdupq_n_f32(m);
+            let mut sum = vdupq_n_f32(0.0);
+            for i in (0..BK).step_by(4) {
+                let p = s.as_mut_ptr().add(i);
+                let e = exp4(vsubq_f32(vld1q_f32(p), mv));
+                vst1q_f32(p, e);
+                sum = vaddq_f32(sum, e);
+            }
+            vaddvq_f32(sum)
+        }
+        #[inline(always)]
+        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
+            let dv = acc.len();
+            assert!(v.len() >= kb * dv && kb <= BK);
+            let mut c0 = 0;
+            // 32 outputs (8 registers) at a time, then 4, then single values
+            while c0 + 32 <= dv {
+                let a = acc.as_mut_ptr().add(c0);
+                let mut r = [vdupq_n_f32(0.0); 8];
+                for (i, x) in r.iter_mut().enumerate() {
+                    *x = vmulq_n_f32(vld1q_f32(a.add(4 * i)), c);
+                }
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    let vr = v.as_ptr().add(j * dv + c0);
+                    for (i, x) in r.iter_mut().enumerate() {
+                        *x = vfmaq_n_f32(*x, vld1q_f32(vr.add(4 * i)), pj);
+                    }
+                }
+                for (i, x) in r.iter().enumerate() {
+                    vst1q_f32(a.add(4 * i), *x);
+                }
+                c0 += 32;
+            }
+            while c0 + 4 <= dv {
+                let a = acc.as_mut_ptr().add(c0);
+                let mut x = vmulq_n_f32(vld1q_f32(a), c);
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    x = vfmaq_n_f32(x, vld1q_f32(v.as_ptr().add(j * dv + c0)), pj);
+                }
+                vst1q_f32(a, x);
+                c0 += 4;
+            }
+            for o in c0..dv {
+                let mut x = acc[o] * c;
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    x += pj * v[j * dv + o];
+                }
+                acc[o] = x;
+            }
+        }
+        #[inline(always)]
+        unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
+            let n = dst.len();
+            assert!(src.len() >= n);
+            let mut i = 0;
+            while i + 4 <= n {
+                let h = vld1_u16(src.as_ptr().add(i).cast());
+                vst1q_f32(dst.as_mut_ptr().add(i), f16x4_to_f32(h));
+                i += 4;
+            }
+            for (d, s) in dst[i..].iter_mut().zip(&src[i..n]) {
+                *d = s.to_f32();
+            }
+        }
+    }
+}
