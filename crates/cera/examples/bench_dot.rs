@@ -149,67 +149,70 @@ fn main() {
         println!();
     }
 
-    // GEMM of four tokens against four GEMVs, on the best tier (where it has a GEMM kernel)
-    let best = tables.last().expect("the scalar tier at least");
-    println!();
-    println!(
-        "{} tier, four tokens: GEMM against four GEMVs, ms (speed-up)",
-        best.tier().name()
-    );
-    let mut pbuf = Vec::new();
-    for ty in FORMATS
-        .into_iter()
-        .filter(|f| (wanted.is_empty() || wanted.contains(f)) && best.has_gemm(*f))
+    // GEMM of four tokens against four GEMVs, on every tier with GEMM kernels
+    for best in tables
+        .iter()
+        .filter(|t| FORMATS.iter().any(|&f| t.has_gemm(f)))
     {
-        let w = weights(ty, &mut rng);
-        let act_ty = KernelTable::vec_dot_type(ty).unwrap();
-        let ab = KernelTable::act_row_bytes(ty, K).unwrap();
-        let mut acts = vec![vec![0u8; ab]; 4];
-        for a in &mut acts {
-            let xs: Vec<f32> = (0..K).map(|_| rng.uniform()).collect();
-            best.quantize_row(act_ty, &xs, a);
-        }
-        let rows: Vec<&[u8]> = acts.iter().map(|a| a.as_slice()).collect();
-        let mut packed = vec![0u8; ActRows::packed_len(4, K / 32)];
-        if matches!(act_ty, Q8_0 | Q8_1) {
-            ActRows::pack(act_ty, &rows, K / 32, &mut packed);
-        }
-        let a = ActRows {
-            n: 4,
-            rows: std::array::from_fn(|i| rows[i]),
-            packed: &packed,
-        };
-        let wk = if best.gemm_packs_weights(ty) {
-            let mut p = vec![0u8; pack::packed_len(ty, ROWS, K).unwrap()];
-            pack::pack(ty, ROWS, K, &w, &mut p);
-            p
-        } else {
-            w.clone()
-        };
-        let wk = aligned(&mut pbuf, &wk);
-        let mut out4 = vec![0.0f32; 4 * ROWS];
-        let mut t_gemm = Duration::MAX;
-        let mut t_gemv = Duration::MAX;
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(300) {
-            let t0 = Instant::now();
-            best.gemm(ty, K, ROWS, wk, &a, &mut out4, ROWS);
-            t_gemm = t_gemm.min(t0.elapsed());
-            let t0 = Instant::now();
-            for (i, r) in rows.iter().enumerate() {
-                best.gemv(ty, K, &w, r, &mut out4[i * ROWS..(i + 1) * ROWS]);
-            }
-            t_gemv = t_gemv.min(t0.elapsed());
-        }
+        println!();
         println!(
-            "{:>7} {:>8.3} {:>8.3} ({:.2}x)",
-            ty.name(),
-            t_gemm.as_secs_f64() * 1e3,
-            t_gemv.as_secs_f64() * 1e3,
-            t_gemv.as_secs_f64() / t_gemm.as_secs_f64()
+            "{} tier, four tokens: GEMM against four GEMVs, ms (speed-up)",
+            best.tier().name()
         );
+        let mut pbuf = Vec::new();
+        for ty in FORMATS
+            .into_iter()
+            .filter(|f| (wanted.is_empty() || wanted.contains(f)) && best.has_gemm(*f))
+        {
+            let w = weights(ty, &mut rng);
+            let act_ty = KernelTable::vec_dot_type(ty).unwrap();
+            let ab = KernelTable::act_row_bytes(ty, K).unwrap();
+            let mut acts = vec![vec![0u8; ab]; 4];
+            for a in &mut acts {
+                let xs: Vec<f32> = (0..K).map(|_| rng.uniform()).collect();
+                best.quantize_row(act_ty, &xs, a);
+            }
+            let rows: Vec<&[u8]> = acts.iter().map(|a| a.as_slice()).collect();
+            let mut packed = vec![0u8; ActRows::packed_len(4, K / 32)];
+            if matches!(act_ty, Q8_0 | Q8_1) {
+                ActRows::pack(act_ty, &rows, K / 32, &mut packed);
+            }
+            let a = ActRows {
+                n: 4,
+                rows: std::array::from_fn(|i| rows[i]),
+                packed: &packed,
+            };
+            let wk = if best.gemm_packs_weights(ty) {
+                let mut p = vec![0u8; pack::packed_len(ty, ROWS, K).unwrap()];
+                pack::pack(ty, ROWS, K, &w, &mut p);
+                p
+            } else {
+                w.clone()
+            };
+            let wk = aligned(&mut pbuf, &wk);
+            let mut out4 = vec![0.0f32; 4 * ROWS];
+            let mut t_gemm = Duration::MAX;
+            let mut t_gemv = Duration::MAX;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(300) {
+                let t0 = Instant::now();
+                best.gemm(ty, K, ROWS, wk, &a, &mut out4, ROWS);
+                t_gemm = t_gemm.min(t0.elapsed());
+                let t0 = Instant::now();
+                for (i, r) in rows.iter().enumerate() {
+                    best.gemv(ty, K, &w, r, &mut out4[i * ROWS..(i + 1) * ROWS]);
+                }
+                t_gemv = t_gemv.min(t0.elapsed());
+            }
+            println!(
+                "{:>7} {:>8.3} {:>8.3} ({:.2}x)",
+                ty.name(),
+                t_gemm.as_secs_f64() * 1e3,
+                t_gemv.as_secs_f64() * 1e3,
+                t_gemv.as_secs_f64() / t_gemm.as_secs_f64()
+            );
+        }
     }
-
     println!();
     println!("quantize_row of {K} f32 activations, µs");
     print!("{:>7}", "act");

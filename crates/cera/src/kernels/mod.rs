@@ -652,6 +652,53 @@ impl KernelTable {
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
+        // GEMMs over x8-packed weights for the formats whose codes stay below 128, where
+        // `vpmaddubsw` is exact (not Q8_0, IQ4_NL, IQ4_XS: they keep the per-token GEMV)
+        self.gemm_x8 = true;
+        macro_rules! gemm {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    let p = a.packed;
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match a.n {
+                            1 => $fmt::x86::gemm_avx2::<1>(k / 32, n, w, p, out, ldo),
+                            2 => $fmt::x86::gemm_avx2::<2>(k / 32, n, w, p, out, ldo),
+                            3 => $fmt::x86::gemm_avx2::<3>(k / 32, n, w, p, out, ldo),
+                            _ => $fmt::x86::gemm_avx2::<4>(k / 32, n, w, p, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm! {
+            Q4_0: q4_0;
+            Q4_1: q4_1;
+            Q5_0: q5_0;
+            Q5_1: q5_1;
+        }
+        macro_rules! gemm_kx8 {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match acts.n {
+                            1 => $fmt::x86::gemm_x8_avx2::<1>(k, n, w, &acts, out, ldo),
+                            2 => $fmt::x86::gemm_x8_avx2::<2>(k, n, w, &acts, out, ldo),
+                            3 => $fmt::x86::gemm_x8_avx2::<3>(k, n, w, &acts, out, ldo),
+                            _ => $fmt::x86::gemm_x8_avx2::<4>(k, n, w, &acts, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm_kx8! {
+            Q4_K: q4_k;
+            Q6_K: q6_k;
+        }
     }
 
     /// The AVX-512 tier keeps the AVX2 activation quantizers (they are a small part of a

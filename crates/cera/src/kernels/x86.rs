@@ -296,7 +296,8 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 /// `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows` rows of `w`, a matrix of a 32-element
 /// format in the x8 layout ([`crate::kernels::pack`]: `nb` super-blocks of `sb` bytes per group
 /// of eight rows), and the `NT` (1 to 4) tokens of `packed`
-/// ([`crate::kernels::ActRows::pack`]), on the AVX-512 tier (256-bit VNNI).
+/// ([`crate::kernels::ActRows::pack`]), on 256-bit vectors: VNNI on the AVX-512 tier,
+/// `vpmaddubsw` + `vpmaddwd` on the AVX2 tier.
 ///
 /// One row per 32-bit lane: `unpack` turns a super-block into eight vectors, vector `j` holding
 /// every row's (unsigned) codes `4j..4j+4`; each token's activation bytes `4j..4j+4`, broadcast,
@@ -309,10 +310,12 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 /// `d` and `m` at `offs` in the super-block. Per block and token, in ggml's order:
 /// `acc += (d_w·d_a) · Σ (code − z)·a` with the sum exact in integers, and for the `MIN` formats
 /// `acc_m += m · s_a` (`s_a` = Q8_1's `d_a Σa`), added at the end.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
+///
+/// `D` is the tier's u8 × i8 dot-accumulate ([`Dp`]); this body is inlined into the tiers'
+/// `#[target_feature]` wrappers, which is what makes its intrinsics available.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, unsafe_op_in_unsafe_fn)]
+pub(crate) unsafe fn gemm_x8<D: Dp, const MIN: bool, const NT: usize>(
     w: &[u8],
     n_rows: usize,
     nb: usize,
@@ -367,8 +370,8 @@ pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
                             _mm256_set1_epi32(a.add(j + 1).read_unaligned()),
                         )
                     };
-                    s0 = _mm256_dpbusd_epi32(s0, cw[j], y0);
-                    s1 = _mm256_dpbusd_epi32(s1, cw[j + 1], y1);
+                    s0 = D::dp(s0, cw[j], y0);
+                    s1 = D::dp(s1, cw[j + 1], y1);
                 }
                 // ggml's order: the scale product first, then one FMA; the offsets apart
                 let dd = _mm256_mul_ps(dw, da);
@@ -403,6 +406,41 @@ pub(crate) fn gemm_x8_avx512<const MIN: bool, const NT: usize>(
     }
 }
 
+/// The four-byte dot-accumulate of the x8 GEMMs: `acc + Σ_k u[4i+k]·s[4i+k]` per 32-bit lane
+/// (`u` unsigned, `s` signed bytes), per tier. The bodies are `#[inline(always)]` and only run
+/// inlined into a `#[target_feature]` function of their tier.
+pub(crate) trait Dp {
+    /// # Safety
+    /// The host must have the tier's features.
+    unsafe fn dp(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
+}
+
+/// `vpdpbusd` (AVX512-VNNI on 256-bit vectors).
+pub(crate) struct Vnni;
+
+impl Dp for Vnni {
+    #[inline(always)]
+    unsafe fn dp(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the caller runs on the AVX-512 tier.
+        unsafe { _mm256_dpbusd_epi32(acc, u, s) }
+    }
+}
+
+/// `vpmaddubsw` then `vpmaddwd` against ones (AVX2). Exact only while no pair of products
+/// saturates i16, i.e. for codes below 128: the nibble formats, Q5 and Q6_K codes.
+pub(crate) struct Maddubs;
+
+impl Dp for Maddubs {
+    #[inline(always)]
+    unsafe fn dp(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the caller runs on the AVX2 tier.
+        unsafe {
+            let pairs = _mm256_maddubs_epi16(u, s);
+            _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+        }
+    }
+}
+
 /// Code vectors of a nibble format's x8 super-block: low nibbles of vector `v` are codes
 /// `4v..`, high nibbles codes `16 + 4v..` (code vector `v + 4`).
 #[inline]
@@ -427,6 +465,19 @@ pub(crate) fn unpack_x8_q5(s: &[u8]) -> [__m256i; 8] {
     for (j, cj) in c.iter_mut().enumerate() {
         let m = u32::from_le_bytes(s[128 + 4 * j..132 + 4 * j].try_into().unwrap());
         *cj = _mm256_mask_add_epi8(*cj, m, *cj, sixteen);
+    }
+    c
+}
+
+/// [`unpack_x8_q5`] with AVX2 only: the fifth-bit masks become bytes by shuffle and compare.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn unpack_x8_q5_avx2(s: &[u8]) -> [__m256i; 8] {
+    let mut c = unpack_x8_nibbles(s);
+    let sixteen = _mm256_set1_epi8(16);
+    for (j, cj) in c.iter_mut().enumerate() {
+        let m = u32::from_le_bytes(s[128 + 4 * j..132 + 4 * j].try_into().unwrap());
+        *cj = _mm256_or_si256(*cj, _mm256_and_si256(bits_to_bytes(m), sixteen));
     }
     c
 }

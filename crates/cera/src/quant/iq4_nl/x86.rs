@@ -59,7 +59,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f3
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8_avx512`).
+/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -72,16 +72,19 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     use crate::kernels::pack;
     let ty = crate::quant::GgmlType::IQ4_NL;
     let table = _mm256_xor_si256(table256(), _mm256_set1_epi8(0x80u8 as i8));
-    gemm_x8_avx512::<false, NT>(
-        w,
-        n_rows,
-        nb,
-        pack::superblock_bytes(ty).unwrap(),
-        pack::scale_offsets(ty),
-        128,
-        |s| unpack_x8_nibbles(s).map(|c| _mm256_shuffle_epi8(table, c)),
-        packed,
-        out,
-        ldo,
-    )
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<Vnni, false, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            128,
+            |s| unpack_x8_nibbles(s).map(|c| _mm256_shuffle_epi8(table, c)),
+            packed,
+            out,
+            ldo,
+        )
+    }
 }

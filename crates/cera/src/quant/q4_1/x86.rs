@@ -34,7 +34,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8_avx512`).
+/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -46,16 +46,49 @@ pub(crate) fn gemm_avx512<const NT: usize>(
 ) {
     use crate::kernels::pack;
     let ty = crate::quant::GgmlType::Q4_1;
-    gemm_x8_avx512::<true, NT>(
-        w,
-        n_rows,
-        nb,
-        pack::superblock_bytes(ty).unwrap(),
-        pack::scale_offsets(ty),
-        0,
-        |s| unpack_x8_nibbles(s),
-        packed,
-        out,
-        ldo,
-    )
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<Vnni, true, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            0,
+            |s| unpack_x8_nibbles(s),
+            packed,
+            out,
+            ldo,
+        )
+    }
+}
+
+/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`; `vpmaddubsw` is exact
+/// here, the codes being below 32).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_avx2<const NT: usize>(
+    nb: usize,
+    n_rows: usize,
+    w: &[u8],
+    packed: &[u8],
+    out: &mut [f32],
+    ldo: usize,
+) {
+    use crate::kernels::pack;
+    let ty = crate::quant::GgmlType::Q4_1;
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<Maddubs, true, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            0,
+            |s| unpack_x8_nibbles(s),
+            packed,
+            out,
+            ldo,
+        )
+    }
 }

@@ -82,14 +82,31 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    gemm_k4x8::<false, NT>(k, n_rows, w, acts, out, ldo)
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_k4x8::<Vnni, false, NT>(k, n_rows, w, acts, out, ldo) }
+}
+
+/// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the codes
+/// are below 16).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx2<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_k4x8::<Maddubs, false, NT>(k, n_rows, w, acts, out, ldo) }
 }
 
 /// The Q4_K GEMM, and with `Q5` the Q5_K one: its x8 layout is Q4_K's with the fifth bits
-/// appended (`kernels::pack`), or-ed into the codes before the dot products.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn gemm_k4x8<const Q5: bool, const NT: usize>(
+/// appended (`kernels::pack`), or-ed into the codes before the dot products. Inlined into the
+/// tiers' `#[target_feature]` wrappers (`Q5` needs AVX-512BW masks: the AVX-512 tier only).
+#[inline(always)]
+#[allow(unsafe_op_in_unsafe_fn)]
+pub(crate) unsafe fn gemm_k4x8<D: Dp, const Q5: bool, const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
@@ -147,8 +164,8 @@ pub(crate) fn gemm_k4x8<const Q5: bool, const NT: usize>(
                     let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                     for q in (0..8).step_by(2) {
                         let at = 32 * j + 4 * q;
-                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
-                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
+                        d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = D::dp(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
                     }
                     isum =
                         _mm256_add_epi32(isum, _mm256_mullo_epi32(_mm256_add_epi32(d0, d1), sc[j]));

@@ -65,7 +65,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8_avx512`).
+/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -77,16 +77,49 @@ pub(crate) fn gemm_avx512<const NT: usize>(
 ) {
     use crate::kernels::pack;
     let ty = crate::quant::GgmlType::Q5_0;
-    gemm_x8_avx512::<false, NT>(
-        w,
-        n_rows,
-        nb,
-        pack::superblock_bytes(ty).unwrap(),
-        pack::scale_offsets(ty),
-        16,
-        |s| unpack_x8_q5(s),
-        packed,
-        out,
-        ldo,
-    )
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<Vnni, false, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            16,
+            |s| unpack_x8_q5(s),
+            packed,
+            out,
+            ldo,
+        )
+    }
+}
+
+/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`; `vpmaddubsw` is exact
+/// here, the codes being below 32).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_avx2<const NT: usize>(
+    nb: usize,
+    n_rows: usize,
+    w: &[u8],
+    packed: &[u8],
+    out: &mut [f32],
+    ldo: usize,
+) {
+    use crate::kernels::pack;
+    let ty = crate::quant::GgmlType::Q5_0;
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<Maddubs, false, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            16,
+            |s| unpack_x8_q5_avx2(s),
+            packed,
+            out,
+            ldo,
+        )
+    }
 }

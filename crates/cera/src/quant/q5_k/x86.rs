@@ -75,5 +75,6 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    crate::quant::q4_k::x86::gemm_k4x8::<true, NT>(k, n_rows, w, acts, out, ldo)
+    // SAFETY: this function's features are the tier's.
+    unsafe { crate::quant::q4_k::x86::gemm_k4x8::<Vnni, true, NT>(k, n_rows, w, acts, out, ldo) }
 }

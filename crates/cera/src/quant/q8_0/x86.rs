@@ -130,7 +130,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8_avx512`).
+/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -142,16 +142,19 @@ pub(crate) fn gemm_avx512<const NT: usize>(
 ) {
     use crate::kernels::pack;
     let ty = crate::quant::GgmlType::Q8_0;
-    gemm_x8_avx512::<false, NT>(
-        w,
-        n_rows,
-        nb,
-        pack::superblock_bytes(ty).unwrap(),
-        pack::scale_offsets(ty),
-        128,
-        |s| std::array::from_fn(|j| ld256(&s[32 * j..])),
-        packed,
-        out,
-        ldo,
-    )
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<Vnni, false, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            128,
+            |s| std::array::from_fn(|j| ld256(&s[32 * j..])),
+            packed,
+            out,
+            ldo,
+        )
+    }
 }
