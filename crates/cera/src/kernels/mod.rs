@@ -652,8 +652,8 @@ impl KernelTable {
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
-        // GEMMs over x8-packed weights for the formats whose codes stay below 128, where
-        // `vpmaddubsw` is exact (not Q8_0, IQ4_NL, IQ4_XS: they keep the per-token GEMV)
+        // GEMMs over x8-packed weights where `vpmaddubsw` is exact: codes below 128, or signed
+        // values with the sign trick (Q8_0, IQ4_NL); the other formats keep the per-token GEMV
         self.gemm_x8 = true;
         macro_rules! gemm {
             ($($ty:ident: $fmt:ident;)*) => {$({
@@ -677,6 +677,8 @@ impl KernelTable {
             Q4_1: q4_1;
             Q5_0: q5_0;
             Q5_1: q5_1;
+            Q8_0: q8_0;
+            IQ4_NL: iq4_nl;
         }
         macro_rules! gemm_kx8 {
             ($($ty:ident: $fmt:ident;)*) => {$({

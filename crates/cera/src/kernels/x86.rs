@@ -441,6 +441,22 @@ impl Dp for Maddubs {
     }
 }
 
+/// Signed weight bytes × signed activation bytes with AVX2: `vpmaddubsw(|w|, a·sign(w))` then
+/// `vpmaddwd` against ones. Exact for weights in −128..=127 and activations in −127..=127 (a
+/// pair of products stays within 2·128·127), which Q8_0 activations are.
+pub(crate) struct SignedMaddubs;
+
+impl Dp for SignedMaddubs {
+    #[inline(always)]
+    unsafe fn dp(acc: __m256i, w: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the caller runs on the AVX2 tier.
+        unsafe {
+            let pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(s, w));
+            _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+        }
+    }
+}
+
 /// Code vectors of a nibble format's x8 super-block: low nibbles of vector `v` are codes
 /// `4v..`, high nibbles codes `16 + 4v..` (code vector `v + 4`).
 #[inline]

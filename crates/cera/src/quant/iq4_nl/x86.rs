@@ -88,3 +88,34 @@ pub(crate) fn gemm_avx512<const NT: usize>(
         )
     }
 }
+
+/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`): the code book's signed
+/// values with the sign trick ([`SignedMaddubs`]), no zero point.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_avx2<const NT: usize>(
+    nb: usize,
+    n_rows: usize,
+    w: &[u8],
+    packed: &[u8],
+    out: &mut [f32],
+    ldo: usize,
+) {
+    use crate::kernels::pack;
+    let ty = crate::quant::GgmlType::IQ4_NL;
+    let table = table256();
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<SignedMaddubs, false, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            0,
+            |s| unpack_x8_nibbles(s).map(|c| _mm256_shuffle_epi8(table, c)),
+            packed,
+            out,
+            ldo,
+        )
+    }
+}

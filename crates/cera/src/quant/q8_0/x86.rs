@@ -158,3 +158,35 @@ pub(crate) fn gemm_avx512<const NT: usize>(
         )
     }
 }
+
+/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`): the stored codes are
+/// biased by 128, so they are flipped back to signed bytes and multiplied with the sign trick
+/// ([`SignedMaddubs`]), with no zero point.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_avx2<const NT: usize>(
+    nb: usize,
+    n_rows: usize,
+    w: &[u8],
+    packed: &[u8],
+    out: &mut [f32],
+    ldo: usize,
+) {
+    use crate::kernels::pack;
+    let ty = crate::quant::GgmlType::Q8_0;
+    let flip = _mm256_set1_epi8(0x80u8 as i8);
+    // SAFETY: this function's features are the tier's.
+    unsafe {
+        gemm_x8::<SignedMaddubs, false, NT>(
+            w,
+            n_rows,
+            nb,
+            pack::superblock_bytes(ty).unwrap(),
+            pack::scale_offsets(ty),
+            0,
+            |s| std::array::from_fn(|j| _mm256_xor_si256(ld256(&s[32 * j..]), flip)),
+            packed,
+            out,
+            ldo,
+        )
+    }
+}
