@@ -2,7 +2,8 @@
 //! the weight format's paired type (and shared by the matmuls that read the same input), then
 //! each thread takes chunks of weight rows.
 //!
-//! Where the kernel table has a GEMM kernel for the format (the AVX-512 tier: every format),
+//! Where the kernel table has a GEMM kernel for the format (the AVX-512 tier: every format; AVX2:
+//! Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q6_K; NEON with i8mm: see `kernels`),
 //! every matmul, prefill or decode, runs it on up to four tokens at a time: the same arithmetic
 //! for one token or many, so decoding computes exactly what prefill computes. The quantized
 //! formats' weights are first repacked, once, on first use, into the x8 layout

@@ -55,14 +55,21 @@
 //!   which is the scalar `round_ties_even().clamp(-128, 127)`.
 //!
 //! # GEMM
-//! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for Q4_0, Q4_1, Q5_0, Q5_1,
-//! Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS over weights repacked into the x8 layout ([`pack`]): eight rows
-//! per vector, one per 32-bit lane, so `vpdpbusd` against a broadcast activation dword yields
-//! eight rows' partial sums at once and the scales apply per lane, with no horizontal sums. Up
-//! to four tokens share each unpacked weight block. The 32-element formats read their
-//! activations interleaved per block ([`ActRows::pack`]). The integer sums are exact; the
-//! K-quant kernels keep the scalar float formula and so give the GEMV's bits. F32, F16 and BF16
-//! have GEMMs over the plain rows: four rows × up to four tokens of accumulators per step.
+//! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for every format: Q4_0, Q4_1,
+//! Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS over weights repacked into
+//! the x8 layout ([`pack`]): eight rows per vector, one per 32-bit lane, so `vpdpbusd` against a
+//! broadcast activation dword yields eight rows' partial sums at once and the scales apply per
+//! lane, with no horizontal sums. Up to four tokens share each unpacked weight block. The
+//! 32-element formats read their activations interleaved per block ([`ActRows::pack`]). The
+//! integer sums are exact; the K-quant kernels keep the scalar float formula and so give the
+//! GEMV's bits. F32, F16 and BF16 have GEMMs over the plain rows: four rows × up to four tokens
+//! of accumulators per step.
+//!
+//! The AVX2 tier runs the same x8 kernels (one body per format, generic over the four-byte
+//! dot-accumulate `x86::Dp`) with `vpmaddubsw` + `vpmaddwd` in place of `vpdpbusd`, for the
+//! formats where that is exact: Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K (codes below 128), and
+//! Q8_0 and IQ4_NL as signed values through the sign trick. Its other formats run the GEMV per
+//! token.
 //!
 //! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read
 //! plain weight rows and the quantized activation rows (no packing:
