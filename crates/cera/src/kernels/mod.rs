@@ -46,7 +46,7 @@
 //!   On AMD Zen 4, which executes 512-bit instructions as two 256-bit halves, the same choice
 //!   costs nothing.
 //! - `Neon` and `NeonDotprod` (aarch64): each kernel is one generic body over the i8 dot step
-//!   ([`neon::Dot`]), instantiated with `smull`/`smull2` + `sadalp` (baseline ASIMD) and with
+//!   (`neon::Dot`), instantiated with `smull`/`smull2` + `sadalp` (baseline ASIMD) and with
 //!   `sdot` (dot product extension, written as inline assembly: its intrinsic is unstable).
 //!   Codes are decoded to i8 vectors (nibble masks and shifts, `tbl` for the IQ4 tables), the
 //!   integer sums reduced per block (or per 16/32-element sub-block for the K-quants) and

@@ -239,7 +239,7 @@ impl Cpu {
     /// and values are already in `kv`. Writes `n_tokens` × `n_head` × `head_dim_v` to `out`.
     ///
     /// Flash-style: for each KV head, tiles of query rows (tokens × the heads of its GQA group)
-    /// meet tiles of [`BK`] keys, converted to f32 once per tile, with an online softmax. Each KV
+    /// meet tiles of `BK` (64) keys, converted to f32 once per tile, with an online softmax. Each KV
     /// head is read once per query tile, not once per query head.
     pub fn attention(
         &self,
