@@ -255,6 +255,49 @@ macro_rules! simd_dot {
     }};
 }
 
+/// GEMM table entries for the 32-element x8 kernels, `$fmt::x86::$f::<NT>(nb, n_rows, w,
+/// packed_acts, out, ldo)`, one per weight type. Only used while building the table of a tier
+/// that [`CpuTier::is_supported`] confirmed.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x8_gemms {
+    ($table:ident, $f:ident; $($ty:ident: $fmt:ident;)*) => {$({
+        fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+            let p = a.packed;
+            // SAFETY: as for `simd_dot`.
+            unsafe {
+                match a.n {
+                    1 => $fmt::x86::$f::<1>(k / 32, n, w, p, out, ldo),
+                    2 => $fmt::x86::$f::<2>(k / 32, n, w, p, out, ldo),
+                    3 => $fmt::x86::$f::<3>(k / 32, n, w, p, out, ldo),
+                    _ => $fmt::x86::$f::<4>(k / 32, n, w, p, out, ldo),
+                }
+            }
+        }
+        $table.gemm[$ty.id() as usize] = Some(g as GemmFn);
+    })*};
+}
+
+/// GEMM table entries for the Q8_K-activation x8 kernels, `$fmt::x86::$f::<NT>(k, n_rows, w,
+/// acts, out, ldo)`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! kx8_gemms {
+    ($table:ident, $f:ident; $($ty:ident: $fmt:ident;)*) => {$({
+        fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+            let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
+            // SAFETY: as for `simd_dot`.
+            unsafe {
+                match acts.n {
+                    1 => $fmt::x86::$f::<1>(k, n, w, &acts, out, ldo),
+                    2 => $fmt::x86::$f::<2>(k, n, w, &acts, out, ldo),
+                    3 => $fmt::x86::$f::<3>(k, n, w, &acts, out, ldo),
+                    _ => $fmt::x86::$f::<4>(k, n, w, &acts, out, ldo),
+                }
+            }
+        }
+        $table.gemm[$ty.id() as usize] = Some(g as GemmFn);
+    })*};
+}
+
 /// A typed `#[target_feature]` activation quantizer as a [`QuantRowFn`].
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_quant {
@@ -662,24 +705,7 @@ impl KernelTable {
         // GEMMs over x8-packed weights where `vpmaddubsw` is exact: codes below 128, or signed
         // values with the sign trick (Q8_0, IQ4_NL); the other formats keep the per-token GEMV
         self.gemm_x8 = true;
-        macro_rules! gemm {
-            ($($ty:ident: $fmt:ident;)*) => {$({
-                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
-                    let p = a.packed;
-                    // SAFETY: as for `simd_dot`.
-                    unsafe {
-                        match a.n {
-                            1 => $fmt::x86::gemm_avx2::<1>(k / 32, n, w, p, out, ldo),
-                            2 => $fmt::x86::gemm_avx2::<2>(k / 32, n, w, p, out, ldo),
-                            3 => $fmt::x86::gemm_avx2::<3>(k / 32, n, w, p, out, ldo),
-                            _ => $fmt::x86::gemm_avx2::<4>(k / 32, n, w, p, out, ldo),
-                        }
-                    }
-                }
-                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
-            })*};
-        }
-        gemm! {
+        x8_gemms! { self, gemm_avx2;
             Q4_0: q4_0;
             Q4_1: q4_1;
             Q5_0: q5_0;
@@ -687,24 +713,7 @@ impl KernelTable {
             Q8_0: q8_0;
             IQ4_NL: iq4_nl;
         }
-        macro_rules! gemm_kx8 {
-            ($($ty:ident: $fmt:ident;)*) => {$({
-                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
-                    let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
-                    // SAFETY: as for `simd_dot`.
-                    unsafe {
-                        match acts.n {
-                            1 => $fmt::x86::gemm_x8_avx2::<1>(k, n, w, &acts, out, ldo),
-                            2 => $fmt::x86::gemm_x8_avx2::<2>(k, n, w, &acts, out, ldo),
-                            3 => $fmt::x86::gemm_x8_avx2::<3>(k, n, w, &acts, out, ldo),
-                            _ => $fmt::x86::gemm_x8_avx2::<4>(k, n, w, &acts, out, ldo),
-                        }
-                    }
-                }
-                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
-            })*};
-        }
-        gemm_kx8! {
+        kx8_gemms! { self, gemm_x8_avx2;
             Q4_K: q4_k;
             Q6_K: q6_k;
         }
@@ -743,40 +752,6 @@ impl KernelTable {
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
-        macro_rules! gemm {
-            ($($ty:ident: $fmt:ident::$wb:ident;)*) => {$({
-                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
-                    let p = a.packed;
-                    // SAFETY: as for `simd_dot`.
-                    unsafe {
-                        match a.n {
-                            1 => $fmt::x86::gemm_avx512::<1>(k / 32, n, w, p, out, ldo),
-                            2 => $fmt::x86::gemm_avx512::<2>(k / 32, n, w, p, out, ldo),
-                            3 => $fmt::x86::gemm_avx512::<3>(k / 32, n, w, p, out, ldo),
-                            _ => $fmt::x86::gemm_avx512::<4>(k / 32, n, w, p, out, ldo),
-                        }
-                    }
-                }
-                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
-            })*};
-        }
-        macro_rules! gemm_kx8 {
-            ($($ty:ident: $fmt:ident;)*) => {$({
-                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
-                    let acts = GemmActs::<q8_k::BlockQ8_K>::new(a);
-                    // SAFETY: as for `simd_dot`.
-                    unsafe {
-                        match acts.n {
-                            1 => $fmt::x86::gemm_x8_avx512::<1>(k, n, w, &acts, out, ldo),
-                            2 => $fmt::x86::gemm_x8_avx512::<2>(k, n, w, &acts, out, ldo),
-                            3 => $fmt::x86::gemm_x8_avx512::<3>(k, n, w, &acts, out, ldo),
-                            _ => $fmt::x86::gemm_x8_avx512::<4>(k, n, w, &acts, out, ldo),
-                        }
-                    }
-                }
-                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
-            })*};
-        }
         macro_rules! gemm_float {
             ($($ty:ident: $f:ident;)*) => {$({
                 fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
@@ -798,7 +773,7 @@ impl KernelTable {
             F16: gemm_f16_avx512;
             BF16: gemm_bf16_avx512;
         }
-        gemm_kx8! {
+        kx8_gemms! { self, gemm_x8_avx512;
             Q2_K: q2_k;
             Q3_K: q3_k;
             Q4_K: q4_k;
@@ -806,13 +781,13 @@ impl KernelTable {
             Q6_K: q6_k;
             IQ4_XS: iq4_xs;
         }
-        gemm! {
-            Q4_0: q4_0::BlockQ4_0;
-            Q4_1: q4_1::BlockQ4_1;
-            Q5_0: q5_0::BlockQ5_0;
-            Q5_1: q5_1::BlockQ5_1;
-            Q8_0: q8_0::BlockQ8_0;
-            IQ4_NL: iq4_nl::BlockIQ4_NL;
+        x8_gemms! { self, gemm_avx512;
+            Q4_0: q4_0;
+            Q4_1: q4_1;
+            Q5_0: q5_0;
+            Q5_1: q5_1;
+            Q8_0: q8_0;
+            IQ4_NL: iq4_nl;
         }
     }
 }
