@@ -259,28 +259,42 @@ impl Cpu {
         n_tokens: usize,
         scratch: &mut QuantizedActs,
     ) -> Result<()> {
-        scratch.ty = None;
+        scratch.invalidate();
         for (w, out) in ops.iter_mut() {
-            let act_ty = KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {
-                ty: w.ty,
-                op: "matrix multiplication",
-            })?;
-            if x.len() != n_tokens * w.cols {
-                return Err(Error::QuantShape {
-                    ty: w.ty,
-                    reason: format!(
-                        "{}: input has {} values, expected {n_tokens} x {}",
-                        w.name,
-                        x.len(),
-                        w.cols
-                    ),
-                });
-            }
-            if scratch.ty != Some(act_ty) || scratch.cols != w.cols {
-                self.quantize_acts(x, n_tokens, w.cols, act_ty, scratch);
-            }
-            self.matmul_q(w, scratch, out);
+            self.matmul_into(w, x, n_tokens, scratch, out)?;
         }
+        Ok(())
+    }
+
+    /// One matmul whose input may already be quantized in `scratch` (by the previous weight of
+    /// the same input: call [`QuantizedActs::invalidate`] when the input changes).
+    pub(crate) fn matmul_into(
+        &self,
+        w: &Weight,
+        x: &[f32],
+        n_tokens: usize,
+        scratch: &mut QuantizedActs,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let act_ty = KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {
+            ty: w.ty,
+            op: "matrix multiplication",
+        })?;
+        if x.len() != n_tokens * w.cols {
+            return Err(Error::QuantShape {
+                ty: w.ty,
+                reason: format!(
+                    "{}: input has {} values, expected {n_tokens} x {}",
+                    w.name,
+                    x.len(),
+                    w.cols
+                ),
+            });
+        }
+        if scratch.ty != Some(act_ty) || scratch.cols != w.cols {
+            self.quantize_acts(x, n_tokens, w.cols, act_ty, scratch);
+        }
+        self.matmul_q(w, scratch, out);
         Ok(())
     }
 
@@ -359,5 +373,10 @@ impl Cpu {
 impl QuantizedActs {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Forgets the quantized input, so the next matmul quantizes its own.
+    pub fn invalidate(&mut self) {
+        self.ty = None;
     }
 }

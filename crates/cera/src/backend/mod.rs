@@ -1,23 +1,237 @@
-//! The CPU backend: the small set of ops models are written against (matmul, norms, RoPE,
-//! attention, activations), on plain f32 buffers. A GPU backend implements the same ops.
+//! The backend seam: the small set of ops models are written against ([`Backend`]), over
+//! tensors the backend owns. [`Cpu`] implements it on host memory; a GPU backend implements the
+//! same trait over device buffers, so models are written once.
+//!
+//! Design points a GPU backend relies on:
+//! - activations are [`Backend::Tensor`]s, allocated by the backend and reused between steps
+//!   (an op reshapes its output; storage only ever grows), so a step needs no per-op host
+//!   buffer;
+//! - every op takes the caller's [`Backend::Ctx`], the per-step recording context (on the CPU
+//!   the quantized-activation and MoE scratch; on a GPU, the step's command encoder), so a whole
+//!   step can be recorded and submitted once;
+//! - the only reads back to the host are [`Backend::download`] of the logits rows;
+//! - per-sequence state (KV caches, LFM2 convolution inputs) is backend memory
+//!   ([`Backend::Kv`], [`Backend::Tensor`]), owned by the session, never by the model;
+//! - one step may hold several sequences: the cache update, attention and the convolution name
+//!   each sequence's span of the step's rows ([`SeqSpan`]); every other op is row-wise.
+//!
+//! Weights stay host descriptions ([`Weight`], file-backed) and small parameters (norm
+//! weights, biases, convolution taps) plain `&[f32]` owned by the immutable model: a backend
+//! makes its resident copy on first use (the CPU packs quantized weights into its GEMM layout;
+//! a GPU uploads), keyed by the weight, since a model never changes after loading.
 
 mod attention;
+pub(crate) mod cpu;
 mod elementwise;
 mod matmul;
+pub mod moe;
 mod rope;
 
-pub use attention::{AttentionParams, KvLayer, KvType};
+pub use attention::{AttentionParams, AttnSeq, KvLayer, KvType};
+pub use cpu::{CpuCtx, CpuTensor};
 pub use elementwise::*;
 pub use matmul::{QuantizedActs, Weight};
 pub use rope::{RopeConfig, RopeKind, RopeScaling};
 
+use crate::error::Result;
 use crate::kernels::KernelTable;
 use crate::runtime::ThreadPool;
+use moe::MoeWeights;
+
+/// The activation of a gated FFN (`act(gate) * up`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    Silu,
+    /// GELU, tanh approximation (ggml's `gelu`).
+    Gelu,
+}
+
+/// One sequence's rows in a step: tokens `row0..row0 + n` of the step's tensors are positions
+/// `pos0..pos0 + n` of that sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqSpan {
+    pub row0: usize,
+    pub n: usize,
+    pub pos0: usize,
+}
+
+/// A KV cache layer in backend memory.
+pub trait KvCache: Send {
+    /// Positions it holds.
+    fn n_ctx(&self) -> usize;
+    /// Bytes held.
+    fn bytes(&self) -> usize;
+}
+
+/// The ops models are written against. Shapes: a tensor is `rows` × `cols` f32, row-major; a
+/// step's tensors have one row per token of the step. Outputs are reshaped by the op.
+pub trait Backend: Send + Sync {
+    /// Activations in backend memory.
+    type Tensor: Default + Send;
+    /// One attention layer's keys and values of one sequence.
+    type Kv: KvCache;
+    /// The per-step recording context (see the module docs).
+    type Ctx: Default + Send;
+
+    /// The backend's name, as `cera bench` reports it (`CPU`, `Vulkan`, ...).
+    fn name(&self) -> &'static str;
+
+    // ---- memory ----
+
+    /// A KV cache layer of `n_ctx` positions for `n_kv_head` heads of `head_dim` (keys) and
+    /// `head_dim_v` (values).
+    fn new_kv(
+        &self,
+        k_ty: KvType,
+        v_ty: KvType,
+        n_ctx: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
+    ) -> Self::Kv;
+    /// A zeroed `rows` × `cols` tensor (sequence state such as convolution inputs).
+    fn zeros(&self, rows: usize, cols: usize) -> Self::Tensor;
+    /// Sets every element to zero.
+    fn fill_zero(&self, cx: &mut Self::Ctx, t: &mut Self::Tensor);
+    /// `rows` × `cols` from host memory.
+    fn upload(
+        &self,
+        cx: &mut Self::Ctx,
+        data: &[f32],
+        rows: usize,
+        cols: usize,
+        t: &mut Self::Tensor,
+    );
+    /// The whole tensor to host memory (resized to fit): the step's one read back.
+    fn download(&self, cx: &mut Self::Ctx, t: &Self::Tensor, out: &mut Vec<f32>);
+    /// (rows, cols) of a tensor.
+    fn shape(&self, t: &Self::Tensor) -> (usize, usize);
+    /// Gives `t` the shape `rows` × `cols` (storage only grows; contents unspecified).
+    fn reshape(&self, t: &mut Self::Tensor, rows: usize, cols: usize);
+
+    // ---- ops ----
+
+    /// `out[t] = table[tokens[t]]` (embedding lookup). `tied` is the output projection: when
+    /// it shares the table, lookups read the backend's resident copy. An id past the table is
+    /// an error naming it.
+    fn embed(
+        &self,
+        cx: &mut Self::Ctx,
+        table: &Weight,
+        tied: &Weight,
+        tokens: &[u32],
+        out: &mut Self::Tensor,
+    ) -> Result<()>;
+    /// `out = x · wᵀ` for each `(w, out)`: several weights that read the same input (Q/K/V,
+    /// gate/up) share its conversion.
+    fn matmul(
+        &self,
+        cx: &mut Self::Ctx,
+        ops: &mut [(&Weight, &mut Self::Tensor)],
+        x: &Self::Tensor,
+    ) -> Result<()>;
+    /// RMS norm of each `w.len()`-wide segment of every row, times `w` (a whole row, or each
+    /// head of a row for per-head Q/K norms).
+    fn rms_norm(
+        &self,
+        cx: &mut Self::Ctx,
+        x: &Self::Tensor,
+        w: &[f32],
+        eps: f32,
+        out: &mut Self::Tensor,
+    );
+    /// [`Backend::rms_norm`] in place.
+    fn rms_norm_inplace(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, w: &[f32], eps: f32);
+    /// `x += y`.
+    fn add(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, y: &Self::Tensor);
+    /// `x *= s`.
+    fn scale(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, s: f32);
+    /// Adds `bias` to every row.
+    fn add_bias(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, bias: &[f32]);
+    /// `gate = act(gate) * up`.
+    fn glu(&self, cx: &mut Self::Ctx, gate: &mut Self::Tensor, up: &Self::Tensor, act: Act);
+    /// `x = cap * tanh(x / cap)`.
+    fn softcap(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, cap: f32);
+    /// Columns `col0..col0 + n` of every row of `src` into `dst` (a fused projection's parts).
+    fn copy_cols(
+        &self,
+        cx: &mut Self::Ctx,
+        src: &Self::Tensor,
+        col0: usize,
+        n: usize,
+        dst: &mut Self::Tensor,
+    );
+    /// Rows `rows` of `src`, in that order, into `dst`.
+    fn gather_rows(
+        &self,
+        cx: &mut Self::Ctx,
+        src: &Self::Tensor,
+        rows: &[usize],
+        dst: &mut Self::Tensor,
+    );
+    /// Rotates each row's `n_head` heads of `head_dim` by RoPE at the row's position
+    /// (`pos[row]`).
+    fn rope(
+        &self,
+        cx: &mut Self::Ctx,
+        x: &mut Self::Tensor,
+        n_head: usize,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    );
+    /// Stores one sequence's keys and values (its rows of `k`, `v`) in its cache at its
+    /// positions.
+    fn kv_store(
+        &self,
+        cx: &mut Self::Ctx,
+        kv: &mut Self::Kv,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        span: SeqSpan,
+    );
+    /// Causal attention of each sequence's queries (its rows of `q`) over its own cache
+    /// (`kv[i]` belongs to `spans[i]`; sequences never see each other's keys), into `out`.
+    fn attention(
+        &self,
+        cx: &mut Self::Ctx,
+        q: &Self::Tensor,
+        kv: &[&Self::Kv],
+        spans: &[SeqSpan],
+        p: &AttentionParams,
+        out: &mut Self::Tensor,
+    );
+    /// LFM2's gated short convolution for one sequence: `bcx` rows are `[B | C | x]`
+    /// (3 × `d`); its rows of `out` (already shaped: see [`Backend::reshape`]) become
+    /// `C ⊙ conv(B ⊙ x)` per channel with `kernel` (`d` rows of `l` taps, oldest first),
+    /// continuing the rolling inputs `state` (`l - 1` rows of `d`), which keeps its last
+    /// `l - 1` inputs.
+    fn short_conv(
+        &self,
+        cx: &mut Self::Ctx,
+        bcx: &Self::Tensor,
+        kernel: &[f32],
+        state: &mut Self::Tensor,
+        span: SeqSpan,
+        out: &mut Self::Tensor,
+    );
+    /// A routed mixture-of-experts SwiGLU FFN over every row of `h` (tokens of all sequences
+    /// grouped by expert, so each chosen expert's weights are read once per step).
+    fn moe(
+        &self,
+        cx: &mut Self::Ctx,
+        w: &MoeWeights,
+        h: &Self::Tensor,
+        out: &mut Self::Tensor,
+    ) -> Result<()>;
+}
 
 /// The CPU backend: a kernel table (chosen at start-up from the CPU's features) and a pool.
 pub struct Cpu {
     pub(crate) pool: ThreadPool,
     pub(crate) table: &'static KernelTable,
+    /// Per-token MoE dispatch instead of grouped (for measuring; `CERA_MOE_DISPATCH=token`).
+    per_token_moe: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Cpu {
@@ -28,9 +242,34 @@ impl std::fmt::Debug for Cpu {
 
 impl Cpu {
     pub fn new(n_threads: usize) -> Cpu {
+        Cpu::with_table(n_threads, KernelTable::get())
+    }
+
+    /// A backend on a given kernel table (tests pin a CPU tier this way).
+    pub fn with_table(n_threads: usize, table: &'static KernelTable) -> Cpu {
         Cpu {
             pool: ThreadPool::new(n_threads),
-            table: KernelTable::get(),
+            table,
+            per_token_moe: (moe::Dispatch::from_env() == moe::Dispatch::PerToken).into(),
+        }
+    }
+
+    /// How MoE layers reach their experts (grouped by default).
+    pub fn set_moe_dispatch(&self, d: moe::Dispatch) {
+        self.per_token_moe.store(
+            d == moe::Dispatch::PerToken,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn moe_dispatch(&self) -> moe::Dispatch {
+        if self
+            .per_token_moe
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            moe::Dispatch::PerToken
+        } else {
+            moe::Dispatch::Grouped
         }
     }
 

@@ -20,15 +20,13 @@
 use std::sync::Arc;
 
 use super::common::BaseHparams;
-use super::common::decoder::{embed_tokens, resize};
-use super::common::moe::{self, Dispatch, Gating, MoeScratch, MoeWeights};
-use super::common::shortconv::{ConvState, causal_conv};
+use super::common::shortconv::ConvState;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
-use crate::backend::{
-    self, AttentionParams, Cpu, KvLayer, KvType, QuantizedActs, RopeConfig, RopeKind, Weight,
-};
+use super::step::{LogitsPost, SeqInput, Workspace, logits_out, with_layer_kv};
+use crate::backend::moe::{Gating, MoeWeights};
+use crate::backend::{Act, AttentionParams, Backend, KvType, RopeConfig, RopeKind, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
@@ -107,29 +105,6 @@ pub struct Lfm2 {
     /// `[n_embd, n_vocab]`; the token embedding when tied
     pub output: Weight,
     pub layers: Vec<Layer>,
-    /// How batches reach the experts (grouped by default; `CERA_MOE_DISPATCH=token`).
-    pub dispatch: Dispatch,
-}
-
-/// Per-call working buffers, owned by the session.
-#[derive(Default)]
-pub struct Scratch {
-    x: Vec<f32>,
-    h: Vec<f32>,
-    bcx: Vec<f32>,
-    bx: Vec<f32>,
-    conv: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    att: Vec<f32>,
-    o: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-    cs: Vec<(f32, f32)>,
-    acts: QuantizedActs,
-    out_rows: Vec<f32>,
-    moe: MoeScratch,
 }
 
 pub fn load(file: Arc<GgufFile>, arch: Arch) -> Result<Lfm2> {
@@ -274,7 +249,6 @@ pub fn load(file: Arc<GgufFile>, arch: Arch) -> Result<Lfm2> {
         token_embd,
         output,
         layers,
-        dispatch: Dispatch::from_env(),
     })
 }
 
@@ -342,152 +316,132 @@ impl MoeHparams {
 
 impl Lfm2 {
     /// KV cache per layer: convolution layers get an empty one.
-    pub fn new_kv(&self, n_ctx: usize, k_ty: KvType, v_ty: KvType) -> Vec<KvLayer> {
+    pub fn new_kv<B: Backend>(
+        &self,
+        be: &B,
+        n_ctx: usize,
+        k_ty: KvType,
+        v_ty: KvType,
+    ) -> Vec<B::Kv> {
         let hd = self.cfg.head_dim;
         let (k_ty, v_ty) = (k_ty.for_head_dim(hd), v_ty.for_head_dim(hd));
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| KvLayer::with_types(k_ty, v_ty, n_ctx, kv, hd, hd))
+            .map(|&kv| be.new_kv(k_ty, v_ty, n_ctx, kv, hd, hd))
             .collect()
     }
 
     /// Convolution state per layer: `l_cache - 1` rows of `n_embd` for convolution layers.
-    pub fn new_conv_state(&self) -> ConvState {
-        let per = (self.cfg.l_cache - 1) * self.cfg.n_embd;
-        ConvState::new(self.layers.iter().map(|l| match l.mixer {
-            Mixer::Conv(_) => per,
-            Mixer::Attention(_) => 0,
-        }))
+    pub fn new_conv_state<B: Backend>(&self, be: &B) -> ConvState<B> {
+        let shape = (self.cfg.l_cache - 1, self.cfg.n_embd);
+        ConvState::new(
+            be,
+            self.layers.iter().map(|l| match l.mixer {
+                Mixer::Conv(_) => Some(shape),
+                Mixer::Attention(_) => None,
+            }),
+        )
     }
 
-    /// Runs `tokens` at positions `pos0..`: keys and values go to `kv`, convolution inputs roll
-    /// through `conv` (position 0 starts it over; other positions must continue it). Logits of
-    /// the last token (or all) go to `logits`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward(
+    /// One step over the sequences `ws` was planned for: keys and values go to each
+    /// sequence's cache, convolution inputs roll through its convolution state (which
+    /// [`super::Model::forward_batch`] has checked continues at its position). Logits of the
+    /// rows asked for go to `logits`.
+    pub(crate) fn forward<B: Backend>(
         &self,
-        cpu: &Cpu,
-        kv: &mut [KvLayer],
-        conv: &mut ConvState,
-        tokens: &[u32],
-        pos0: usize,
-        all_logits: bool,
-        sc: &mut Scratch,
+        be: &B,
+        ws: &mut Workspace<B>,
+        seqs: &mut [SeqInput<'_, B>],
         logits: &mut Vec<f32>,
     ) -> Result<()> {
         let c = &self.cfg;
-        let n = tokens.len();
-        if n == 0 {
-            return Err(Error::Model("forward needs at least one token".into()));
+        for s in seqs.iter() {
+            if s.state.kv.len() != self.layers.len()
+                || s.state.conv.layers.len() != self.layers.len()
+            {
+                return Err(Error::Model("sequence state is not this model's".into()));
+            }
         }
-        if kv.len() != self.layers.len() || conv.layers.len() != self.layers.len() {
-            return Err(Error::Model("sequence state is not this model's".into()));
-        }
-        let n_ctx = kv.first().map_or(0, |l| l.n_ctx());
-        if pos0 + n > n_ctx {
-            return Err(Error::ContextOverflow {
-                n_ctx,
-                needed: pos0 + n,
-            });
-        }
-        conv.begin(pos0)?;
-        let d = c.n_embd;
-        let x = resize(&mut sc.x, n * d);
-        embed_tokens(cpu, &self.token_embd, &self.output, c.n_vocab, tokens, x)?;
-
+        be.embed(
+            &mut ws.cx,
+            &self.token_embd,
+            &self.output,
+            &ws.tokens,
+            &mut ws.x,
+        )?;
         for (il, layer) in self.layers.iter().enumerate() {
-            let h = resize(&mut sc.h, n * d);
-            backend::rms_norm(&sc.x[..n * d], &layer.attn_norm, c.rms_eps, h);
+            be.rms_norm(&mut ws.cx, &ws.x, &layer.attn_norm, c.rms_eps, &mut ws.h);
             match &layer.mixer {
-                Mixer::Conv(w) => self.shortconv(cpu, w, &mut conv.layers[il], n, sc)?,
-                Mixer::Attention(w) => self.attention(cpu, il, w, &mut kv[il], n, pos0, sc)?,
+                Mixer::Conv(w) => self.shortconv(be, il, w, seqs, ws)?,
+                Mixer::Attention(w) => self.attention(be, il, w, seqs, ws)?,
             }
-            backend::add_inplace(&mut sc.x[..n * d], &sc.o[..n * d]);
-            let h = resize(&mut sc.h, n * d);
-            backend::rms_norm(&sc.x[..n * d], &layer.ffn_norm, c.rms_eps, h);
-            self.ffn(cpu, &layer.ffn, n, sc)?;
-            backend::add_inplace(&mut sc.x[..n * d], &sc.o[..n * d]);
+            be.add(&mut ws.cx, &mut ws.x, &ws.o);
+            be.rms_norm(&mut ws.cx, &ws.x, &layer.ffn_norm, c.rms_eps, &mut ws.h);
+            self.ffn(be, &layer.ffn, ws)?;
+            be.add(&mut ws.cx, &mut ws.x, &ws.o);
         }
-        conv.n_past = pos0 + n;
-
-        let first = if all_logits { 0 } else { n - 1 };
-        let rows = n - first;
-        let hn = resize(&mut sc.out_rows, rows * d);
-        backend::rms_norm(&sc.x[first * d..n * d], &self.output_norm, c.rms_eps, hn);
-        logits.resize(rows * c.n_vocab, 0.0);
-        cpu.matmul(&self.output, hn, rows, &mut sc.acts, logits)
+        let post = LogitsPost {
+            divisor: 1.0,
+            softcap: None,
+        };
+        logits_out(
+            be,
+            ws,
+            &self.output_norm,
+            c.rms_eps,
+            &self.output,
+            post,
+            logits,
+        )
     }
 
-    /// `sc.o = out_proj · (C ⊙ conv(B ⊙ x))` for the normed input in `sc.h`.
-    fn shortconv(
+    /// `o = out_proj · (C ⊙ conv(B ⊙ x))` for the normed input in `h`, each sequence over its
+    /// own convolution state.
+    fn shortconv<B: Backend>(
         &self,
-        cpu: &Cpu,
+        be: &B,
+        il: usize,
         w: &ShortConv,
-        state: &mut [f32],
-        n: usize,
-        sc: &mut Scratch,
+        seqs: &mut [SeqInput<'_, B>],
+        ws: &mut Workspace<B>,
     ) -> Result<()> {
-        let d = self.cfg.n_embd;
-        let bcx = resize(&mut sc.bcx, n * 3 * d);
-        cpu.matmul(&w.in_proj, &sc.h[..n * d], n, &mut sc.acts, bcx)?;
-        let bx = resize(&mut sc.bx, n * d);
-        for t in 0..n {
-            let row = &sc.bcx[t * 3 * d..(t + 1) * 3 * d];
-            let (b, xx) = (&row[..d], &row[2 * d..]);
-            for ((o, &bv), &xv) in bx[t * d..(t + 1) * d].iter_mut().zip(b).zip(xx) {
-                *o = bv * xv;
-            }
+        let cx = &mut ws.cx;
+        be.matmul(cx, &mut [(&w.in_proj, &mut ws.bcx)], &ws.h)?;
+        be.reshape(&mut ws.conv, ws.tokens.len(), self.cfg.n_embd);
+        for (s, span) in seqs.iter_mut().zip(&ws.spans) {
+            let state = s.state.conv.layers[il]
+                .as_mut()
+                .expect("a convolution layer has convolution state");
+            be.short_conv(cx, &ws.bcx, &w.kernel, state, *span, &mut ws.conv);
         }
-        let conv = resize(&mut sc.conv, n * d);
-        causal_conv(&sc.bx[..n * d], d, state, &w.kernel, conv);
-        for t in 0..n {
-            let cg = &sc.bcx[t * 3 * d + d..t * 3 * d + 2 * d];
-            for (o, &cv) in conv[t * d..(t + 1) * d].iter_mut().zip(cg) {
-                *o *= cv;
-            }
-        }
-        let o = resize(&mut sc.o, n * d);
-        cpu.matmul(&w.out_proj, &sc.conv[..n * d], n, &mut sc.acts, o)
+        be.matmul(cx, &mut [(&w.out_proj, &mut ws.o)], &ws.conv)
     }
 
-    /// `sc.o = attention(sc.h)` with per-head Q/K norms and NeoX RoPE.
-    #[allow(clippy::too_many_arguments)]
-    fn attention(
+    /// `o = attention(h)` with per-head Q/K norms and NeoX RoPE.
+    fn attention<B: Backend>(
         &self,
-        cpu: &Cpu,
+        be: &B,
         il: usize,
         w: &Attention,
-        kv: &mut KvLayer,
-        n: usize,
-        pos0: usize,
-        sc: &mut Scratch,
+        seqs: &mut [SeqInput<'_, B>],
+        ws: &mut Workspace<B>,
     ) -> Result<()> {
         let c = &self.cfg;
-        let d = c.n_embd;
         let n_kv = c.n_head_kv[il];
-        let kd = n_kv * c.head_dim;
-        let q = resize(&mut sc.q, n * d);
-        let k = resize(&mut sc.k, n * kd);
-        let v = resize(&mut sc.v, n * kd);
-        cpu.matmul_many(
-            &mut [(&w.wq, q), (&w.wk, k), (&w.wv, v)],
-            &sc.h[..n * d],
-            n,
-            &mut sc.acts,
+        let cx = &mut ws.cx;
+        be.matmul(
+            cx,
+            &mut [(&w.wq, &mut ws.q), (&w.wk, &mut ws.k), (&w.wv, &mut ws.v)],
+            &ws.h,
         )?;
-        let (q, k, v) = (&mut sc.q[..n * d], &mut sc.k[..n * kd], &sc.v[..n * kd]);
-        backend::rms_norm_inplace(q, &w.q_norm, c.rms_eps);
-        backend::rms_norm_inplace(k, &w.k_norm, c.rms_eps);
-        let rope = &c.rope;
-        sc.cs.resize(rope.n_rot / 2, (0.0, 0.0));
-        for t in 0..n {
-            rope.cos_sin((pos0 + t) as i64, &mut sc.cs);
-            rope.apply(&mut q[t * d..(t + 1) * d], c.n_head, c.head_dim, &sc.cs);
-            rope.apply(&mut k[t * kd..(t + 1) * kd], n_kv, c.head_dim, &sc.cs);
+        be.rms_norm_inplace(cx, &mut ws.q, &w.q_norm, c.rms_eps);
+        be.rms_norm_inplace(cx, &mut ws.k, &w.k_norm, c.rms_eps);
+        be.rope(cx, &mut ws.q, c.n_head, c.head_dim, &ws.pos, &c.rope);
+        be.rope(cx, &mut ws.k, n_kv, c.head_dim, &ws.pos, &c.rope);
+        for (s, span) in seqs.iter_mut().zip(&ws.spans) {
+            be.kv_store(cx, &mut s.state.kv[il], &ws.k, &ws.v, *span);
         }
-        kv.store(pos0, k, v);
-        let att = resize(&mut sc.att, n * d);
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,
@@ -497,34 +451,24 @@ impl Lfm2 {
             softcap: None,
             window: c.window,
         };
-        cpu.attention(q, kv, pos0, n, &params, att);
-        let o = resize(&mut sc.o, n * d);
-        cpu.matmul(&w.wo, &sc.att[..n * d], n, &mut sc.acts, o)
+        with_layer_kv(seqs, il, |kv| {
+            be.attention(cx, &ws.q, kv, &ws.spans, &params, &mut ws.att)
+        });
+        be.matmul(cx, &mut [(&w.wo, &mut ws.o)], &ws.att)
     }
 
-    /// `sc.o = ffn(sc.h)`: SwiGLU, dense or routed.
-    fn ffn(&self, cpu: &Cpu, f: &Ffn, n: usize, sc: &mut Scratch) -> Result<()> {
-        let d = self.cfg.n_embd;
+    /// `o = ffn(h)`: SwiGLU, dense or routed (the step's tokens of every sequence grouped by
+    /// expert).
+    fn ffn<B: Backend>(&self, be: &B, f: &Ffn, ws: &mut Workspace<B>) -> Result<()> {
+        let cx = &mut ws.cx;
         match f {
             Ffn::Dense { gate, up, down } => {
-                let ff = gate.rows;
-                let g = resize(&mut sc.gate, n * ff);
-                let u = resize(&mut sc.up, n * ff);
-                cpu.matmul_many(&mut [(gate, g), (up, u)], &sc.h[..n * d], n, &mut sc.acts)?;
-                backend::glu_inplace(&mut sc.gate[..n * ff], &sc.up[..n * ff], backend::silu);
-                let o = resize(&mut sc.o, n * d);
-                cpu.matmul(down, &sc.gate[..n * ff], n, &mut sc.acts, o)
+                be.matmul(cx, &mut [(gate, &mut ws.gate), (up, &mut ws.up)], &ws.h)?;
+                be.glu(cx, &mut ws.gate, &ws.up, Act::Silu);
+                be.matmul(cx, &mut [(down, &mut ws.o)], &ws.gate)
             }
-            Ffn::Moe(m) => {
-                let o = resize(&mut sc.o, n * d);
-                moe::moe_ffn(cpu, m, &sc.h[..n * d], n, self.dispatch, &mut sc.moe, o)
-            }
+            Ffn::Moe(m) => be.moe(cx, m, &ws.h, &mut ws.o),
         }
-    }
-
-    /// The smallest routing margin (see [`MoeScratch::take_min_gap`]) since the last call.
-    pub fn take_routing_margin(sc: &mut Scratch) -> Option<f32> {
-        sc.moe.take_min_gap()
     }
 
     /// Convolution layers, attention layers, routed layers.

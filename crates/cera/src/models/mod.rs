@@ -11,18 +11,19 @@ pub mod names;
 pub mod olmo2;
 pub mod phi3;
 pub mod qwen2;
+pub mod step;
 
 use std::sync::Arc;
 
-use crate::backend::{Cpu, KvLayer, KvType, RopeConfig, RopeKind, RopeScaling};
+use crate::backend::{Backend, Cpu, KvType, RopeConfig, RopeKind, RopeScaling};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
-pub use common::decoder::Scratch;
 use common::shortconv::ConvState;
 pub use names::Arch;
+pub use step::{Logits, SeqInput, Workspace};
 
-/// A loaded model: immutable, shareable between sessions.
+/// A loaded model: immutable, shareable between sessions, the same for every backend.
 pub enum Model {
     Decoder(common::Decoder),
     /// `lfm2` / `lfm2moe`: convolution and attention layers, dense or routed FFNs.
@@ -45,33 +46,59 @@ impl std::fmt::Debug for Model {
     }
 }
 
-/// The sequence state a model needs besides its weights; owned by a session.
-pub struct ModelState {
-    pub kv: Vec<KvLayer>,
+/// One sequence's state in backend memory: its KV cache and, for LFM2, its convolution
+/// inputs. Owned by a session; a model never keeps any.
+pub struct SeqState<B: Backend = Cpu> {
+    /// Per layer (a convolution layer's holds no heads).
+    pub kv: Vec<B::Kv>,
     /// Rolling convolution inputs (LFM2); empty for attention-only models.
-    pub conv: ConvState,
-    pub scratch: Scratch,
-    lfm2_scratch: lfm2::Scratch,
+    pub conv: ConvState<B>,
+    n_ctx: usize,
 }
 
-impl ModelState {
+impl<B: Backend> SeqState<B> {
+    /// Positions the cache holds.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
     /// Whether the state has a recurrent part (convolution inputs) that, unlike the KV cache,
     /// cannot be cut back to an earlier position: truncating needs a re-prefill.
     pub fn is_recurrent(&self) -> bool {
         !self.conv.is_empty()
     }
 
+    /// Bytes of KV cache and recurrent state.
+    pub fn bytes(&self) -> usize {
+        use crate::backend::KvCache;
+        self.kv.iter().map(|l| l.bytes()).sum::<usize>() + self.conv.bytes()
+    }
+}
+
+/// A sequence's state together with the working buffers to run it alone (what a session
+/// holds).
+pub struct ModelState<B: Backend = Cpu> {
+    pub seq: SeqState<B>,
+    pub ws: Workspace<B>,
+}
+
+impl<B: Backend> ModelState<B> {
+    pub fn is_recurrent(&self) -> bool {
+        self.seq.is_recurrent()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.seq.bytes()
+    }
+}
+
+impl ModelState<Cpu> {
     /// For mixture-of-experts models: the smallest gap, since the last call, between the
     /// selection score of the last expert chosen and the best one left out (None: no routing).
     /// A tiny gap means rounding-level differences could have chosen other experts, which is
     /// what comparisons against another engine need to know.
     pub fn take_routing_margin(&mut self) -> Option<f32> {
-        lfm2::Lfm2::take_routing_margin(&mut self.lfm2_scratch)
-    }
-
-    /// Bytes of KV cache and recurrent state.
-    pub fn bytes(&self) -> usize {
-        self.kv.iter().map(|l| l.bytes()).sum::<usize>() + self.conv.bytes()
+        self.ws.cx.take_routing_margin()
     }
 }
 
@@ -109,26 +136,67 @@ impl Model {
         }
     }
 
-    /// A fresh sequence state: KV cache of `n_ctx` positions with keys of `k_type` and values
-    /// of `v_type`.
-    pub fn new_state(&self, n_ctx: usize, k_type: KvType, v_type: KvType) -> ModelState {
+    /// A fresh sequence state on backend `be`: KV cache of `n_ctx` positions with keys of
+    /// `k_type` and values of `v_type`.
+    pub fn new_seq<B: Backend>(
+        &self,
+        be: &B,
+        n_ctx: usize,
+        k_type: KvType,
+        v_type: KvType,
+    ) -> SeqState<B> {
         match self {
-            Model::Decoder(d) => ModelState {
-                kv: d.new_kv(n_ctx, k_type, v_type),
+            Model::Decoder(d) => SeqState {
+                kv: d.new_kv(be, n_ctx, k_type, v_type),
                 conv: ConvState::default(),
-                scratch: Scratch::default(),
-                lfm2_scratch: Default::default(),
+                n_ctx,
             },
-            Model::Lfm2(m) => ModelState {
-                kv: m.new_kv(n_ctx, k_type, v_type),
-                conv: m.new_conv_state(),
-                scratch: Scratch::default(),
-                lfm2_scratch: Default::default(),
+            Model::Lfm2(m) => SeqState {
+                kv: m.new_kv(be, n_ctx, k_type, v_type),
+                conv: m.new_conv_state(be),
+                n_ctx,
             },
         }
     }
 
-    /// Runs `tokens` at positions `pos0..`; logits for the last token (or all) go to `logits`.
+    /// A fresh CPU sequence state with its own working buffers.
+    pub fn new_state(&self, n_ctx: usize, k_type: KvType, v_type: KvType) -> ModelState {
+        // the state's memory does not depend on the pool: any CPU backend makes the same
+        let cpu = Cpu::new(1);
+        ModelState {
+            seq: self.new_seq(&cpu, n_ctx, k_type, v_type),
+            ws: Workspace::default(),
+        }
+    }
+
+    /// One step over several sequences: each [`SeqInput`] brings its state, its tokens at
+    /// its positions and which of its rows want logits. Every weight is read once for all of
+    /// them; attention and recurrent state stay per sequence. The logits rows go to `logits`
+    /// in input order (per sequence: none, its last token, or all its tokens). Validates
+    /// everything (positions, context room, token ids) before touching any state.
+    pub fn forward_batch<B: Backend>(
+        &self,
+        be: &B,
+        ws: &mut Workspace<B>,
+        seqs: &mut [SeqInput<'_, B>],
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        ws.plan(seqs, self.n_vocab())?;
+        for s in seqs.iter_mut() {
+            s.state.conv.begin(be, &mut ws.cx, s.pos0)?;
+        }
+        match self {
+            Model::Decoder(d) => d.forward(be, ws, seqs, logits)?,
+            Model::Lfm2(m) => m.forward(be, ws, seqs, logits)?,
+        }
+        for s in seqs.iter_mut() {
+            s.state.conv.advance(s.pos0, s.tokens.len());
+        }
+        Ok(())
+    }
+
+    /// Runs one sequence's `tokens` at positions `pos0..` on the CPU; logits for the last token
+    /// (or all) go to `logits`.
     pub fn forward(
         &self,
         cpu: &Cpu,
@@ -138,27 +206,30 @@ impl Model {
         all_logits: bool,
         logits: &mut Vec<f32>,
     ) -> Result<()> {
-        match self {
-            Model::Decoder(d) => d.forward(
-                cpu,
-                &mut st.kv,
-                tokens,
-                pos0,
-                all_logits,
-                &mut st.scratch,
-                logits,
-            ),
-            Model::Lfm2(m) => m.forward(
-                cpu,
-                &mut st.kv,
-                &mut st.conv,
-                tokens,
-                pos0,
-                all_logits,
-                &mut st.lfm2_scratch,
-                logits,
-            ),
-        }
+        self.forward_on(cpu, st, tokens, pos0, all_logits, logits)
+    }
+
+    /// [`Model::forward`] on any backend.
+    pub fn forward_on<B: Backend>(
+        &self,
+        be: &B,
+        st: &mut ModelState<B>,
+        tokens: &[u32],
+        pos0: usize,
+        all_logits: bool,
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        let mut seq = [SeqInput {
+            state: &mut st.seq,
+            tokens,
+            pos0,
+            logits: if all_logits {
+                Logits::All
+            } else {
+                Logits::Last
+            },
+        }];
+        self.forward_batch(be, &mut st.ws, &mut seq, logits)
     }
 }
 

@@ -194,10 +194,23 @@ const MAX_HEAD_DIM: usize = 512;
 /// tile, few enough that the accumulators stay in L1.
 const TILE_ROWS: usize = 64;
 
-/// One unit of work: rows `r0..r1` of the query rows (token × head of the group, token-major)
-/// of the tile starting at token `t0`, for KV head `g`, against all the keys they see.
+/// One sequence's share of a batched attention call: its query rows are tokens
+/// `row0..row0 + n` of the batch, at positions `pos0..pos0 + n` of its own cache `kv` (whose keys
+/// and values for those positions are already stored). Sequences never see each other's keys.
+#[derive(Clone, Copy)]
+pub struct AttnSeq<'a> {
+    pub kv: &'a KvLayer,
+    pub pos0: usize,
+    pub row0: usize,
+    pub n: usize,
+}
+
+/// One unit of work: rows `r0..r1` of the query rows (token × head of one GQA group,
+/// token-major) of the tile starting at token `t0` of sequence `s`, for KV head `g`, against
+/// all the keys they see.
 #[derive(Clone, Copy)]
 struct Item {
+    s: usize,
     g: usize,
     t0: usize,
     r0: usize,
@@ -217,13 +230,15 @@ struct TileScratch {
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<TileScratch> = Default::default();
+    /// The calling thread's tile plan of the current call (grown once, then reused).
+    static PLAN: std::cell::RefCell<(Vec<SeqTiles>, Vec<usize>)> = Default::default();
 }
 
 struct Ctx<'a> {
+    /// the whole batch's queries: rows of `n_head * head_dim`
     q: &'a [f32],
-    kv: &'a KvLayer,
+    seqs: &'a [AttnSeq<'a>],
     p: &'a AttentionParams,
-    pos0: usize,
     group: usize,
 }
 
@@ -234,13 +249,20 @@ impl Ctx<'_> {
     }
 }
 
+/// How one sequence's query rows are cut into tiles.
+#[derive(Clone, Copy)]
+struct SeqTiles {
+    /// tokens per tile
+    tok: usize,
+    /// tiles per KV head
+    n_qt: usize,
+    /// index of this sequence's first tile among all the call's tiles
+    first: usize,
+}
+
 impl Cpu {
     /// `q`: `n_tokens` × `n_head` × `head_dim`, for positions `pos0..pos0+n_tokens`, whose keys
     /// and values are already in `kv`. Writes `n_tokens` × `n_head` × `head_dim_v` to `out`.
-    ///
-    /// Flash-style: for each KV head, tiles of query rows (tokens × the heads of its GQA group)
-    /// meet tiles of `BK` (64) keys, converted to f32 once per tile, with an online softmax. Each KV
-    /// head is read once per query tile, not once per query head.
     pub fn attention(
         &self,
         q: &[f32],
@@ -250,54 +272,102 @@ impl Cpu {
         p: &AttentionParams,
         out: &mut [f32],
     ) {
+        let seq = AttnSeq {
+            kv,
+            pos0,
+            row0: 0,
+            n: n_tokens,
+        };
+        self.attention_batch(q, &[seq], p, out)
+    }
+
+    /// Attention for every sequence of a batch in one parallel region: `q` and `out` hold all
+    /// the batch's tokens (rows of `n_head × head_dim` and `n_head × head_dim_v`); each
+    /// [`AttnSeq`] names its rows and its cache.
+    ///
+    /// Flash-style: for each KV head, tiles of query rows (tokens × the heads of its GQA group)
+    /// meet tiles of `BK` (64) keys, converted to f32 once per tile, with an online softmax. Each
+    /// KV head is read once per query tile, not once per query head. A row's arithmetic does not
+    /// depend on the tile it is in nor on the other sequences of the batch, so a token gets the
+    /// same bits decoded alone, inside a prefill, or batched with other sequences.
+    pub fn attention_batch(
+        &self,
+        q: &[f32],
+        seqs: &[AttnSeq<'_>],
+        p: &AttentionParams,
+        out: &mut [f32],
+    ) {
         assert!(p.head_dim <= MAX_HEAD_DIM && p.head_dim_v <= MAX_HEAD_DIM);
-        assert!(pos0 + n_tokens <= kv.n_ctx);
         assert!(p.n_kv_head > 0 && p.n_head.is_multiple_of(p.n_kv_head));
-        assert_eq!(q.len(), n_tokens * p.n_head * p.head_dim);
-        assert_eq!(out.len(), n_tokens * p.n_head * p.head_dim_v);
-        if n_tokens == 0 {
+        let n_rows = q.len() / (p.n_head * p.head_dim).max(1);
+        assert_eq!(q.len(), n_rows * p.n_head * p.head_dim);
+        assert_eq!(out.len(), n_rows * p.n_head * p.head_dim_v);
+        for s in seqs {
+            assert!(s.pos0 + s.n <= s.kv.n_ctx, "attention past the cache");
+            assert!(s.row0 + s.n <= n_rows, "attention rows past the batch");
+        }
+        // per sequence: tiles of up to TILE_ROWS query rows; tiles numbered across the batch
+        PLAN.with_borrow_mut(|(tiles, tile_rows)| {
+            self.attention_planned(q, seqs, p, out, tiles, tile_rows)
+        })
+    }
+
+    fn attention_planned(
+        &self,
+        q: &[f32],
+        seqs: &[AttnSeq<'_>],
+        p: &AttentionParams,
+        out: &mut [f32],
+        tiles: &mut Vec<SeqTiles>,
+        tile_rows: &mut Vec<usize>,
+    ) {
+        let group = p.n_head / p.n_kv_head;
+        tiles.clear();
+        tile_rows.clear();
+        let mut n_tiles = 0;
+        for s in seqs {
+            let tok = (TILE_ROWS / group).clamp(1, s.n.max(1));
+            let n_qt = s.n.div_ceil(tok);
+            tiles.push(SeqTiles {
+                tok,
+                n_qt,
+                first: n_tiles,
+            });
+            n_tiles += p.n_kv_head * n_qt;
+        }
+        if n_tiles == 0 {
             return;
         }
-        let group = p.n_head / p.n_kv_head;
-        let ctx = Ctx {
-            q,
-            kv,
-            p,
-            pos0,
-            group,
+        let ctx = Ctx { q, seqs, p, group };
+        let tiles = tiles.as_slice();
+        // tile b: its sequence (the last one starting at or before b), KV head and query tile
+        let locate = |b: usize| -> (usize, usize, usize, usize) {
+            let s = tiles.partition_point(|t| t.first <= b) - 1;
+            let t = tiles[s];
+            let local = b - t.first;
+            let (g, qt) = (local % p.n_kv_head, local / p.n_kv_head);
+            let t0 = qt * t.tok;
+            let rows = ((t0 + t.tok).min(seqs[s].n) - t0) * group;
+            (s, g, t0, rows)
         };
-        let tok_per_tile = (TILE_ROWS / group).clamp(1, n_tokens);
-        let n_qt = n_tokens.div_ceil(tok_per_tile);
-        let base = p.n_kv_head * n_qt;
         let threads = self.n_threads();
-        let max_rows = tok_per_tile * group;
-        let item = |b: usize, r0: usize, r1: usize| {
-            let (g, qt) = (b % p.n_kv_head, b / p.n_kv_head);
-            let t0 = qt * tok_per_tile;
-            let rows = ((t0 + tok_per_tile).min(n_tokens) - t0) * group;
-            Item {
-                g,
-                t0,
-                r0: r0.min(rows),
-                r1: r1.min(rows),
-            }
-        };
-        // Few tiles for the threads (decoding: one tile per KV head): the tiles' rows are laid
-        // end to end and cut into one equal share per thread, so a share may end inside a
-        // tile (3 KV heads on 2 threads: 4.5 heads' rows each, not 2 heads and 1). Each row's
-        // arithmetic stays the same as in a whole tile (unlike splitting the keys), so decode
-        // computes exactly what prefill computes; the price is reading a split tile's keys
-        // once per share.
-        let split = n_qt == 1 && threads > 1 && !base.is_multiple_of(threads);
-        let n_items = if split { threads } else { base };
+        // Few tiles for the threads (decoding: one tile per KV head and sequence): the tiles'
+        // rows are laid end to end and cut into one equal share per thread, so a share may end
+        // inside a tile (3 KV heads on 2 threads: 4.5 heads' rows each, not 2 heads and 1).
+        // Each row's arithmetic stays the same as in a whole tile (unlike splitting the keys),
+        // so decode computes exactly what prefill computes; the price is reading a split
+        // tile's keys once per share.
+        let split =
+            tiles.iter().all(|t| t.n_qt == 1) && threads > 1 && !n_tiles.is_multiple_of(threads);
+        let n_items = if split { threads } else { n_tiles };
         let tier = self.table.tier();
         let dv = p.head_dim_v;
         let optr = SyncPtr(out.as_mut_ptr());
-        let rows_total = base * max_rows;
         let finish = |it: Item, sc: &mut TileScratch| {
             run_tile(tier, &ctx, it, sc);
+            let row0 = seqs[it.s].row0;
             for r in it.r0..it.r1 {
-                let (t, h) = (it.t0 + r / group, it.g * group + r % group);
+                let (t, h) = (row0 + it.t0 + r / group, it.g * group + r % group);
                 // SAFETY: each (token, head) output row belongs to one item.
                 let o = unsafe { optr.slice((t * p.n_head + h) * dv, dv) };
                 let i = r - it.r0;
@@ -307,24 +377,56 @@ impl Cpu {
                 }
             }
         };
+        // split shares: the tiles' rows end to end (every tile has `rows` of its own, at most
+        // `max_rows`; in a pure decode step all are `group` rows)
+        if split {
+            tile_rows.extend((0..n_tiles).map(|b| locate(b).3));
+        }
+        let tile_rows = tile_rows.as_slice();
+        let rows_total: usize = tile_rows.iter().sum();
         self.pool.for_chunks(n_items, 1, threads, &|range| {
             SCRATCH.with_borrow_mut(|sc| {
                 for i in range {
                     if !split {
-                        finish(item(i, 0, max_rows), sc);
+                        let (s, g, t0, rows) = locate(i);
+                        finish(
+                            Item {
+                                s,
+                                g,
+                                t0,
+                                r0: 0,
+                                r1: rows,
+                            },
+                            sc,
+                        );
                         continue;
                     }
                     // share i: flat rows lo..hi over the tiles laid end to end
                     let (lo, hi) = (i * rows_total / n_items, (i + 1) * rows_total / n_items);
+                    let (mut b, mut start) = (0, 0);
+                    while b < n_tiles && start + tile_rows[b] <= lo {
+                        start += tile_rows[b];
+                        b += 1;
+                    }
                     let mut at = lo;
-                    while at < hi {
-                        let b = at / max_rows;
-                        let end = hi.min((b + 1) * max_rows);
-                        let it = item(b, at - b * max_rows, end - b * max_rows);
-                        if it.r0 < it.r1 {
-                            finish(it, sc);
+                    while at < hi && b < n_tiles {
+                        let end = hi.min(start + tile_rows[b]);
+                        let (s, g, t0, _) = locate(b);
+                        if at < end {
+                            finish(
+                                Item {
+                                    s,
+                                    g,
+                                    t0,
+                                    r0: at - start,
+                                    r1: end - start,
+                                },
+                                sc,
+                            );
                         }
                         at = end;
+                        start += tile_rows[b];
+                        b += 1;
                     }
                 }
             })
@@ -369,10 +471,12 @@ unsafe fn tile_avx2(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
 #[inline(always)]
 fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
     let p = ctx.p;
+    let seq = &ctx.seqs[it.s];
+    let (kv, pos0, row0) = (seq.kv, seq.pos0, seq.row0);
     let (d, dv, group) = (p.head_dim, p.head_dim_v, ctx.group);
     let rows = it.r1 - it.r0;
-    let f16_keys = matches!(ctx.kv.k, KvBuf::F16(_));
-    let q8_keys = matches!(ctx.kv.k, KvBuf::Q8_0(_));
+    let f16_keys = matches!(kv.k, KvBuf::F16(_));
+    let q8_keys = matches!(kv.k, KvBuf::Q8_0(_));
     sc.q.resize(rows * d, 0.0);
     sc.k.resize(BK * d, 0.0);
     sc.v.resize(BK * dv, 0.0);
@@ -384,7 +488,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
     sc.l.resize(rows, 0.0);
     for r in 0..rows {
         let rr = it.r0 + r;
-        let (t, h) = (it.t0 + rr / group, it.g * group + rr % group);
+        let (t, h) = (row0 + it.t0 + rr / group, it.g * group + rr % group);
         let src = &ctx.q[(t * p.n_head + h) * d..][..d];
         let dst = &mut sc.q[r * d..(r + 1) * d];
         if f16_keys {
@@ -406,18 +510,18 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
             dst.copy_from_slice(src);
         }
     }
-    let n_ctx = ctx.kv.n_ctx;
+    let n_ctx = kv.n_ctx;
     let mut s = [0f32; BK];
     // the keys the tile's rows see: from the first row's window start to the last row
-    let k_lo = ctx.first_key(ctx.pos0 + it.t0 + it.r0 / group);
-    let k_hi = ctx.pos0 + it.t0 + (it.r1 - 1) / group + 1;
+    let k_lo = ctx.first_key(pos0 + it.t0 + it.r0 / group);
+    let k_hi = pos0 + it.t0 + (it.r1 - 1) / group + 1;
     let mut kt0 = k_lo;
     while kt0 < k_hi {
         let kb = (k_hi - kt0).min(BK);
         // keys and values of this tile to f32, once for all the rows (contiguous per head)
         let (at, n) = ((it.g * n_ctx + kt0) * d, kb * d);
         let dst = &mut sc.k[..n];
-        match &ctx.kv.k {
+        match &kv.k {
             // SAFETY (all `O::` calls): `tile` runs only under the tier's features.
             KvBuf::F16(k) => unsafe { O::cvt(&k[at..at + n], dst) },
             KvBuf::F32(k) => dst.copy_from_slice(&k[at..at + n]),
@@ -425,13 +529,13 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
         }
         let (at, n) = ((it.g * n_ctx + kt0) * dv, kb * dv);
         let dst = &mut sc.v[..n];
-        match &ctx.kv.v {
+        match &kv.v {
             KvBuf::F16(v) => unsafe { O::cvt(&v[at..at + n], dst) },
             KvBuf::F32(v) => dst.copy_from_slice(&v[at..at + n]),
             KvBuf::Q8_0(v) => q8_0::dequantize(&v[at / 32..(at + n) / 32], dst),
         }
         for r in 0..rows {
-            let qpos = ctx.pos0 + it.t0 + (it.r0 + r) / group;
+            let qpos = pos0 + it.t0 + (it.r0 + r) / group;
             let lo = ctx.first_key(qpos).max(kt0);
             let hi = (qpos + 1).min(kt0 + kb);
             if lo >= hi {
@@ -553,10 +657,7 @@ mod tests {
             let table: &'static KernelTable =
                 Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
             for threads in [1, 2, 3] {
-                let cpu = Cpu {
-                    pool: crate::runtime::ThreadPool::new(threads),
-                    table,
-                };
+                let cpu = Cpu::with_table(threads, table);
                 let mut seed = 7u32;
                 for &(nh, nkv, hd, hdv, pos0, n) in &shapes {
                     for (window, softcap) in [(None, None), (Some(37), None), (None, Some(5.0))] {
@@ -630,10 +731,7 @@ mod tests {
             let table: &'static KernelTable =
                 Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
             for threads in [1, 2, 4] {
-                let cpu = Cpu {
-                    pool: crate::runtime::ThreadPool::new(threads),
-                    table,
-                };
+                let cpu = Cpu::with_table(threads, table);
                 let mut kv = KvLayer::new(KvType::F16, n, nkv, hd, hd);
                 kv.store(0, &k, &v);
                 let mut all = vec![0f32; n * nh * hd];

@@ -1,11 +1,11 @@
 //! The dense decoder stack shared by llama, qwen2/3, granite, gemma2/3, phi3 and olmo2: each
 //! architecture file reads its hyperparameters, declares its tensors and fills a
-//! [`DecoderConfig`]; the forward pass is written once, here, against the backend ops.
+//! [`DecoderConfig`]; the forward pass is written once, here, against the backend ops, for a
+//! step of any number of sequences.
 
-use crate::backend::{
-    self, AttentionParams, Cpu, KvLayer, KvType, QuantizedActs, RopeConfig, Weight,
-};
-use crate::error::{Error, Result};
+use crate::backend::{Act, AttentionParams, Backend, KvType, RopeConfig, Weight};
+use crate::error::Result;
+use crate::models::step::{Buf, LogitsPost, SeqInput, Workspace, dump, logits_out, with_layer_kv};
 
 /// Where the RMS norms sit around attention and the FFN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,91 +130,20 @@ pub struct Decoder {
     pub output: Weight,
 }
 
-/// Per-call working buffers, owned by the session so steady-state decoding allocates nothing.
-#[derive(Default)]
-pub struct Scratch {
-    x: Vec<f32>,
-    h: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    att: Vec<f32>,
-    o: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-    cs: Vec<(f32, f32)>,
-    acts: QuantizedActs,
-    out_rows: Vec<f32>,
-}
-
-/// `CERA_DUMP=1` prints each intermediate's sum and first values under llama.cpp's tensor names
-/// (`attn_norm-0`, `Qcur-0`, `ffn_out-3`, …), to diff against `llama-eval-callback`.
-fn dump(name: &str, il: Option<usize>, data: &[f32]) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*ON.get_or_init(|| std::env::var_os("CERA_DUMP").is_some()) {
-        return;
-    }
-    let sum: f64 = data.iter().map(|&x| x as f64).sum();
-    let name = match il {
-        Some(i) => format!("{name}-{i}"),
-        None => name.to_owned(),
-    };
-    eprintln!(
-        "{name:>16} sum = {sum:>14.6} first = {:?}",
-        &data[..data.len().min(3)]
-    );
-    if std::env::var_os("CERA_DUMP_ROWS").is_some() {
-        let n = data.len() / 5;
-        for r in 0..5.min(data.len() / n.max(1)) {
-            let row = &data[r * n..(r + 1) * n];
-            eprintln!(
-                "      [{:10.4} {:10.4} {:10.4} ... {:10.4} {:10.4} {:10.4}]",
-                row[0],
-                row[1],
-                row[2],
-                row[n - 3],
-                row[n - 2],
-                row[n - 1]
-            );
-        }
-    }
-}
-
-/// `v` as exactly `n` values (grown once, then reused: decoding allocates nothing).
-pub(crate) fn resize(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
-    v.resize(n, 0.0);
-    &mut v[..n]
-}
-
-/// Looks up the embedding row of every token into `x` (`tokens.len()` rows of `token_embd`'s
-/// width); an id past the vocabulary is an error naming it.
-pub(crate) fn embed_tokens(
-    cpu: &Cpu,
-    token_embd: &Weight,
-    output: &Weight,
-    n_vocab: usize,
-    tokens: &[u32],
-    x: &mut [f32],
-) -> Result<()> {
-    token_embd.pack_tied(output, cpu);
-    let d = token_embd.cols;
-    for (t, &tok) in tokens.iter().enumerate() {
-        if tok as usize >= n_vocab {
-            return Err(Error::TokenOutOfRange { id: tok, n_vocab });
-        }
-        token_embd.row_f32(tok as usize, &mut x[t * d..(t + 1) * d])?;
-    }
-    Ok(())
-}
-
 impl Decoder {
-    pub fn new_kv(&self, n_ctx: usize, k_ty: KvType, v_ty: KvType) -> Vec<KvLayer> {
+    pub fn new_kv<B: Backend>(
+        &self,
+        be: &B,
+        n_ctx: usize,
+        k_ty: KvType,
+        v_ty: KvType,
+    ) -> Vec<B::Kv> {
         let (hd, hdv) = (self.cfg.head_dim, self.cfg.head_dim_v);
         self.cfg
             .n_head_kv
             .iter()
             .map(|&kv| {
-                KvLayer::with_types(
+                be.new_kv(
                     k_ty.for_head_dim(hd),
                     v_ty.for_head_dim(hdv),
                     n_ctx,
@@ -226,120 +155,101 @@ impl Decoder {
             .collect()
     }
 
-    /// Runs `tokens` at positions `pos0..`, storing their keys and values in `kv`. When
-    /// `all_logits` is false only the last token's logits are computed. Logits go to `logits`
-    /// (rows of `n_vocab`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward(
+    /// One step over the sequences `ws` was planned for: their tokens' keys and values go to
+    /// each sequence's cache, and the logits of the rows asked for to `logits`.
+    pub(crate) fn forward<B: Backend>(
         &self,
-        cpu: &Cpu,
-        kv: &mut [KvLayer],
-        tokens: &[u32],
-        pos0: usize,
-        all_logits: bool,
-        sc: &mut Scratch,
+        be: &B,
+        ws: &mut Workspace<B>,
+        seqs: &mut [SeqInput<'_, B>],
         logits: &mut Vec<f32>,
     ) -> Result<()> {
         let c = &self.cfg;
-        let n = tokens.len();
-        let d = c.n_embd;
-        let x = resize(&mut sc.x, n * d);
-        embed_tokens(cpu, &self.token_embd, &self.output, c.n_vocab, tokens, x)?;
+        be.embed(
+            &mut ws.cx,
+            &self.token_embd,
+            &self.output,
+            &ws.tokens,
+            &mut ws.x,
+        )?;
         if c.embed_scale != 1.0 {
-            backend::scale_inplace(x, c.embed_scale);
+            be.scale(&mut ws.cx, &mut ws.x, c.embed_scale);
         }
-        dump("embd", None, x);
-
+        dump(be, ws, "embd", None, Buf::X);
         for (il, lw) in self.layers.iter().enumerate() {
-            self.attention_block(cpu, il, lw, &mut kv[il], n, pos0, sc)?;
-            self.ffn_block(cpu, il, lw, n, sc)?;
-            dump("l_out", Some(il), &sc.x[..n * d]);
+            self.attention_block(be, il, lw, seqs, ws)?;
+            self.ffn_block(be, il, lw, ws)?;
+            dump(be, ws, "l_out", Some(il), Buf::X);
         }
-
-        // final norm and output projection, for the rows asked for
-        let first = if all_logits { 0 } else { n - 1 };
-        let rows = n - first;
-        let xo = &sc.x[first * d..n * d];
-        let hn = resize(&mut sc.out_rows, rows * d);
-        backend::rms_norm(xo, &self.output_norm, c.rms_eps, hn);
-        dump("result_norm", None, hn);
-        logits.resize(rows * c.n_vocab, 0.0);
-        cpu.matmul(&self.output, hn, rows, &mut sc.acts, logits)?;
-        if c.logit_divisor != 1.0 {
-            backend::scale_inplace(logits, 1.0 / c.logit_divisor);
-        }
-        if let Some(cap) = c.final_softcap {
-            backend::softcap_inplace(logits, cap);
-        }
-        Ok(())
+        let post = LogitsPost {
+            divisor: c.logit_divisor,
+            softcap: c.final_softcap,
+        };
+        logits_out(
+            be,
+            ws,
+            &self.output_norm,
+            c.rms_eps,
+            &self.output,
+            post,
+            logits,
+        )
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn attention_block(
+    fn attention_block<B: Backend>(
         &self,
-        cpu: &Cpu,
+        be: &B,
         il: usize,
         lw: &LayerWeights,
-        kv: &mut KvLayer,
-        n: usize,
-        pos0: usize,
-        sc: &mut Scratch,
+        seqs: &mut [SeqInput<'_, B>],
+        ws: &mut Workspace<B>,
     ) -> Result<()> {
         let c = &self.cfg;
-        let d = c.n_embd;
         let n_kv = c.n_head_kv[il];
-        let (qd, kd, vd) = (
-            c.n_head * c.head_dim,
-            n_kv * c.head_dim,
-            n_kv * c.head_dim_v,
-        );
-        let h = resize(&mut sc.h, n * d);
+        let cx = &mut ws.cx;
         match &lw.attn_norm {
-            Some(w) => backend::rms_norm(&sc.x, w, c.rms_eps, h),
-            None => h.copy_from_slice(&sc.x),
+            Some(w) => be.rms_norm(cx, &ws.x, w, c.rms_eps, &mut ws.h),
+            None => be.copy_cols(cx, &ws.x, 0, c.n_embd, &mut ws.h),
         }
-        let q = resize(&mut sc.q, n * qd);
-        let k = resize(&mut sc.k, n * kd);
-        let v = resize(&mut sc.v, n * vd);
-        cpu.matmul_many(
-            &mut [(&lw.wq, q), (&lw.wk, k), (&lw.wv, v)],
-            h,
-            n,
-            &mut sc.acts,
+        be.matmul(
+            cx,
+            &mut [
+                (&lw.wq, &mut ws.q),
+                (&lw.wk, &mut ws.k),
+                (&lw.wv, &mut ws.v),
+            ],
+            &ws.h,
         )?;
-        let (q, k, v) = (
-            &mut sc.q[..n * qd],
-            &mut sc.k[..n * kd],
-            &mut sc.v[..n * vd],
-        );
-        for (buf, b) in [(&mut *q, &lw.bq), (&mut *k, &lw.bk), (&mut *v, &lw.bv)] {
+        for (buf, b) in [
+            (&mut ws.q, &lw.bq),
+            (&mut ws.k, &lw.bk),
+            (&mut ws.v, &lw.bv),
+        ] {
             if let Some(b) = b {
-                backend::add_bias(buf, b);
+                be.add_bias(cx, buf, b);
             }
         }
         match c.qk_norm {
             QkNorm::None => {}
             QkNorm::PerHead | QkNorm::Full => {
                 if let Some(w) = &lw.q_norm {
-                    backend::rms_norm_inplace(q, w, c.rms_eps);
+                    be.rms_norm_inplace(cx, &mut ws.q, w, c.rms_eps);
                 }
                 if let Some(w) = &lw.k_norm {
-                    backend::rms_norm_inplace(k, w, c.rms_eps);
+                    be.rms_norm_inplace(cx, &mut ws.k, w, c.rms_eps);
                 }
             }
         }
         let rope = &c.rope[il];
-        sc.cs.resize(rope.n_rot / 2, (0.0, 0.0));
-        for t in 0..n {
-            rope.cos_sin((pos0 + t) as i64, &mut sc.cs);
-            rope.apply(&mut q[t * qd..(t + 1) * qd], c.n_head, c.head_dim, &sc.cs);
-            rope.apply(&mut k[t * kd..(t + 1) * kd], n_kv, c.head_dim, &sc.cs);
+        be.rope(cx, &mut ws.q, c.n_head, c.head_dim, &ws.pos, rope);
+        be.rope(cx, &mut ws.k, n_kv, c.head_dim, &ws.pos, rope);
+        dump(be, ws, "Qcur", Some(il), Buf::Q);
+        dump(be, ws, "Kcur", Some(il), Buf::K);
+        dump(be, ws, "Vcur", Some(il), Buf::V);
+        let cx = &mut ws.cx;
+        for (s, span) in seqs.iter_mut().zip(&ws.spans) {
+            be.kv_store(cx, &mut s.state.kv[il], &ws.k, &ws.v, *span);
         }
-        dump("Qcur", Some(il), q);
-        dump("Kcur", Some(il), k);
-        dump("Vcur", Some(il), v);
-        kv.store(pos0, k, v);
-        let att = resize(&mut sc.att, n * c.n_head * c.head_dim_v);
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,
@@ -349,80 +259,75 @@ impl Decoder {
             softcap: c.attn_softcap,
             window: c.window[il],
         };
-        cpu.attention(q, kv, pos0, n, &params, att);
-        dump("kqv_out", Some(il), att);
-        let o = resize(&mut sc.o, n * d);
-        cpu.matmul(&lw.wo, att, n, &mut sc.acts, o)?;
+        with_layer_kv(seqs, il, |kv| {
+            be.attention(cx, &ws.q, kv, &ws.spans, &params, &mut ws.att)
+        });
+        dump(be, ws, "kqv_out", Some(il), Buf::Att);
+        be.matmul(&mut ws.cx, &mut [(&lw.wo, &mut ws.o)], &ws.att)?;
         if let Some(b) = &lw.bo {
-            backend::add_bias(o, b);
+            be.add_bias(&mut ws.cx, &mut ws.o, b);
         }
-        dump("attn_out", Some(il), o);
-        self.residual(lw.attn_post_norm.as_deref(), sc, n);
-        dump("ffn_inp", Some(il), &sc.x[..n * d]);
+        dump(be, ws, "attn_out", Some(il), Buf::O);
+        self.residual(be, lw.attn_post_norm.as_deref(), ws);
+        dump(be, ws, "ffn_inp", Some(il), Buf::X);
         Ok(())
     }
 
     /// `x += residual_scale * post_norm(o)`.
-    fn residual(&self, post_norm: Option<&[f32]>, sc: &mut Scratch, n: usize) {
+    fn residual<B: Backend>(&self, be: &B, post_norm: Option<&[f32]>, ws: &mut Workspace<B>) {
         let c = &self.cfg;
-        let o = &mut sc.o[..n * c.n_embd];
         if let Some(w) = post_norm {
-            backend::rms_norm_inplace(o, w, c.rms_eps);
+            be.rms_norm_inplace(&mut ws.cx, &mut ws.o, w, c.rms_eps);
         }
         if c.residual_scale != 1.0 {
-            backend::scale_inplace(o, c.residual_scale);
+            be.scale(&mut ws.cx, &mut ws.o, c.residual_scale);
         }
-        backend::add_inplace(&mut sc.x[..n * c.n_embd], o);
+        be.add(&mut ws.cx, &mut ws.x, &ws.o);
     }
 
-    fn ffn_block(
+    fn ffn_block<B: Backend>(
         &self,
-        cpu: &Cpu,
+        be: &B,
         il: usize,
         lw: &LayerWeights,
-        n: usize,
-        sc: &mut Scratch,
+        ws: &mut Workspace<B>,
     ) -> Result<()> {
         let c = &self.cfg;
-        let d = c.n_embd;
-        let h = resize(&mut sc.h, n * d);
+        let cx = &mut ws.cx;
         match &lw.ffn_norm {
-            Some(w) => backend::rms_norm(&sc.x[..n * d], w, c.rms_eps, h),
-            None => h.copy_from_slice(&sc.x[..n * d]),
+            Some(w) => be.rms_norm(cx, &ws.x, w, c.rms_eps, &mut ws.h),
+            None => be.copy_cols(cx, &ws.x, 0, c.n_embd, &mut ws.h),
         }
-        dump("ffn_norm", Some(il), h);
+        dump(be, ws, "ffn_norm", Some(il), Buf::H);
         let ff = c.n_ff;
+        let cx = &mut ws.cx;
         match &lw.ffn_gate {
             Some(gate_w) => {
-                let gate = resize(&mut sc.gate, n * ff);
-                let up = resize(&mut sc.up, n * ff);
-                cpu.matmul_many(&mut [(gate_w, gate), (&lw.ffn_up, up)], h, n, &mut sc.acts)?;
+                be.matmul(
+                    cx,
+                    &mut [(gate_w, &mut ws.gate), (&lw.ffn_up, &mut ws.up)],
+                    &ws.h,
+                )?;
             }
             None => {
-                // fused [gate; up] rows: the first n_ff outputs are the gate
-                let both = resize(&mut sc.up, n * 2 * ff);
-                cpu.matmul(&lw.ffn_up, h, n, &mut sc.acts, both)?;
-                let gate = resize(&mut sc.gate, n * ff);
-                for t in 0..n {
-                    gate[t * ff..(t + 1) * ff].copy_from_slice(&sc.up[t * 2 * ff..t * 2 * ff + ff]);
-                }
-                for t in 0..n {
-                    sc.up.copy_within(t * 2 * ff + ff..(t + 1) * 2 * ff, t * ff);
-                }
+                // fused [gate; up] rows: the first n_ff outputs are the gate; `o` holds both
+                // for a moment (it is free until the down projection)
+                be.matmul(cx, &mut [(&lw.ffn_up, &mut ws.o)], &ws.h)?;
+                be.copy_cols(cx, &ws.o, 0, ff, &mut ws.gate);
+                be.copy_cols(cx, &ws.o, ff, ff, &mut ws.up);
             }
         }
         let act = match c.ffn_act {
-            FfnAct::SwiGlu => backend::silu,
-            FfnAct::GeGlu => backend::gelu,
+            FfnAct::SwiGlu => Act::Silu,
+            FfnAct::GeGlu => Act::Gelu,
         };
-        dump("ffn_gate", Some(il), &sc.gate[..n * ff]);
-        dump("ffn_up", Some(il), &sc.up[..n * ff]);
-        backend::glu_inplace(&mut sc.gate[..n * ff], &sc.up[..n * ff], act);
-        dump("ffn_swiglu", Some(il), &sc.gate[..n * ff]);
-        let o = resize(&mut sc.o, n * d);
-        cpu.matmul(&lw.ffn_down, &sc.gate[..n * ff], n, &mut sc.acts, o)?;
-        dump("ffn_out", Some(il), o);
-        self.residual(lw.ffn_post_norm.as_deref(), sc, n);
+        dump(be, ws, "ffn_gate", Some(il), Buf::Gate);
+        dump(be, ws, "ffn_up", Some(il), Buf::Up);
+        be.glu(&mut ws.cx, &mut ws.gate, &ws.up, act);
+        dump(be, ws, "ffn_swiglu", Some(il), Buf::Gate);
+        be.matmul(&mut ws.cx, &mut [(&lw.ffn_down, &mut ws.o)], &ws.gate)?;
+        dump(be, ws, "ffn_out", Some(il), Buf::O);
+        self.residual(be, lw.ffn_post_norm.as_deref(), ws);
         Ok(())
     }
 }

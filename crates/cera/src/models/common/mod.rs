@@ -3,7 +3,6 @@
 pub mod decoder;
 pub mod hparams;
 pub mod load;
-pub mod moe;
 pub mod shortconv;
 
 pub use decoder::{Decoder, DecoderConfig, FfnAct, LayerWeights, NormPlacement, QkNorm};

@@ -5,8 +5,10 @@
 //!
 //! Dispatch: for a batch the tokens are grouped by expert, so each chosen expert's weights are
 //! read once per batch (one matmul over its tokens) and the results scattered back weighted.
-//! Per-token dispatch (every token reads its experts on its own, as the original Cera did) is
-//! kept for measuring that gain: `CERA_MOE_DISPATCH=token`.
+//! In a batched step the tokens of every sequence are grouped together, so an expert chosen by
+//! several sequences is still read once. Per-token dispatch (every token reads its experts on
+//! its own, as the original Cera did) is kept for measuring that gain: `CERA_MOE_DISPATCH=token`
+//! or [`Cpu::set_moe_dispatch`].
 
 use crate::backend::{self, Cpu, QuantizedActs, Weight};
 use crate::error::{Error, Result};
@@ -31,8 +33,9 @@ impl Gating {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Dispatch {
+    #[default]
     /// Tokens grouped by expert: one matmul per chosen expert and batch.
     Grouped,
     /// One matmul per (token, expert).

@@ -1,0 +1,397 @@
+//! [`Backend`] on the host: tensors are `Vec<f32>` that only ever grow, the per-step context
+//! holds the quantized activations and the MoE routing scratch, and every op runs the CPU
+//! kernels (chosen per CPU tier) on the engine's thread pool.
+
+use super::moe::{self, MoeScratch, MoeWeights};
+use super::{
+    Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvType, QuantizedActs,
+    RopeConfig, SeqSpan, Weight, elementwise as ew,
+};
+use crate::error::{Error, Result};
+
+/// A `rows` × `cols` f32 tensor in host memory. Reshaping keeps the storage (it only grows),
+/// so a steady-state decode step allocates nothing.
+#[derive(Clone, Debug, Default)]
+pub struct CpuTensor {
+    data: Vec<f32>,
+    rows: usize,
+    cols: usize,
+}
+
+impl CpuTensor {
+    /// A tensor holding `data` as `rows` × `cols`.
+    pub fn from_vec(data: Vec<f32>, rows: usize, cols: usize) -> CpuTensor {
+        assert_eq!(data.len(), rows * cols, "tensor data for {rows} x {cols}");
+        CpuTensor { data, rows, cols }
+    }
+
+    /// Reshapes to `rows` × `cols` and returns the elements (their values are unspecified
+    /// until written).
+    pub fn reshape(&mut self, rows: usize, cols: usize) -> &mut [f32] {
+        let n = rows * cols;
+        if self.data.len() < n {
+            self.data.resize(n, 0.0);
+        }
+        self.rows = rows;
+        self.cols = cols;
+        &mut self.data[..n]
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The elements, row-major.
+    pub fn data(&self) -> &[f32] {
+        &self.data[..self.rows * self.cols]
+    }
+
+    pub fn data_mut(&mut self) -> &mut [f32] {
+        let n = self.rows * self.cols;
+        &mut self.data[..n]
+    }
+}
+
+/// The CPU's per-step context: buffers reused across ops and steps.
+#[derive(Default)]
+pub struct CpuCtx {
+    pub(crate) acts: QuantizedActs,
+    pub(crate) moe: MoeScratch,
+    /// `(cos, sin)` per rotated pair of one position
+    cs: Vec<(f32, f32)>,
+    /// LFM2 convolution: `B ⊙ x` of one sequence's rows (`n` × `d`) and its new state
+    bx: Vec<f32>,
+    conv_state: Vec<f32>,
+}
+
+impl CpuCtx {
+    /// For mixture-of-experts models: the smallest gap, since the last call, between the
+    /// selection score of the last expert chosen and the best one left out (None: no routing).
+    pub fn take_routing_margin(&mut self) -> Option<f32> {
+        self.moe.take_min_gap()
+    }
+}
+
+impl KvCache for KvLayer {
+    fn n_ctx(&self) -> usize {
+        KvLayer::n_ctx(self)
+    }
+    fn bytes(&self) -> usize {
+        KvLayer::bytes(self)
+    }
+}
+
+/// Sequences of a step up to which attention plans on the stack (a bigger step allocates).
+const INLINE_SEQS: usize = 32;
+
+impl Backend for Cpu {
+    type Tensor = CpuTensor;
+    type Kv = KvLayer;
+    type Ctx = CpuCtx;
+
+    fn name(&self) -> &'static str {
+        "CPU"
+    }
+
+    fn new_kv(
+        &self,
+        k_ty: KvType,
+        v_ty: KvType,
+        n_ctx: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
+    ) -> KvLayer {
+        KvLayer::with_types(k_ty, v_ty, n_ctx, n_kv_head, head_dim, head_dim_v)
+    }
+
+    fn zeros(&self, rows: usize, cols: usize) -> CpuTensor {
+        CpuTensor::from_vec(vec![0.0; rows * cols], rows, cols)
+    }
+
+    fn fill_zero(&self, _cx: &mut CpuCtx, t: &mut CpuTensor) {
+        t.data_mut().fill(0.0);
+    }
+
+    fn upload(&self, _cx: &mut CpuCtx, data: &[f32], rows: usize, cols: usize, t: &mut CpuTensor) {
+        t.reshape(rows, cols).copy_from_slice(data);
+    }
+
+    fn download(&self, _cx: &mut CpuCtx, t: &CpuTensor, out: &mut Vec<f32>) {
+        out.clear();
+        out.extend_from_slice(t.data());
+    }
+
+    fn shape(&self, t: &CpuTensor) -> (usize, usize) {
+        (t.rows, t.cols)
+    }
+
+    fn reshape(&self, t: &mut CpuTensor, rows: usize, cols: usize) {
+        t.reshape(rows, cols);
+    }
+
+    fn embed(
+        &self,
+        _cx: &mut CpuCtx,
+        table: &Weight,
+        tied: &Weight,
+        tokens: &[u32],
+        out: &mut CpuTensor,
+    ) -> Result<()> {
+        table.pack_tied(tied, self);
+        let d = table.cols;
+        let x = out.reshape(tokens.len(), d);
+        for (t, &tok) in tokens.iter().enumerate() {
+            if tok as usize >= table.rows {
+                return Err(Error::TokenOutOfRange {
+                    id: tok,
+                    n_vocab: table.rows,
+                });
+            }
+            table.row_f32(tok as usize, &mut x[t * d..(t + 1) * d])?;
+        }
+        Ok(())
+    }
+
+    fn matmul(
+        &self,
+        cx: &mut CpuCtx,
+        ops: &mut [(&Weight, &mut CpuTensor)],
+        x: &CpuTensor,
+    ) -> Result<()> {
+        // the input is new: quantize it again for the first weight that needs it
+        cx.acts.invalidate();
+        for (w, out) in ops.iter_mut() {
+            let o = out.reshape(x.rows, w.rows);
+            self.matmul_into(w, x.data(), x.rows, &mut cx.acts, o)?;
+        }
+        Ok(())
+    }
+
+    fn rms_norm(&self, _cx: &mut CpuCtx, x: &CpuTensor, w: &[f32], eps: f32, out: &mut CpuTensor) {
+        let o = out.reshape(x.rows, x.cols);
+        ew::rms_norm(x.data(), w, eps, o);
+    }
+
+    fn rms_norm_inplace(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, w: &[f32], eps: f32) {
+        ew::rms_norm_inplace(x.data_mut(), w, eps);
+    }
+
+    fn add(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, y: &CpuTensor) {
+        assert_eq!(self.shape(x), self.shape(y), "add: shapes differ");
+        ew::add_inplace(x.data_mut(), y.data());
+    }
+
+    fn scale(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, s: f32) {
+        ew::scale_inplace(x.data_mut(), s);
+    }
+
+    fn add_bias(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, bias: &[f32]) {
+        assert_eq!(x.cols, bias.len(), "add_bias: width");
+        ew::add_bias(x.data_mut(), bias);
+    }
+
+    fn glu(&self, _cx: &mut CpuCtx, gate: &mut CpuTensor, up: &CpuTensor, act: Act) {
+        assert_eq!(self.shape(gate), self.shape(up), "glu: shapes differ");
+        let f = match act {
+            Act::Silu => ew::silu,
+            Act::Gelu => ew::gelu,
+        };
+        ew::glu_inplace(gate.data_mut(), up.data(), f);
+    }
+
+    fn softcap(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, cap: f32) {
+        ew::softcap_inplace(x.data_mut(), cap);
+    }
+
+    fn copy_cols(
+        &self,
+        _cx: &mut CpuCtx,
+        src: &CpuTensor,
+        col0: usize,
+        n: usize,
+        dst: &mut CpuTensor,
+    ) {
+        assert!(col0 + n <= src.cols, "copy_cols past the row");
+        let w = src.cols;
+        let d = dst.reshape(src.rows, n);
+        for (o, row) in d.chunks_exact_mut(n.max(1)).zip(src.data().chunks_exact(w)) {
+            o.copy_from_slice(&row[col0..col0 + n]);
+        }
+    }
+
+    fn gather_rows(&self, _cx: &mut CpuCtx, src: &CpuTensor, rows: &[usize], dst: &mut CpuTensor) {
+        let w = src.cols;
+        let s = src.data();
+        let d = dst.reshape(rows.len(), w);
+        for (o, &r) in d.chunks_exact_mut(w.max(1)).zip(rows) {
+            o.copy_from_slice(&s[r * w..(r + 1) * w]);
+        }
+    }
+
+    fn rope(
+        &self,
+        cx: &mut CpuCtx,
+        x: &mut CpuTensor,
+        n_head: usize,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        let w = x.cols;
+        assert_eq!(pos.len(), x.rows, "rope: one position per row");
+        assert!(w >= n_head * head_dim);
+        cx.cs.resize(cfg.n_rot / 2, (0.0, 0.0));
+        for (row, &p) in x.data_mut().chunks_exact_mut(w).zip(pos) {
+            cfg.cos_sin(p as i64, &mut cx.cs);
+            cfg.apply(&mut row[..n_head * head_dim], n_head, head_dim, &cx.cs);
+        }
+    }
+
+    fn kv_store(
+        &self,
+        _cx: &mut CpuCtx,
+        kv: &mut KvLayer,
+        k: &CpuTensor,
+        v: &CpuTensor,
+        s: SeqSpan,
+    ) {
+        let (kd, vd) = (k.cols, v.cols);
+        let rk = &k.data()[s.row0 * kd..(s.row0 + s.n) * kd];
+        let rv = &v.data()[s.row0 * vd..(s.row0 + s.n) * vd];
+        kv.store(s.pos0, rk, rv);
+    }
+
+    fn attention(
+        &self,
+        _cx: &mut CpuCtx,
+        q: &CpuTensor,
+        kv: &[&KvLayer],
+        spans: &[SeqSpan],
+        p: &AttentionParams,
+        out: &mut CpuTensor,
+    ) {
+        assert_eq!(kv.len(), spans.len(), "attention: one cache per sequence");
+        let o = out.reshape(q.rows, p.n_head * p.head_dim_v);
+        if spans.is_empty() {
+            return;
+        }
+        let seq = |i: usize| AttnSeq {
+            kv: kv[i],
+            pos0: spans[i].pos0,
+            row0: spans[i].row0,
+            n: spans[i].n,
+        };
+        if spans.len() <= INLINE_SEQS {
+            let mut list = [seq(0); INLINE_SEQS];
+            for (i, e) in list.iter_mut().enumerate().take(spans.len()) {
+                *e = seq(i);
+            }
+            self.attention_batch(q.data(), &list[..spans.len()], p, o);
+        } else {
+            let list: Vec<AttnSeq> = (0..spans.len()).map(seq).collect();
+            self.attention_batch(q.data(), &list, p, o);
+        }
+    }
+
+    fn short_conv(
+        &self,
+        cx: &mut CpuCtx,
+        bcx: &CpuTensor,
+        kernel: &[f32],
+        state: &mut CpuTensor,
+        s: SeqSpan,
+        out: &mut CpuTensor,
+    ) {
+        let d = bcx.cols / 3;
+        let l = kernel.len() / d.max(1);
+        assert_eq!(
+            (out.rows, out.cols),
+            (bcx.rows, d),
+            "short_conv: output shape"
+        );
+        let rows = &bcx.data()[s.row0 * 3 * d..(s.row0 + s.n) * 3 * d];
+        cx.bx.resize(s.n * d, 0.0);
+        for (b, row) in cx.bx.chunks_exact_mut(d).zip(rows.chunks_exact(3 * d)) {
+            for ((o, &bv), &xv) in b.iter_mut().zip(&row[..d]).zip(&row[2 * d..]) {
+                *o = bv * xv;
+            }
+        }
+        let st = state.data_mut();
+        assert_eq!(st.len(), (l - 1) * d, "short_conv: state size");
+        let dst = &mut out.data_mut()[s.row0 * d..(s.row0 + s.n) * d];
+        causal_conv(&cx.bx, d, st, kernel, dst, &mut cx.conv_state);
+        for (y, row) in dst.chunks_exact_mut(d).zip(rows.chunks_exact(3 * d)) {
+            for (yv, &cv) in y.iter_mut().zip(&row[d..2 * d]) {
+                *yv *= cv;
+            }
+        }
+    }
+
+    fn moe(
+        &self,
+        cx: &mut CpuCtx,
+        w: &MoeWeights,
+        h: &CpuTensor,
+        out: &mut CpuTensor,
+    ) -> Result<()> {
+        let o = out.reshape(h.rows, h.cols);
+        moe::moe_ffn(
+            self,
+            w,
+            h.data(),
+            h.rows,
+            self.moe_dispatch(),
+            &mut cx.moe,
+            o,
+        )
+    }
+}
+
+/// The causal depthwise convolution as ggml's `ssm_conv`: each channel `c` has `l` taps, the
+/// first for the oldest input; `out[t][c] = Σ_k w[c][k] · seq[t + k][c]`, where `seq` is the
+/// state (`l - 1` rows of `d`) followed by the `n` rows of `x`. Afterwards the state holds the
+/// last `l - 1` rows of `seq` (`tmp` is the scratch for it).
+pub(crate) fn causal_conv(
+    x: &[f32],
+    d: usize,
+    state: &mut [f32],
+    kernel: &[f32],
+    out: &mut [f32],
+    tmp: &mut Vec<f32>,
+) {
+    let n = x.len() / d;
+    let l = kernel.len() / d;
+    let dc = l - 1;
+    debug_assert_eq!(state.len(), dc * d);
+    debug_assert_eq!(out.len(), n * d);
+    // row j of seq: state row j for j < dc, else x row j - dc
+    let row = |j: usize| -> &[f32] {
+        if j < dc {
+            &state[j * d..(j + 1) * d]
+        } else {
+            &x[(j - dc) * d..(j - dc + 1) * d]
+        }
+    };
+    for t in 0..n {
+        let o = &mut out[t * d..(t + 1) * d];
+        for (c, oc) in o.iter_mut().enumerate() {
+            let w = &kernel[c * l..(c + 1) * l];
+            let mut s = 0f32;
+            for (k, &wk) in w.iter().enumerate() {
+                s += row(t + k)[c] * wk;
+            }
+            *oc = s;
+        }
+    }
+    // the new state: the last dc rows of seq (n + dc rows)
+    tmp.resize(dc * d, 0.0);
+    for j in 0..dc {
+        tmp[j * d..(j + 1) * d].copy_from_slice(row(n + j));
+    }
+    state.copy_from_slice(tmp);
+}

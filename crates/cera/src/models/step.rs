@@ -1,0 +1,281 @@
+//! One forward step over several sequences: what each sequence brings ([`SeqInput`]), the
+//! step's working buffers ([`Workspace`]) and the pieces every architecture shares (the step
+//! plan, the per-layer list of caches, logits out).
+
+use super::SeqState;
+use crate::backend::{Backend, Cpu, SeqSpan, Weight};
+use crate::error::{Error, Result};
+
+/// Which of a sequence's rows in a step produce logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Logits {
+    /// None (a prefill chunk that is not the prompt's last).
+    None,
+    /// The last token's (decode, the end of a prompt).
+    Last,
+    /// Every token's (verifying drafted tokens, perplexity).
+    All,
+}
+
+impl Logits {
+    fn rows(self, n: usize) -> usize {
+        match self {
+            Logits::None => 0,
+            Logits::Last => 1,
+            Logits::All => n,
+        }
+    }
+}
+
+/// One sequence's part of a step: its state, its tokens at positions `pos0..`, and which rows
+/// want logits.
+pub struct SeqInput<'a, B: Backend = Cpu> {
+    pub state: &'a mut SeqState<B>,
+    pub tokens: &'a [u32],
+    pub pos0: usize,
+    pub logits: Logits,
+}
+
+/// The working buffers of a step, reused across steps so steady-state decoding allocates
+/// nothing. Shapes are per step: `n` tokens of every sequence together.
+pub struct Workspace<B: Backend = Cpu> {
+    /// The backend's per-step context.
+    pub cx: B::Ctx,
+    /// `[n, n_embd]` residual stream; `h` the normed input of a block; `o` a block's output
+    pub(crate) x: B::Tensor,
+    pub(crate) h: B::Tensor,
+    pub(crate) o: B::Tensor,
+    /// `[n, n_head*head_dim]`, `[n, n_kv*head_dim]`, `[n, n_kv*head_dim_v]`
+    pub(crate) q: B::Tensor,
+    pub(crate) k: B::Tensor,
+    pub(crate) v: B::Tensor,
+    /// `[n, n_head*head_dim_v]`
+    pub(crate) att: B::Tensor,
+    /// `[n, n_ff]` each (`up` is `[n, 2*n_ff]` for a fused gate/up before it is split)
+    pub(crate) gate: B::Tensor,
+    pub(crate) up: B::Tensor,
+    /// LFM2: `[n, 3*n_embd]` in-projection (B, C, x) and `[n, n_embd]` convolution output
+    pub(crate) bcx: B::Tensor,
+    pub(crate) conv: B::Tensor,
+    /// `[r, n_embd]` the rows that want logits, normed; `[r, n_vocab]` their logits
+    pub(crate) sel: B::Tensor,
+    pub(crate) hn: B::Tensor,
+    pub(crate) lg: B::Tensor,
+    /// Per token of the step: id and position (host copies of the plan).
+    pub(crate) tokens: Vec<u32>,
+    pub(crate) pos: Vec<usize>,
+    /// Per sequence: its rows.
+    pub(crate) spans: Vec<SeqSpan>,
+    /// The rows whose logits are returned, in output order.
+    pub(crate) out_rows: Vec<usize>,
+}
+
+impl<B: Backend> Default for Workspace<B> {
+    fn default() -> Self {
+        Workspace {
+            cx: Default::default(),
+            x: Default::default(),
+            h: Default::default(),
+            o: Default::default(),
+            q: Default::default(),
+            k: Default::default(),
+            v: Default::default(),
+            att: Default::default(),
+            gate: Default::default(),
+            up: Default::default(),
+            bcx: Default::default(),
+            conv: Default::default(),
+            sel: Default::default(),
+            hn: Default::default(),
+            lg: Default::default(),
+            tokens: Vec::new(),
+            pos: Vec::new(),
+            spans: Vec::new(),
+            out_rows: Vec::new(),
+        }
+    }
+}
+
+impl<B: Backend> Workspace<B> {
+    /// Lays the sequences' tokens end to end and checks them: at least one token each, room in
+    /// each cache, ids in the vocabulary. Nothing is computed when a check fails.
+    pub(crate) fn plan(&mut self, seqs: &[SeqInput<'_, B>], n_vocab: usize) -> Result<()> {
+        if seqs.is_empty() {
+            return Err(Error::Model("a step needs at least one sequence".into()));
+        }
+        self.tokens.clear();
+        self.pos.clear();
+        self.spans.clear();
+        self.out_rows.clear();
+        for (i, s) in seqs.iter().enumerate() {
+            let n = s.tokens.len();
+            if n == 0 {
+                return Err(Error::Model(format!(
+                    "sequence {i} of the step has no tokens"
+                )));
+            }
+            let n_ctx = s.state.n_ctx();
+            if s.pos0 + n > n_ctx {
+                return Err(Error::ContextOverflow {
+                    n_ctx,
+                    needed: s.pos0 + n,
+                });
+            }
+            if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+                return Err(Error::TokenOutOfRange { id: bad, n_vocab });
+            }
+            let row0 = self.tokens.len();
+            self.spans.push(SeqSpan {
+                row0,
+                n,
+                pos0: s.pos0,
+            });
+            self.tokens.extend_from_slice(s.tokens);
+            self.pos.extend(s.pos0..s.pos0 + n);
+            let r = s.logits.rows(n);
+            self.out_rows.extend(row0 + n - r..row0 + n);
+        }
+        Ok(())
+    }
+
+    /// Tokens in the step.
+    pub(crate) fn n(&self) -> usize {
+        self.tokens.len()
+    }
+}
+
+/// Sequences up to which the per-layer list of caches lives on the stack.
+const INLINE_SEQS: usize = 32;
+
+/// Calls `f` with layer `il`'s cache of every sequence, in input order.
+pub(crate) fn with_layer_kv<B: Backend, R>(
+    seqs: &[SeqInput<'_, B>],
+    il: usize,
+    f: impl FnOnce(&[&B::Kv]) -> R,
+) -> R {
+    if seqs.len() <= INLINE_SEQS {
+        let first = &seqs[0].state.kv[il];
+        let mut list = [first; INLINE_SEQS];
+        for (e, s) in list.iter_mut().zip(seqs) {
+            *e = &s.state.kv[il];
+        }
+        f(&list[..seqs.len()])
+    } else {
+        let list: Vec<&B::Kv> = seqs.iter().map(|s| &s.state.kv[il]).collect();
+        f(&list)
+    }
+}
+
+/// What follows the output projection.
+pub(crate) struct LogitsPost {
+    /// Divides the logits (granite's `logit_scale`).
+    pub divisor: f32,
+    pub softcap: Option<f32>,
+}
+
+/// The final norm and output projection for the rows that want logits, read back to `logits`.
+pub(crate) fn logits_out<B: Backend>(
+    be: &B,
+    ws: &mut Workspace<B>,
+    norm: &[f32],
+    eps: f32,
+    output: &Weight,
+    post: LogitsPost,
+    logits: &mut Vec<f32>,
+) -> Result<()> {
+    logits.clear();
+    if ws.out_rows.is_empty() {
+        return Ok(());
+    }
+    let n = ws.n();
+    // every row, in order (a single-sequence `All`): norm the stream as it is
+    let all = ws.out_rows.len() == n;
+    if all {
+        be.rms_norm(&mut ws.cx, &ws.x, norm, eps, &mut ws.hn);
+    } else {
+        be.gather_rows(&mut ws.cx, &ws.x, &ws.out_rows, &mut ws.sel);
+        be.rms_norm(&mut ws.cx, &ws.sel, norm, eps, &mut ws.hn);
+    }
+    dump(be, ws, "result_norm", None, Buf::Hn);
+    be.matmul(&mut ws.cx, &mut [(output, &mut ws.lg)], &ws.hn)?;
+    if post.divisor != 1.0 {
+        be.scale(&mut ws.cx, &mut ws.lg, 1.0 / post.divisor);
+    }
+    if let Some(cap) = post.softcap {
+        be.softcap(&mut ws.cx, &mut ws.lg, cap);
+    }
+    be.download(&mut ws.cx, &ws.lg, logits);
+    Ok(())
+}
+
+/// Which workspace buffer [`dump`] prints.
+#[derive(Clone, Copy)]
+pub(crate) enum Buf {
+    X,
+    H,
+    O,
+    Q,
+    K,
+    V,
+    Att,
+    Gate,
+    Up,
+    Hn,
+}
+
+/// `CERA_DUMP=1` prints each intermediate's sum and first values under llama.cpp's tensor names
+/// (`attn_norm-0`, `Qcur-0`, `ffn_out-3`, …), to diff against `llama-eval-callback`. Reads the
+/// tensor back, so it is off unless asked for.
+pub(crate) fn dump<B: Backend>(
+    be: &B,
+    ws: &mut Workspace<B>,
+    name: &str,
+    il: Option<usize>,
+    buf: Buf,
+) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var_os("CERA_DUMP").is_some()) {
+        return;
+    }
+    let t = match buf {
+        Buf::X => &ws.x,
+        Buf::H => &ws.h,
+        Buf::O => &ws.o,
+        Buf::Q => &ws.q,
+        Buf::K => &ws.k,
+        Buf::V => &ws.v,
+        Buf::Att => &ws.att,
+        Buf::Gate => &ws.gate,
+        Buf::Up => &ws.up,
+        Buf::Hn => &ws.hn,
+    };
+    let mut data = Vec::new();
+    be.download(&mut ws.cx, t, &mut data);
+    let sum: f64 = data.iter().map(|&x| x as f64).sum();
+    let name = match il {
+        Some(i) => format!("{name}-{i}"),
+        None => name.to_owned(),
+    };
+    eprintln!(
+        "{name:>16} sum = {sum:>14.6} first = {:?}",
+        &data[..data.len().min(3)]
+    );
+    if std::env::var_os("CERA_DUMP_ROWS").is_some() && data.len() >= 5 {
+        let n = data.len() / 5;
+        for r in 0..5 {
+            let row = &data[r * n..(r + 1) * n];
+            if row.len() >= 6 {
+                eprintln!(
+                    "      [{:10.4} {:10.4} {:10.4} ... {:10.4} {:10.4} {:10.4}]",
+                    row[0],
+                    row[1],
+                    row[2],
+                    row[n - 3],
+                    row[n - 2],
+                    row[n - 1]
+                );
+            }
+        }
+    }
+}
