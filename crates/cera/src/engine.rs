@@ -1,10 +1,11 @@
 //! The engine: one loaded model (immutable, mmap-backed, `Send + Sync`) with its tokenizer and
-//! chat template, serving any number of sessions.
+//! chat template, serving any number of sessions, alone or several in one step ([`Engine::batch`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::backend::{Cpu, KvType};
+use crate::batch::Batch;
 use crate::error::Result;
 use crate::gguf::GgufFile;
 use crate::models::Model;
@@ -51,6 +52,8 @@ pub(crate) struct EngineInner {
     pub(crate) n_ctx_train: usize,
     /// The vocabulary as a prefix tree for grammar masks, built on first use.
     pub(crate) token_trie: std::sync::OnceLock<crate::grammar::TokenTrie>,
+    /// Working buffers of batched steps, reused from step to step.
+    pub(crate) workspaces: std::sync::Mutex<Vec<crate::models::Workspace>>,
 }
 
 impl EngineInner {
@@ -97,6 +100,7 @@ impl Engine {
                 cpu: Cpu::new(n_threads),
                 n_ctx_train,
                 token_trie: std::sync::OnceLock::new(),
+                workspaces: Default::default(),
             }),
         })
     }
@@ -104,6 +108,12 @@ impl Engine {
     /// A new, empty session.
     pub fn session(&self, opts: SessionOptions) -> Session {
         Session::new(Arc::clone(&self.inner), opts)
+    }
+
+    /// A step over several sessions of this engine (see [`crate::batch`]): add each session's
+    /// tokens, then run them in one forward pass.
+    pub fn batch<'s>(&self) -> Batch<'s> {
+        Batch::new(Arc::clone(&self.inner))
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

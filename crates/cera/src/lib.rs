@@ -5,12 +5,12 @@
 //! table, [`backend`] the ops models are written against, [`models`] the architectures,
 //! [`tokenizer`] and [`chat`] turn text into tokens and conversations into prompts, [`sample`]
 //! picks tokens ([`grammar`] constrains it to GBNF grammars and JSON Schemas; [`tools`] renders
-//! tool definitions and reads tool calls back), and [`engine`] / [`session`] tie it together.
-//! [`fetch`] brings models into the local cache.
-//! every ggml tensor type, [`tokenizer`] turns text into token ids and back, and [`fetch`] brings
-//! models into the local cache.
+//! tool definitions and reads tool calls back), and [`engine`] / [`session`] tie it together;
+//! [`batch`] runs several sessions in one forward step. [`fetch`] brings models into the local
+//! cache.
 
 pub mod backend;
+pub mod batch;
 pub mod chat;
 pub mod engine;
 pub mod error;

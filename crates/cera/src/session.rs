@@ -113,12 +113,12 @@ impl CancelHandle {
 }
 
 pub struct Session {
-    engine: Arc<EngineInner>,
-    state: ModelState,
-    tokens: Vec<u32>,
-    logits: Vec<f32>,
+    pub(crate) engine: Arc<EngineInner>,
+    pub(crate) state: ModelState,
+    pub(crate) tokens: Vec<u32>,
+    pub(crate) logits: Vec<f32>,
     /// Whether `logits` belong to the last token in `tokens`.
-    logits_valid: bool,
+    pub(crate) logits_valid: bool,
     n_ctx: usize,
     n_ubatch: usize,
     cancel: Arc<AtomicBool>,
@@ -226,21 +226,7 @@ impl Session {
             return Err(Error::TokenOutOfRange { id: bad, n_vocab });
         }
         self.cancel.store(false, Ordering::Release);
-        if self.replay {
-            let e = &self.engine;
-            for (i, chunk) in self.tokens.chunks(self.n_ubatch).enumerate() {
-                e.model.forward(
-                    &e.cpu,
-                    &mut self.state,
-                    chunk,
-                    i * self.n_ubatch,
-                    false,
-                    &mut self.logits,
-                )?;
-            }
-            self.replay = false;
-            self.logits_valid = true;
-        }
+        self.catch_up()?;
         let mut all_logits = Vec::new();
         let t0 = Instant::now();
         for chunk in toks.chunks(self.n_ubatch) {
@@ -266,6 +252,27 @@ impl Session {
             self.logits.drain(..start);
         }
         Ok(all_logits)
+    }
+
+    /// After a truncate on a model with recurrent state: prefills the kept tokens again, so the
+    /// state matches `tokens` before anything new is appended.
+    pub(crate) fn catch_up(&mut self) -> Result<()> {
+        if self.replay {
+            let e = &self.engine;
+            for (i, chunk) in self.tokens.chunks(self.n_ubatch).enumerate() {
+                e.model.forward(
+                    &e.cpu,
+                    &mut self.state,
+                    chunk,
+                    i * self.n_ubatch,
+                    false,
+                    &mut self.logits,
+                )?;
+            }
+            self.replay = false;
+            self.logits_valid = true;
+        }
+        Ok(())
     }
 
     /// Samples and feeds tokens until a stop condition, streaming text to `sink`.

@@ -366,9 +366,9 @@ parity!(
 /// The LFM2 family's own checks, beyond parity.
 mod lfm2 {
     use super::*;
+    use cera::backend::moe::Dispatch;
     use cera::engine::{Engine, EngineOptions, SessionOptions};
     use cera::gguf::{GgufWriter, Value};
-    use cera::backend::moe::Dispatch;
 
     fn load(bytes: Vec<u8>) -> cera::Result<Model> {
         Model::load(Arc::new(GgufFile::from_bytes(bytes)?))
