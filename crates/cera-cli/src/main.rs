@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod batched_bench;
 mod bench;
 mod chat;
 mod common;
@@ -36,6 +37,8 @@ enum Command {
     Chat(chat::Args),
     /// Prompt and generation throughput, with llama-bench's flags and output.
     Bench(bench::Args),
+    /// Throughput of several sequences decoded together (llama-batched-bench's flags and table).
+    BatchedBench(batched_bench::Args),
     /// The CPU kernel tier in use and where models are cached.
     Info(info::Args),
     /// Perplexity of a text file, computed as llama-perplexity does.
@@ -53,7 +56,9 @@ enum Command {
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
 /// `-c tk`, so those are rewritten to their `--` form first.
 fn llama_style_args() -> Vec<std::ffi::OsString> {
-    const ONE_DASH: [&str; 2] = ["-ctk", "-ctv"];
+    const ONE_DASH: [&str; 8] = [
+        "-ctk", "-ctv", "-npp", "-ntg", "-npl", "-pps", "-tgs", "-ub",
+    ];
     std::env::args_os()
         .map(|a| match a.to_str() {
             Some(s) if ONE_DASH.contains(&s) => format!("-{s}").into(),
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Chat(a) => chat::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::BatchedBench(a) => batched_bench::run(a),
         Command::Info(a) => info::run(a),
         Command::Perplexity(a) => perplexity::run(a),
         Command::Inspect(a) => inspect::run(a),

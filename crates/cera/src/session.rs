@@ -172,6 +172,29 @@ impl Session {
         CancelHandle(Arc::clone(&self.cancel))
     }
 
+    /// A new session with a copy of this one's context (tokens, KV cache, recurrent state and
+    /// logits): several continuations of one prompt prefill it once.
+    pub fn fork(&self) -> Session {
+        let mut tokens = Vec::with_capacity(self.n_ctx);
+        tokens.extend_from_slice(&self.tokens);
+        Session {
+            engine: Arc::clone(&self.engine),
+            state: ModelState {
+                seq: self.state.seq.clone(),
+                ws: Default::default(),
+            },
+            tokens,
+            logits: self.logits.clone(),
+            logits_valid: self.logits_valid,
+            n_ctx: self.n_ctx,
+            n_ubatch: self.n_ubatch,
+            cancel: Arc::new(AtomicBool::new(false)),
+            pending_prompt: 0,
+            pending_prefill: Duration::ZERO,
+            replay: self.replay,
+        }
+    }
+
     /// Empties the context.
     pub fn reset(&mut self) {
         self.tokens.clear();

@@ -56,6 +56,20 @@ pub struct SeqState<B: Backend = Cpu> {
     n_ctx: usize,
 }
 
+impl<B: Backend> Clone for SeqState<B>
+where
+    B::Kv: Clone,
+    B::Tensor: Clone,
+{
+    fn clone(&self) -> Self {
+        SeqState {
+            kv: self.kv.clone(),
+            conv: self.conv.clone(),
+            n_ctx: self.n_ctx,
+        }
+    }
+}
+
 impl<B: Backend> SeqState<B> {
     /// Positions the cache holds.
     pub fn n_ctx(&self) -> usize {

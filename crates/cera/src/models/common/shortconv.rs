@@ -16,6 +16,20 @@ pub struct ConvState<B: Backend = Cpu> {
     bytes: usize,
 }
 
+impl<B: Backend> Clone for ConvState<B>
+where
+    B::Tensor: Clone,
+{
+    fn clone(&self) -> Self {
+        ConvState {
+            layers: self.layers.clone(),
+            n_past: self.n_past,
+            fresh: self.fresh,
+            bytes: self.bytes,
+        }
+    }
+}
+
 impl<B: Backend> Default for ConvState<B> {
     fn default() -> Self {
         ConvState {
