@@ -9,7 +9,9 @@
 //! - every op takes the caller's [`Backend::Ctx`], the per-step recording context (on the CPU
 //!   the quantized-activation and MoE scratch; on a GPU, the step's command encoder), so a whole
 //!   step can be recorded and submitted once;
-//! - the only reads back to the host are [`Backend::download`] of the logits rows;
+//! - the only reads back to the host are [`Backend::download`] of the logits rows; the host
+//!   slices some ops take (token ids, positions, sequence spans) are constants of the step,
+//!   the same slice for every layer, so a GPU backend uploads each once per step;
 //! - per-sequence state (KV caches, LFM2 convolution inputs) is backend memory
 //!   ([`Backend::Kv`], [`Backend::Tensor`]), owned by the session, never by the model;
 //! - one step may hold several sequences: the cache update, attention and the convolution name
