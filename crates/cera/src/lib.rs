@@ -8,6 +8,10 @@
 //! tool definitions and reads tool calls back), and [`engine`] / [`session`] tie it together;
 //! [`batch`] runs several sessions in one forward step. [`fetch`] brings models into the local
 //! cache.
+//!
+//! Below both `quant` and `kernels` sits the crate-private `simd` module, the x86 and NEON
+//! building blocks the per-format SIMD kernels share, so the imports run `kernels` → `quant` →
+//! `simd` and never back up.
 
 pub mod backend;
 pub mod batch;
@@ -24,6 +28,7 @@ pub mod quant;
 pub mod runtime;
 pub mod sample;
 pub mod session;
+pub(crate) mod simd;
 pub mod tokenizer;
 pub mod tools;
 

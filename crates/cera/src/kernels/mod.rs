@@ -9,9 +9,11 @@
 //!
 //! The per-format code lives beside each format in [`crate::quant`]: the scalar reference
 //! `vec_dot_scalar` in `quant/<format>.rs`, SIMD versions in `quant/<format>/x86.rs` and
-//! `quant/<format>/neon.rs`. This
-//! module only detects the CPU ([`cpu`]) and fills one [`KernelTable`] of function pointers per
-//! [`CpuTier`].
+//! `quant/<format>/neon.rs`, built from the building blocks they share in `crate::simd` (the
+//! layer below both `quant` and this module, so the imports run `kernels` → `quant` → `simd`
+//! with no cycle). This module only detects the CPU ([`cpu`]), packs weights and activations for
+//! the GEMMs ([`pack`], [`ActRows::pack`]) and fills one [`KernelTable`] of function pointers
+//! per [`CpuTier`].
 //!
 //! # Activation quantization and rounding
 //! Activations are quantized as ggml's CPU backend quantizes them (not as its `_ref`
@@ -46,8 +48,8 @@
 //!   On AMD Zen 4, which executes 512-bit instructions as two 256-bit halves, the same choice
 //!   costs nothing.
 //! - `Neon` and `NeonDotprod` (aarch64): each kernel is one generic body over the i8 dot step
-//!   (`neon::Dot`), instantiated with `smull`/`smull2` + `sadalp` (baseline ASIMD) and with
-//!   `sdot` (dot product extension, written as inline assembly: its intrinsic is unstable).
+//!   (`simd::neon::Dot`), instantiated with `smull`/`smull2` + `sadalp` (baseline ASIMD) and
+//!   with `sdot` (dot product extension, written as inline assembly: its intrinsic is unstable).
 //!   Codes are decoded to i8 vectors (nibble masks and shifts, `tbl` for the IQ4 tables), the
 //!   integer sums reduced per block (or per 16/32-element sub-block for the K-quants) and
 //!   weighted as the scalar code does. F16 conversions use `fcvtl`/`fcvtn`, also as assembly.
@@ -66,8 +68,8 @@
 //! of accumulators per step.
 //!
 //! The AVX2 tier runs the same x8 kernels (one body per format, generic over the four-byte
-//! dot-accumulate `x86::Dp`) with `vpmaddubsw` + `vpmaddwd` in place of `vpdpbusd`, for the
-//! formats where that is exact: Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K (codes below 128), and
+//! dot-accumulate `simd::x86::Dp`) with `vpmaddubsw` + `vpmaddwd` in place of `vpdpbusd`, for
+//! the formats where that is exact: Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K (codes below 128), and
 //! Q8_0 and IQ4_NL as signed values through the sign trick. Its other formats run the GEMV per
 //! token.
 //!
@@ -79,11 +81,7 @@
 //! for 1 to 4 tokens.
 
 pub mod cpu;
-#[cfg(target_arch = "aarch64")]
-pub(crate) mod neon;
 pub mod pack;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod x86;
 
 use std::sync::OnceLock;
 
@@ -93,6 +91,10 @@ use crate::quant::{
     self, GgmlType, as_blocks, float, iq4_nl, iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1,
     q5_k, q6_k, q8_0, q8_1, q8_k,
 };
+use crate::simd::GemmActs;
+#[cfg(target_arch = "aarch64")]
+pub(crate) use crate::simd::neon;
+pub use crate::simd::{ActRows, PACKED_BLOCK_BYTES};
 
 /// `Σ w·a` over `n` elements of a weight row and an activation row, both as raw bytes.
 type DotFn = fn(usize, &[u8], &[u8]) -> f32;
@@ -104,26 +106,9 @@ type QuantRowFn = fn(&[f32], &mut [u8]);
 /// of `w` (`k` elements each; x8-packed for the 32-element formats).
 type GemmFn = fn(usize, usize, &[u8], &ActRows<'_>, &mut [f32], usize);
 
-/// Up to four activation rows for a GEMM kernel: the quantized rows (the K-quant kernels read
-/// these) and, for Q8_0 and Q8_1, the same tokens packed per block ([`ActRows::pack`]), which is
-/// what the 32-element kernels read.
-#[derive(Clone, Copy)]
-pub struct ActRows<'a> {
-    pub n: usize,
-    pub rows: [&'a [u8]; 4],
-    pub packed: &'a [u8],
-}
-
-/// Bytes per token and 32-block in [`ActRows::pack`]'s layout: 32 codes, `d`, and `Σa` or `s`.
-pub const PACKED_BLOCK_BYTES: usize = 40;
-
+// `ActRows` and `GemmActs` are defined in `simd` (the per-format kernels in `quant` take them);
+// the methods that read the formats' blocks are defined here, above `quant`.
 impl ActRows<'_> {
-    /// Bytes [`ActRows::pack`] writes for `n` tokens of `nb` blocks (with 16 bytes of padding, so
-    /// the kernels may load four `s` values at once).
-    pub fn packed_len(n: usize, nb: usize) -> usize {
-        n * nb * PACKED_BLOCK_BYTES + 16
-    }
-
     /// Interleaves up to four quantized Q8_0 or Q8_1 rows per 32-block: for each block, the
     /// `n` tokens' 32 codes, then their scales `d` (f32), then per token either the integer
     /// `Σa` (i32, Q8_0: the zero-point formats take `z·Σa` off in integers) or Q8_1's stored
@@ -156,13 +141,6 @@ impl ActRows<'_> {
             }
         }
     }
-}
-
-/// The typed rows of an [`ActRows`], for the K-quant kernels.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub(crate) struct GemmActs<'a, A> {
-    pub n: usize,
-    pub blocks: [&'a [A]; 4],
 }
 
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]

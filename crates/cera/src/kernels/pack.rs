@@ -36,62 +36,15 @@
 //! Rows past the end of the matrix (the last group) are zero. The layouts hold the bytes of the
 //! original blocks (Q4_K: its scales decoded, 4 bytes more per row and super-block), so a packed
 //! matrix is about as large as the original (plus padding rows).
+//!
+//! The layout's sizes and offsets ([`GROUP_ROWS`], [`superblock_bytes`], [`block_cols`],
+//! [`scale_offsets`], [`packed_len`]) are defined beside the formats, in `quant::x8_layout`,
+//! because the GEMM kernels in `quant/<format>/x86.rs` read them too; they are re-exported here.
 
 use crate::quant::GgmlType;
-
-/// Rows per group.
-pub const GROUP_ROWS: usize = 8;
-
-/// Bytes of one super-block (eight rows × one 32-column block), or `None` for formats without
-/// an x8 layout.
-pub fn superblock_bytes(ty: GgmlType) -> Option<usize> {
-    use GgmlType::*;
-    Some(match ty {
-        Q4_0 | IQ4_NL => 128 + 16,
-        Q4_1 => 128 + 32,
-        Q5_0 => 128 + 32 + 16,
-        Q5_1 => 128 + 32 + 32,
-        Q8_0 => 256 + 16,
-        Q4_K => 1024 + 64 + 64 + 32,
-        Q5_K => 1024 + 64 + 64 + 32 + 256,
-        IQ4_XS => 1024 + 64 + 16,
-        Q2_K => 512 + 128 + 32,
-        Q3_K => 512 + 256 + 128 + 16,
-        Q6_K => 1024 + 512 + 128 + 16,
-        _ => return None,
-    })
-}
-
-/// Columns one super-block covers.
-pub fn block_cols(ty: GgmlType) -> usize {
-    match ty {
-        GgmlType::Q2_K
-        | GgmlType::Q3_K
-        | GgmlType::Q4_K
-        | GgmlType::Q5_K
-        | GgmlType::Q6_K
-        | GgmlType::IQ4_XS => 256,
-        _ => 32,
-    }
-}
-
-/// Offsets of the `d` and `m` arrays inside a super-block.
-pub fn scale_offsets(ty: GgmlType) -> (usize, usize) {
-    use GgmlType::*;
-    let codes = match ty {
-        Q8_0 => 256,
-        Q5_0 | Q5_1 => 128 + 32,
-        _ => 128,
-    };
-    (codes, codes + 16)
-}
-
-/// Bytes of a packed `rows` × `k` matrix.
-pub fn packed_len(ty: GgmlType, rows: usize, k: usize) -> Option<usize> {
-    let sb = superblock_bytes(ty)?;
-    let bc = block_cols(ty);
-    (k.is_multiple_of(bc)).then(|| rows.div_ceil(GROUP_ROWS) * (k / bc) * sb)
-}
+pub use crate::quant::x8_layout::{
+    GROUP_ROWS, block_cols, packed_len, scale_offsets, superblock_bytes,
+};
 
 /// Packs `rows` rows of `k` columns (`src`, the format's plain blocks) into `dst`
 /// (`packed_len` bytes).

@@ -5,14 +5,20 @@
 //! compile-time size check, the scalar dequantizer and, where we support it, the reference
 //! quantizer, and the scalar dot product against the format's activation type (`vec_dot_scalar`).
 //! SIMD versions of the dot products live in a submodule per instruction set beside the format
-//! (`q4_0/x86.rs` for AVX2 and AVX-512; a `neon.rs` would sit next to it); `crate::kernels` picks
-//! one per type at run time.
+//! (`q4_0/x86.rs` for AVX2 and AVX-512, `q4_0/neon.rs` for aarch64); `kernels` picks one per
+//! type at run time. They are built from the shared building blocks in `simd`, the layer below
+//! this one: `kernels` imports `quant` and `simd`, `quant` imports `simd`, and `quant` never
+//! imports `kernels` (`tests/layering.rs` checks it). The shared pieces that need this module's
+//! types are here: the x8 layout's geometry (`x8_layout`) and the `NeonI8mm` GEMM drivers
+//! (`i8mm`).
 
 use std::fmt;
 
 use crate::error::{Error, Result};
 
 pub(crate) mod float;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod i8mm;
 pub mod iq1_m;
 pub mod iq1_s;
 pub mod iq2_s;
@@ -40,6 +46,7 @@ pub mod q8_1;
 pub mod q8_k;
 pub mod tq1_0;
 pub mod tq2_0;
+pub(crate) mod x8_layout;
 
 /// Elements per super-block of the K-quants and most IQ formats.
 pub const QK_K: usize = 256;

@@ -4,7 +4,7 @@
 
 use std::arch::aarch64::*;
 
-use crate::kernels::neon::{f16x4_to_f32, f32x4_to_f16, ld_f32};
+use crate::simd::neon::{f16x4_to_f32, f32x4_to_f16, ld_f32};
 
 /// Loads 8 u16 from 16 bytes.
 #[inline]

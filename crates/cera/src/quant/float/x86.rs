@@ -6,8 +6,8 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::x86::{hsum_ps, hsum512_ps};
 use crate::quant::q8_0::x86::ld_ps;
+use crate::simd::x86::{hsum_ps, hsum512_ps};
 
 /// Checks that both rows hold `n` elements of `size` bytes.
 #[inline]
@@ -282,7 +282,7 @@ pub(crate) fn gemm_f32_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::ActRows<'_>,
+    acts: &crate::simd::ActRows<'_>,
     out: &mut [f32],
     ldo: usize,
 ) {
@@ -299,7 +299,7 @@ pub(crate) fn gemm_f16_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::ActRows<'_>,
+    acts: &crate::simd::ActRows<'_>,
     out: &mut [f32],
     ldo: usize,
 ) {
@@ -316,7 +316,7 @@ pub(crate) fn gemm_bf16_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::ActRows<'_>,
+    acts: &crate::simd::ActRows<'_>,
     out: &mut [f32],
     ldo: usize,
 ) {

@@ -5,10 +5,11 @@
 use std::arch::aarch64::*;
 
 use super::{BlockIQ4_NL, QK};
-use crate::kernels::ActRows;
-use crate::kernels::neon::*;
+use crate::quant::i8mm::gemm32_i8mm;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::{dot_blocks, f16_to_f32_fast};
+use crate::simd::ActRows;
+use crate::simd::neon::*;
 
 /// The block's 32 codes as i8 (elements 0..16, then 16..32).
 #[inline]
@@ -39,7 +40,7 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f32 {
 
 neon_tiers!(BlockIQ4_NL, BlockQ8_0);
 
-/// `NeonI8mm` tier GEMM over plain rows (see `kernels::neon::gemm32_i8mm`).
+/// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm32_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]
 pub(crate) fn gemm_i8mm(
     k: usize,

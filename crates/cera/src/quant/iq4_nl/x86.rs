@@ -4,9 +4,9 @@
 use std::arch::x86_64::*;
 
 use super::{BlockIQ4_NL, KVALUES_IQ4NL, QK};
-use crate::kernels::x86::*;
 use crate::quant::dot_blocks;
 use crate::quant::q8_0::BlockQ8_0;
+use crate::simd::x86::*;
 
 /// The code book in each 128-bit lane, for `vpshufb`.
 #[inline]
@@ -59,7 +59,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f3
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
+/// AVX-512 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -69,7 +69,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::IQ4_NL;
     let table = _mm256_xor_si256(table256(), _mm256_set1_epi8(0x80u8 as i8));
     // SAFETY: this function's features are the tier's.
@@ -78,8 +78,8 @@ pub(crate) fn gemm_avx512<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             128,
             |s| unpack_x8_nibbles(s).map(|c| _mm256_shuffle_epi8(table, c)),
             packed,
@@ -89,7 +89,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     }
 }
 
-/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`): the code book's signed
+/// AVX2 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`): the code book's signed
 /// values with the sign trick ([`SignedMaddubs`]), no zero point.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn gemm_avx2<const NT: usize>(
@@ -100,7 +100,7 @@ pub(crate) fn gemm_avx2<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::IQ4_NL;
     let table = table256();
     // SAFETY: this function's features are the tier's.
@@ -109,8 +109,8 @@ pub(crate) fn gemm_avx2<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             0,
             |s| unpack_x8_nibbles(s).map(|c| _mm256_shuffle_epi8(table, c)),
             packed,

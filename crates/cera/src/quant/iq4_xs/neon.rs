@@ -4,10 +4,10 @@
 use std::arch::aarch64::*;
 
 use super::{BlockIQ4_XS, sub_scales};
-use crate::kernels::neon::*;
 use crate::quant::iq4_nl::KVALUES_IQ4NL;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
+use crate::simd::neon::*;
 
 #[inline]
 #[target_feature(enable = "neon")]

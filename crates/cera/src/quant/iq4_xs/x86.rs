@@ -6,10 +6,10 @@
 use std::arch::x86_64::*;
 
 use super::{BlockIQ4_XS, sub_scales};
-use crate::kernels::x86::*;
 use crate::quant::iq4_nl::x86::table256;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks};
+use crate::simd::x86::*;
 
 /// The kernel body; `mac(acc, p, s)` adds the i16 pairs of `p` times the scales `s` to `acc`.
 #[inline]
@@ -69,7 +69,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {

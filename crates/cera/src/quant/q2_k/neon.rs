@@ -4,9 +4,9 @@
 use std::arch::aarch64::*;
 
 use super::BlockQ2_K;
-use crate::kernels::neon::*;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
+use crate::simd::neon::*;
 
 #[inline]
 #[target_feature(enable = "neon")]

@@ -5,9 +5,9 @@
 use std::arch::x86_64::*;
 
 use super::BlockQ2_K;
-use crate::kernels::x86::*;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks};
+use crate::simd::x86::*;
 
 /// `Σ m_is · bsum_is` with the 4-bit mins in the high nibbles of `scales`.
 #[inline]
@@ -93,7 +93,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {

@@ -4,10 +4,10 @@
 use std::arch::aarch64::*;
 
 use super::BlockQ3_K;
-use crate::kernels::neon::*;
 use crate::quant::k_common::scales_q3k;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
+use crate::simd::neon::*;
 
 #[inline]
 #[target_feature(enable = "neon")]

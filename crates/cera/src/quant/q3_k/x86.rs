@@ -7,9 +7,9 @@
 use std::arch::x86_64::*;
 
 use super::BlockQ3_K;
-use crate::kernels::x86::*;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks};
+use crate::simd::x86::*;
 
 /// The sixteen sub-block scales, unbiased (`-32..32`), as i8 in an xmm: the word operations of
 /// `k_common::scales_q3k` on 128-bit vectors. (Written out: left scalar, LLVM vectorizes that
@@ -105,7 +105,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {

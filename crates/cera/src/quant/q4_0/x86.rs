@@ -6,9 +6,9 @@
 use std::arch::x86_64::*;
 
 use super::{BlockQ4_0, QK};
-use crate::kernels::x86::*;
 use crate::quant::dot_blocks;
 use crate::quant::q8_0::BlockQ8_0;
+use crate::simd::x86::*;
 
 /// AVX2 `Σ w·a` (`vpmaddubsw`; the i16 pair sums stay below 15·127·2).
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -29,7 +29,7 @@ pub(crate) fn vec_dot_avx2(n: usize, w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
 }
 
 /// AVX-512 tier `Σ w·a`: 256-bit vectors (AVX512-VL encoding), `vpdpbusd` for `Σ q·a` and
-/// `8·Σ a`. (512-bit vectors measured slower: see `crate::kernels`.)
+/// `8·Σ a`. (512-bit vectors measured slower: see the `kernels` module docs.)
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
@@ -49,7 +49,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
+/// AVX-512 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -59,7 +59,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q4_0;
     // SAFETY: this function's features are the tier's.
     unsafe {
@@ -67,8 +67,8 @@ pub(crate) fn gemm_avx512<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             8,
             |s| unpack_x8_nibbles(s),
             packed,
@@ -78,7 +78,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     }
 }
 
-/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`; `vpmaddubsw` is exact
+/// AVX2 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`; `vpmaddubsw` is exact
 /// here, the codes being below 32).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn gemm_avx2<const NT: usize>(
@@ -89,7 +89,7 @@ pub(crate) fn gemm_avx2<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q4_0;
     // SAFETY: this function's features are the tier's.
     unsafe {
@@ -97,8 +97,8 @@ pub(crate) fn gemm_avx2<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             8,
             |s| unpack_x8_nibbles(s),
             packed,

@@ -4,9 +4,9 @@
 use std::arch::x86_64::*;
 
 use super::{BlockQ4_1, QK};
-use crate::kernels::x86::*;
 use crate::quant::dot_blocks;
 use crate::quant::q8_1::BlockQ8_1;
+use crate::simd::x86::*;
 
 /// AVX2 `Σ w·a`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -34,7 +34,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
+/// AVX-512 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -44,7 +44,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q4_1;
     // SAFETY: this function's features are the tier's.
     unsafe {
@@ -52,8 +52,8 @@ pub(crate) fn gemm_avx512<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             0,
             |s| unpack_x8_nibbles(s),
             packed,
@@ -63,7 +63,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     }
 }
 
-/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`; `vpmaddubsw` is exact
+/// AVX2 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`; `vpmaddubsw` is exact
 /// here, the codes being below 32).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn gemm_avx2<const NT: usize>(
@@ -74,7 +74,7 @@ pub(crate) fn gemm_avx2<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q4_1;
     // SAFETY: this function's features are the tier's.
     unsafe {
@@ -82,8 +82,8 @@ pub(crate) fn gemm_avx2<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             0,
             |s| unpack_x8_nibbles(s),
             packed,

@@ -4,11 +4,12 @@
 use std::arch::aarch64::*;
 
 use super::BlockQ4_K;
-use crate::kernels::ActRows;
-use crate::kernels::neon::*;
+use crate::quant::i8mm::gemm256_i8mm;
 use crate::quant::k_common::scales_mins_k4;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
+use crate::simd::ActRows;
+use crate::simd::neon::*;
 
 #[inline]
 #[target_feature(enable = "neon")]
@@ -48,7 +49,7 @@ fn term(b: &BlockQ4_K, y: &BlockQ8_K, isum: i32) -> f32 {
 
 neon_tiers!(BlockQ4_K, BlockQ8_K);
 
-/// `NeonI8mm` tier GEMM over plain rows (see `kernels::neon::gemm256_i8mm`).
+/// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm256_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]
 pub(crate) fn gemm_i8mm(
     k: usize,

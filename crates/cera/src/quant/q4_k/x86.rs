@@ -6,10 +6,10 @@
 use std::arch::x86_64::*;
 
 use super::BlockQ4_K;
-use crate::kernels::x86::*;
 use crate::quant::k_common::scales_mins_k4;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks};
+use crate::simd::x86::*;
 
 /// `Σ_j m_j · (bsum_{2j} + bsum_{2j+1})`: each 6-bit min against its two 16-sums.
 #[inline]
@@ -78,7 +78,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {
@@ -93,7 +93,7 @@ pub(crate) fn gemm_x8_avx2<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {
@@ -110,7 +110,7 @@ pub(crate) unsafe fn gemm_k4x8<D: Dp, const Q5: bool, const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {

@@ -4,10 +4,10 @@
 use std::arch::x86_64::*;
 
 use super::{BlockQ5_1, QK};
-use crate::kernels::x86::*;
 use crate::quant::dot_blocks;
 use crate::quant::q5_0::x86::{codes, codes_mask};
 use crate::quant::q8_1::BlockQ8_1;
+use crate::simd::x86::*;
 
 /// AVX2 `Σ w·a`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -38,7 +38,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
+/// AVX-512 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -48,7 +48,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q5_1;
     // SAFETY: this function's features are the tier's.
     unsafe {
@@ -56,8 +56,8 @@ pub(crate) fn gemm_avx512<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             0,
             |s| unpack_x8_q5(s),
             packed,
@@ -67,7 +67,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     }
 }
 
-/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`; `vpmaddubsw` is exact
+/// AVX2 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`; `vpmaddubsw` is exact
 /// here, the codes being below 32).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn gemm_avx2<const NT: usize>(
@@ -78,7 +78,7 @@ pub(crate) fn gemm_avx2<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q5_1;
     // SAFETY: this function's features are the tier's.
     unsafe {
@@ -86,8 +86,8 @@ pub(crate) fn gemm_avx2<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             0,
             |s| unpack_x8_q5_avx2(s),
             packed,

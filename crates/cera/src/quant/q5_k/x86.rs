@@ -5,11 +5,11 @@
 use std::arch::x86_64::*;
 
 use super::BlockQ5_K;
-use crate::kernels::x86::*;
 use crate::quant::k_common::scales_mins_k4;
 use crate::quant::q4_k::x86::min_sum;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks};
+use crate::simd::x86::*;
 
 /// The kernel body; `mac(acc, p, s)` adds the i16 pairs of `p` times the scales `s` to `acc`.
 #[inline]
@@ -71,7 +71,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {

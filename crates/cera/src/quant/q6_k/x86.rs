@@ -7,9 +7,9 @@
 use std::arch::x86_64::*;
 
 use super::BlockQ6_K;
-use crate::kernels::x86::*;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks};
+use crate::simd::x86::*;
 
 /// `Σ sc_is · bsum_is` over the sixteen signed 8-bit sub-block scales.
 #[inline]
@@ -112,7 +112,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {
@@ -127,7 +127,7 @@ pub(crate) fn gemm_x8_avx2<const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {
@@ -142,7 +142,7 @@ unsafe fn gemm_x8<D: Dp, const NT: usize>(
     k: usize,
     n_rows: usize,
     w: &[u8],
-    acts: &crate::kernels::GemmActs<'_, BlockQ8_K>,
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
     out: &mut [f32],
     ldo: usize,
 ) {

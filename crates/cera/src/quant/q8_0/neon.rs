@@ -5,9 +5,10 @@
 use std::arch::aarch64::*;
 
 use super::{BlockQ8_0, QK};
-use crate::kernels::ActRows;
-use crate::kernels::neon::*;
+use crate::quant::i8mm::gemm32_i8mm;
 use crate::quant::{dot_blocks, f16_to_f32_fast, f32_to_f16};
+use crate::simd::ActRows;
+use crate::simd::neon::*;
 
 /// One 32-element block, as `q8_0::quantize_act_block`: `d = amax / 127`,
 /// `q = round_half_even(x · 127 / amax)` saturated to i8. Returns `d` (before rounding to f16)
@@ -78,7 +79,7 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
 
 neon_tiers!(BlockQ8_0, BlockQ8_0);
 
-/// `NeonI8mm` tier GEMM over plain rows (see `kernels::neon::gemm32_i8mm`).
+/// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm32_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]
 pub(crate) fn gemm_i8mm(
     k: usize,

@@ -4,8 +4,8 @@
 use std::arch::x86_64::*;
 
 use super::{BlockQ8_0, QK};
-use crate::kernels::x86::*;
 use crate::quant::dot_blocks;
+use crate::simd::x86::*;
 
 /// Loads 8 floats.
 #[inline]
@@ -130,7 +130,7 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 
     )
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`).
+/// AVX-512 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(crate) fn gemm_avx512<const NT: usize>(
     nb: usize,
@@ -140,7 +140,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q8_0;
     // SAFETY: this function's features are the tier's.
     unsafe {
@@ -148,8 +148,8 @@ pub(crate) fn gemm_avx512<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             128,
             |s| std::array::from_fn(|j| ld256(&s[32 * j..])),
             packed,
@@ -159,7 +159,7 @@ pub(crate) fn gemm_avx512<const NT: usize>(
     }
 }
 
-/// AVX2 tier GEMM over x8-packed weights (see `kernels::x86::gemm_x8`): the stored codes are
+/// AVX2 tier GEMM over x8-packed weights (see `simd::x86::gemm_x8`): the stored codes are
 /// biased by 128, so they are flipped back to signed bytes and multiplied with the sign trick
 /// ([`SignedMaddubs`]), with no zero point.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -171,7 +171,7 @@ pub(crate) fn gemm_avx2<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
-    use crate::kernels::pack;
+    use crate::quant::x8_layout;
     let ty = crate::quant::GgmlType::Q8_0;
     let flip = _mm256_set1_epi8(0x80u8 as i8);
     // SAFETY: this function's features are the tier's.
@@ -180,8 +180,8 @@ pub(crate) fn gemm_avx2<const NT: usize>(
             w,
             n_rows,
             nb,
-            pack::superblock_bytes(ty).unwrap(),
-            pack::scale_offsets(ty),
+            x8_layout::superblock_bytes(ty).unwrap(),
+            x8_layout::scale_offsets(ty),
             0,
             |s| std::array::from_fn(|j| _mm256_xor_si256(ld256(&s[32 * j..]), flip)),
             packed,

@@ -3,8 +3,8 @@
 use std::arch::aarch64::*;
 
 use super::BlockQ8_K;
-use crate::kernels::neon::ld_f32;
 use crate::quant::QK_K;
+use crate::simd::neon::ld_f32;
 
 /// NEON version of `q8_k::quantize`, byte for byte the same output: the first element of
 /// largest magnitude maps to -127, the rest round half to even (`fcvtns`, which is what

@@ -12,6 +12,8 @@
 
 use std::arch::x86_64::*;
 
+use super::PACKED_BLOCK_BYTES;
+
 // ---------------------------------------------------------------------------------------------
 // AVX2 (+ FMA, F16C)
 // ---------------------------------------------------------------------------------------------
@@ -294,9 +296,9 @@ pub(crate) fn drive32_avx512<W, A, const OFFSET: bool>(
 // ---------------------------------------------------------------------------------------------
 
 /// `out[t * ldo + r] = Σ w_r · a_t` for the `n_rows` rows of `w`, a matrix of a 32-element
-/// format in the x8 layout ([`crate::kernels::pack`]: `nb` super-blocks of `sb` bytes per group
-/// of eight rows), and the `NT` (1 to 4) tokens of `packed`
-/// ([`crate::kernels::ActRows::pack`]), on 256-bit vectors: VNNI on the AVX-512 tier,
+/// format in the x8 layout (`kernels::pack`: `nb` super-blocks of `sb` bytes per group of eight
+/// rows), and the `NT` (1 to 4) tokens of `packed` (the layout of
+/// [`ActRows::pack`](super::ActRows::pack)), on 256-bit vectors: VNNI on the AVX-512 tier,
 /// `vpmaddubsw` + `vpmaddwd` on the AVX2 tier.
 ///
 /// One row per 32-bit lane: `unpack` turns a super-block into eight vectors, vector `j` holding
@@ -330,7 +332,7 @@ pub(crate) unsafe fn gemm_x8<D: Dp, const MIN: bool, const NT: usize>(
     assert!(nb > 0 && (1..=4).contains(&NT) && offs.0 + 16 <= sb && (!MIN || offs.1 + 16 <= sb));
     let groups = n_rows.div_ceil(8);
     assert!(w.len() >= groups * nb * sb);
-    let stride = NT * crate::kernels::PACKED_BLOCK_BYTES;
+    let stride = NT * PACKED_BLOCK_BYTES;
     assert!(packed.len() >= nb * stride + 16);
     assert!(out.len() >= (NT - 1) * ldo + n_rows);
     let negz = -(z as i32);

@@ -1,0 +1,250 @@
+//! Guards the module layering of the SIMD code: `kernels` → `quant` → `simd`.
+//!
+//! The per-format SIMD kernels in `src/quant/<format>/` are built from the shared building
+//! blocks in `src/simd/`, and `src/kernels/` puts the per-format kernels into its run-time table.
+//! `quant` used to import those building blocks from `kernels`, which imports `quant`: a cycle.
+//! This test reads the sources and fails, naming the file and line, if
+//! - a file under `src/quant/` refers to `crate::kernels` (or reaches it through `super::`), or
+//! - a file under `src/simd/` refers to anything in the crate outside `simd` (`crate::quant`,
+//!   `crate::kernels`, ...): `simd` is the bottom layer and imports nothing above it.
+//!
+//! The check is textual and includes comments, so a doc comment in those directories names the
+//! other modules without the `crate::` prefix.
+
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// How deep the module of the file at `rel` (relative to `src/`) sits below the crate root:
+/// `simd/mod.rs` is 1 (`crate::simd`), `simd/x86.rs` 2, `quant/q4_0/x86.rs` 3.
+fn module_depth(rel: &Path) -> usize {
+    let n = rel.components().count();
+    match rel.file_name().and_then(|f| f.to_str()) {
+        Some("mod.rs") => n - 1,
+        _ => n,
+    }
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The crate-root modules named by the path that starts at byte `at` of `src` (just after
+/// `crate::` or a `super::` chain that reaches the root): one identifier, or the first
+/// identifier of each item of a `{ ... }` group (`*` and `self` come back as themselves).
+fn root_segments(src: &str, at: usize) -> Vec<String> {
+    let rest = &src[at..];
+    let ident = |s: &str| -> String {
+        let s = s.trim_start();
+        if s.starts_with('*') {
+            return "*".into();
+        }
+        s.chars().take_while(|&c| is_ident_char(c)).collect()
+    };
+    if !rest.trim_start().starts_with('{') {
+        return vec![ident(rest)];
+    }
+    let open = at + rest.find('{').unwrap();
+    let mut segs = Vec::new();
+    let mut depth = 0usize;
+    let mut item_start = true;
+    for (i, c) in src[open..].char_indices() {
+        match c {
+            '{' => {
+                depth += 1;
+                if depth == 1 {
+                    item_start = true;
+                    continue;
+                }
+            }
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            ',' if depth == 1 => {
+                item_start = true;
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 1 && item_start && !c.is_whitespace() {
+            let seg = ident(&src[open + i..]);
+            if !seg.is_empty() {
+                segs.push(seg);
+            }
+            item_start = false;
+        }
+    }
+    segs
+}
+
+/// Every path in `src` that leaves the file's module for the crate root (`crate::`, `$crate::`
+/// or enough `super::`s), as `(line, root module)`.
+fn root_paths(src: &str, depth: usize) -> Vec<(usize, String)> {
+    let line_of = |at: usize| src[..at].matches('\n').count() + 1;
+    let mut out = Vec::new();
+    for (at, _) in src.match_indices("crate::") {
+        if src[..at].chars().next_back().is_some_and(is_ident_char) {
+            continue; // e.g. `my_crate::`; `$crate::` counts
+        }
+        for seg in root_segments(src, at + "crate::".len()) {
+            out.push((line_of(at), seg));
+        }
+    }
+    let mut at = 0;
+    while let Some(i) = src[at..].find("super::") {
+        let start = at + i;
+        let before = src[..start].chars().next_back();
+        let mut end = start;
+        let mut chain = 0;
+        while src[end..].starts_with("super::") {
+            chain += 1;
+            end += "super::".len();
+        }
+        if !before.is_some_and(is_ident_char) && chain == depth {
+            for seg in root_segments(src, end) {
+                out.push((line_of(start), seg));
+            }
+        }
+        at = end;
+    }
+    out.sort();
+    out
+}
+
+/// The layering violations of the file at `rel` (relative to `src/`) with source `src`, one
+/// message per offending line: in `quant/`, any path to `kernels`; in `simd/`, any path to a
+/// crate module other than `simd` (a glob of the root, as `use super::*` in a test module of
+/// `simd/mod.rs`, is let through); in both, the words `crate::kernels` (and in `simd/`
+/// `crate::quant`) anywhere, comments included, as `grep` would find them.
+fn violations(rel: &Path, src: &str) -> Vec<String> {
+    let top = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_str()
+        .unwrap();
+    let (bad_path, words): (fn(&str) -> bool, &[&str]) = match top {
+        "quant" => (|seg| seg == "kernels", &["crate::kernels"]),
+        "simd" => (
+            |seg| !matches!(seg, "simd" | "*"),
+            &["crate::kernels", "crate::quant"],
+        ),
+        _ => (|_| false, &[]),
+    };
+    let mut bad_lines: Vec<(usize, String)> = root_paths(src, module_depth(rel))
+        .into_iter()
+        .filter(|(_, seg)| bad_path(seg))
+        .map(|(line, seg)| (line, format!("a path into `{seg}`")))
+        .collect();
+    for (i, line) in src.lines().enumerate() {
+        for w in words {
+            if line.contains(w) {
+                bad_lines.push((i + 1, format!("`{w}`")));
+            }
+        }
+    }
+    bad_lines.sort();
+    bad_lines.dedup_by_key(|(line, _)| *line);
+    bad_lines
+        .into_iter()
+        .map(|(line, what)| {
+            let text = src.lines().nth(line - 1).unwrap_or("").trim();
+            format!("src/{}:{line}: {what} in `{top}`: {text}", rel.display())
+        })
+        .collect()
+}
+
+#[test]
+fn quant_and_simd_do_not_import_upwards() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut checked = 0;
+    let mut errors = Vec::new();
+    for dir in ["quant", "simd"] {
+        for path in rust_files(&src.join(dir)) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let rel = path.strip_prefix(&src).unwrap();
+            errors.extend(violations(rel, &text));
+            checked += 1;
+        }
+    }
+    // the layout this test assumes is still there
+    for f in ["simd/mod.rs", "simd/x86.rs", "simd/neon.rs", "quant/mod.rs"] {
+        assert!(
+            src.join(f).is_file(),
+            "src/{f} is missing: update tests/layering.rs"
+        );
+    }
+    assert!(
+        checked > 40,
+        "only {checked} files under src/quant and src/simd"
+    );
+    assert!(
+        errors.is_empty(),
+        "layering is `kernels` → `quant` → `simd` (see src/simd/mod.rs); imports going up:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn the_check_catches_upward_paths() {
+    let q = Path::new("quant/q4_0/x86.rs");
+    let s = Path::new("simd/x86.rs");
+    let found = |rel: &Path, src: &str| violations(rel, src).len();
+    assert_eq!(found(q, "use crate::kernels::x86::*;"), 1);
+    assert_eq!(
+        found(
+            q,
+            "use crate::{\n    kernels::pack,\n    quant::GgmlType,\n};"
+        ),
+        1
+    );
+    assert_eq!(found(q, "use super::super::super::kernels::ActRows;"), 1);
+    assert_eq!(found(q, "dot($crate::kernels::neon::Emul, n, w, a)"), 1);
+    assert_eq!(found(q, "/// see `crate::kernels`"), 1);
+    assert_eq!(
+        found(
+            q,
+            "use crate::simd::x86::*;\nuse crate::quant::q8_0::BlockQ8_0;"
+        ),
+        0
+    );
+    assert_eq!(
+        found(q, "use super::{BlockQ4_0, QK};\n/// the `kernels` docs"),
+        0
+    );
+    assert_eq!(found(s, "use crate::quant::{Block, as_blocks};"), 1);
+    assert_eq!(found(s, "use crate::{simd::ActRows, kernels::pack};"), 1);
+    assert_eq!(found(s, "use super::super::quant::Block;"), 1);
+    assert_eq!(
+        found(Path::new("simd/mod.rs"), "use super::quant::Block;"),
+        1
+    );
+    assert_eq!(
+        found(
+            s,
+            "use super::PACKED_BLOCK_BYTES;\n$crate::simd::neon::Emul"
+        ),
+        0
+    );
+    assert_eq!(found(s, "/// see `quant::Block` and `kernels::pack`"), 0);
+}
