@@ -749,4 +749,73 @@ mod tests {
             }
         }
     }
+
+    /// Several sequences in one call give each sequence exactly what it gets alone: decode
+    /// steps (one token each, the row-splitting path when the tiles do not divide among the
+    /// threads), prefill chunks, and a mix, with windows and GQA, on every tier and thread
+    /// count.
+    #[test]
+    fn batch_of_sequences_equals_each_alone_bitwise() {
+        use crate::kernels::KernelTable;
+        let (nh, nkv, hd) = (6, 3, 32);
+        let row = nh * hd;
+        // (pos0, n) per sequence
+        let mixes: [&[(usize, usize)]; 3] = [
+            &[(10, 1), (0, 1), (77, 1), (5, 1)],
+            &[(0, 40), (3, 9), (60, 70)],
+            &[(0, 33), (12, 1), (100, 1), (7, 5)],
+        ];
+        for tier in CpuTier::supported() {
+            let table: &'static KernelTable =
+                Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
+            for threads in [1, 2, 3] {
+                let cpu = Cpu::with_table(threads, table);
+                for window in [None, Some(20)] {
+                    let p = AttentionParams {
+                        n_head: nh,
+                        n_kv_head: nkv,
+                        head_dim: hd,
+                        head_dim_v: hd,
+                        scale: 0.2,
+                        softcap: None,
+                        window,
+                    };
+                    for mix in mixes {
+                        let mut seed = 3u32;
+                        let caches: Vec<KvLayer> = mix
+                            .iter()
+                            .map(|&(pos0, n)| {
+                                let len = pos0 + n;
+                                let k = rnd_vec(&mut seed, len * nkv * hd);
+                                let v = rnd_vec(&mut seed, len * nkv * hd);
+                                let mut kv = KvLayer::new(KvType::F16, len + 2, nkv, hd, hd);
+                                kv.store(0, &k, &v);
+                                kv
+                            })
+                            .collect();
+                        let total: usize = mix.iter().map(|m| m.1).sum();
+                        let q = rnd_vec(&mut seed, total * row);
+                        let mut seqs = Vec::new();
+                        let mut row0 = 0;
+                        for (kv, &(pos0, n)) in caches.iter().zip(mix) {
+                            seqs.push(AttnSeq { kv, pos0, row0, n });
+                            row0 += n;
+                        }
+                        let mut all = vec![0f32; total * row];
+                        cpu.attention_batch(&q, &seqs, &p, &mut all);
+                        for (i, s) in seqs.iter().enumerate() {
+                            let mut one = vec![0f32; s.n * row];
+                            let qs = &q[s.row0 * row..(s.row0 + s.n) * row];
+                            cpu.attention(qs, s.kv, s.pos0, s.n, &p, &mut one);
+                            assert_eq!(
+                                one,
+                                all[s.row0 * row..(s.row0 + s.n) * row],
+                                "{tier} t{threads} {window:?} {mix:?} sequence {i}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
