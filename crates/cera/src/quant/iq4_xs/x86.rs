@@ -86,21 +86,18 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            // sub-block j, elements 4q..4q+4 in `codes[j][q]`, as unsigned values + 128
-            let mut codes = [[_mm256_setzero_si256(); 8]; 8];
-            for (j, cj) in codes.iter_mut().enumerate() {
-                *cj = unpack_x8_nibbles(&s[128 * j..]);
+            // One sub-block's codes at a time (sub-block j, elements 4q..4q+4 in vector q, as
+            // unsigned values + 128), met by every token before the next: all 64 code vectors
+            // of a super-block would not fit the registers.
+            let mut isum = [_mm256_setzero_si256(); NT];
+            for j in 0..8 {
+                let mut cj = unpack_x8_nibbles(&s[128 * j..]);
                 for c in cj.iter_mut() {
                     *c = _mm256_shuffle_epi8(table, *c);
                 }
-            }
-            let ls: [__m256i; 8] =
-                std::array::from_fn(|j| _mm256_cvtepi8_epi32(ld_u64(&s[1024 + 8 * j..])));
-            let dw = _mm256_cvtph_ps(ld128(&s[1088..]));
-            for (t, sumf) in sumf.iter_mut().enumerate() {
-                let y = &a[t][i];
-                let mut isum = _mm256_setzero_si256();
-                for (j, cj) in codes.iter().enumerate() {
+                let lsj = _mm256_cvtepi8_epi32(ld_u64(&s[1024 + 8 * j..]));
+                for (t, isum) in isum.iter_mut().enumerate() {
+                    let y = &a[t][i];
                     let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                     for q in (0..8).step_by(2) {
                         let at = 32 * j + 4 * q;
@@ -109,8 +106,13 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
                     }
                     let bias = 128 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
                     let dot = _mm256_sub_epi32(_mm256_add_epi32(d0, d1), _mm256_set1_epi32(bias));
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, ls[j]));
+                    *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(dot, lsj));
                 }
+            }
+            let dw = _mm256_cvtph_ps(ld128(&s[1088..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let isum = isum[t];
                 let ad = _mm256_set1_ps(f32::from_le_bytes(y.d));
                 let v = _mm256_mul_ps(_mm256_mul_ps(dw, ad), _mm256_cvtepi32_ps(isum));
                 *sumf = _mm256_add_ps(*sumf, v);

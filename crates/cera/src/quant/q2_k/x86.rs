@@ -110,14 +110,6 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            // group j = 4h + sh, elements 4q..4q+4: bits 2sh of packed vector 8h + q
-            let codes: [[__m256i; 8]; 8] = std::array::from_fn(|j| {
-                let shift = _mm_cvtsi32_si128(2 * (j % 4) as i32);
-                std::array::from_fn(|q| {
-                    let x = ld256(&s[32 * (8 * (j / 4) + q)..]);
-                    _mm256_and_si256(_mm256_srl_epi16(x, shift), m3)
-                })
-            });
             // scale in the low nibble, min in the high one
             let m4 = _mm256_set1_epi32(0x0F);
             let (mut sc, mut mn) = ([_mm256_setzero_si256(); 16], [_mm256_setzero_si256(); 16]);
@@ -126,21 +118,35 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
                 sc[is] = _mm256_and_si256(v, m4);
                 mn[is] = _mm256_srli_epi32::<4>(v);
             }
-            let dw = _mm256_cvtph_ps(ld128(&s[640..]));
-            let dmw = _mm256_cvtph_ps(ld128(&s[656..]));
-            for (t, sumf) in sumf.iter_mut().enumerate() {
-                let y = &a[t][i];
-                let (mut isum, mut msum) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-                for (j, cj) in codes.iter().enumerate() {
+            // One group's codes at a time (group j = 4h + sh, elements 4q..4q+4: bits 2sh of
+            // packed vector 8h + q), met by every token before the next: all 64 code vectors
+            // of a super-block would not fit the registers. Plain loops: a closure would not
+            // inherit the tier's target features.
+            let mut isum = [_mm256_setzero_si256(); NT];
+            for j in 0..8 {
+                let shift = _mm_cvtsi32_si128(2 * (j % 4) as i32);
+                let mut cj = [_mm256_setzero_si256(); 8];
+                for (q, cq) in cj.iter_mut().enumerate() {
+                    let x = ld256(&s[32 * (8 * (j / 4) + q)..]);
+                    *cq = _mm256_and_si256(_mm256_srl_epi16(x, shift), m3);
+                }
+                for (t, isum) in isum.iter_mut().enumerate() {
+                    let y = &a[t][i];
                     let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                     for q in 0..4 {
                         let at = 32 * j + 4 * q;
                         d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
                         d1 = _mm256_dpbusd_epi32(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
                     }
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d0, sc[2 * j]));
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d1, sc[2 * j + 1]));
+                    *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d0, sc[2 * j]));
+                    *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d1, sc[2 * j + 1]));
                 }
+            }
+            let dw = _mm256_cvtph_ps(ld128(&s[640..]));
+            let dmw = _mm256_cvtph_ps(ld128(&s[656..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let (isum, mut msum) = (isum[t], _mm256_setzero_si256());
                 for (is, mn) in mn.iter().enumerate() {
                     let b = _mm256_set1_epi32(y.bsum(is) as i32);
                     msum = _mm256_add_epi32(msum, _mm256_mullo_epi32(*mn, b));

@@ -122,37 +122,44 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            let hv: [__m256i; 8] = std::array::from_fn(|q| ld256(&s[512 + 32 * q..]));
-            // group j = 4h + sh, elements 4q..4q+4: bits 2sh of packed vector 8h + q, plus 4
-            // where bit j of the high-bit vector q is set
-            let codes: [[__m256i; 8]; 8] = std::array::from_fn(|j| {
+            let mut sc = [_mm256_setzero_si256(); 16];
+            for (is, v) in sc.iter_mut().enumerate() {
+                *v = _mm256_cvtepi8_epi32(ld_u64(&s[768 + 8 * is..]));
+            }
+            // One group's codes at a time (group j = 4h + sh, elements 4q..4q+4: bits 2sh of
+            // packed vector 8h + q, plus 4 where bit j of the high-bit vector q is set), met by
+            // every token before the next: all 64 code vectors of a super-block would not fit
+            // the registers. Plain loops: a closure would not inherit the tier's target
+            // features.
+            let mut isum = [_mm256_setzero_si256(); NT];
+            for j in 0..8 {
                 let shift = _mm_cvtsi32_si128(2 * (j % 4) as i32);
                 let bit = _mm256_set1_epi8(1 << j);
-                std::array::from_fn(|q| {
+                let mut cj = [_mm256_setzero_si256(); 8];
+                for (q, cq) in cj.iter_mut().enumerate() {
                     let x = ld256(&s[32 * (8 * (j / 4) + q)..]);
                     let low = _mm256_and_si256(_mm256_srl_epi16(x, shift), m3);
-                    _mm256_mask_add_epi8(low, _mm256_test_epi8_mask(hv[q], bit), low, four)
-                })
-            });
-            let sc: [__m256i; 16] =
-                std::array::from_fn(|is| _mm256_cvtepi8_epi32(ld_u64(&s[768 + 8 * is..])));
-            let dw = _mm256_cvtph_ps(ld128(&s[896..]));
-            for (t, sumf) in sumf.iter_mut().enumerate() {
-                let y = &a[t][i];
-                let mut isum = _mm256_setzero_si256();
-                for (j, cj) in codes.iter().enumerate() {
+                    let hv = ld256(&s[512 + 32 * q..]);
+                    *cq = _mm256_mask_add_epi8(low, _mm256_test_epi8_mask(hv, bit), low, four);
+                }
+                for (t, isum) in isum.iter_mut().enumerate() {
+                    let y = &a[t][i];
                     let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                     for q in 0..4 {
                         let at = 32 * j + 4 * q;
                         d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
                         d1 = _mm256_dpbusd_epi32(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
                     }
-                    let off = |is: usize| _mm256_set1_epi32(4 * y.bsum(is) as i32);
-                    let d0 = _mm256_sub_epi32(d0, off(2 * j));
-                    let d1 = _mm256_sub_epi32(d1, off(2 * j + 1));
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d0, sc[2 * j]));
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d1, sc[2 * j + 1]));
+                    let d0 = _mm256_sub_epi32(d0, _mm256_set1_epi32(4 * y.bsum(2 * j) as i32));
+                    let d1 = _mm256_sub_epi32(d1, _mm256_set1_epi32(4 * y.bsum(2 * j + 1) as i32));
+                    *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d0, sc[2 * j]));
+                    *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d1, sc[2 * j + 1]));
                 }
+            }
+            let dw = _mm256_cvtph_ps(ld128(&s[896..]));
+            for (t, sumf) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                let isum = isum[t];
                 let ad = _mm256_set1_ps(f32::from_le_bytes(y.d));
                 let v = _mm256_mul_ps(_mm256_mul_ps(dw, ad), _mm256_cvtepi32_ps(isum));
                 *sumf = _mm256_add_ps(*sumf, v);

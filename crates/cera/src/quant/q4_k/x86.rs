@@ -127,28 +127,50 @@ pub(crate) unsafe fn gemm_k4x8<D: Dp, const Q5: bool, const NT: usize>(
             .chunks_exact(sb_bytes)
             .enumerate()
         {
-            // codes: sub-block j = 2c + nibble, elements 4q..4q+4 in vector `codes[j][q]`
-            let mut codes = [[_mm256_setzero_si256(); 8]; 8];
+            // One sub-block's codes at a time (eight vectors, elements 4q..4q+4 of every row in
+            // vector q), met by every token before the next: all 64 code vectors of a
+            // super-block would not fit the registers, and spilling them costs more than the
+            // dot products with four tokens.
+            let mut isum = [_mm256_setzero_si256(); NT];
             for c in 0..4 {
-                for q in 0..8 {
-                    let x = ld256(&s[32 * (8 * c + q)..]);
-                    codes[2 * c][q] = _mm256_and_si256(x, m4);
-                    codes[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                // (plain loops: a closure would not inherit the tier's target features)
+                let mut x = [_mm256_setzero_si256(); 8];
+                for (q, xq) in x.iter_mut().enumerate() {
+                    *xq = ld256(&s[32 * (8 * c + q)..]);
                 }
-            }
-            if Q5 {
-                // vector q lane i: row i's qh[4q..4q+4], bit j = sub-block j's fifth bit
-                let sixteen = _mm256_set1_epi8(0x10);
-                for q in 0..8 {
-                    let h = ld256(&s[1184 + 32 * q..]);
-                    for (j, cj) in codes.iter_mut().enumerate() {
-                        let set = _mm256_test_epi8_mask(h, _mm256_set1_epi8(1 << j));
-                        cj[q] = _mm256_mask_add_epi8(cj[q], set, cj[q], sixteen);
+                for nib in 0..2 {
+                    let j = 2 * c + nib;
+                    let mut cj = x;
+                    for cq in cj.iter_mut() {
+                        if nib == 1 {
+                            *cq = _mm256_srli_epi16::<4>(*cq);
+                        }
+                        *cq = _mm256_and_si256(*cq, m4);
+                    }
+                    if Q5 {
+                        // vector q lane i: row i's qh[4q..4q+4], bit j = sub-block j's fifth bit
+                        let (sixteen, bit) = (_mm256_set1_epi8(0x10), _mm256_set1_epi8(1 << j));
+                        for (q, cq) in cj.iter_mut().enumerate() {
+                            let set = _mm256_test_epi8_mask(ld256(&s[1184 + 32 * q..]), bit);
+                            *cq = _mm256_mask_add_epi8(*cq, set, *cq, sixteen);
+                        }
+                    }
+                    let scj = _mm256_cvtepu8_epi32(ld_u64(&s[1024 + 8 * j..]));
+                    for (t, isum) in isum.iter_mut().enumerate() {
+                        let y = &a[t][i];
+                        let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                        for q in (0..8).step_by(2) {
+                            let at = 32 * j + 4 * q;
+                            d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
+                            d1 = D::dp(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
+                        }
+                        *isum = _mm256_add_epi32(
+                            *isum,
+                            _mm256_mullo_epi32(_mm256_add_epi32(d0, d1), scj),
+                        );
                     }
                 }
             }
-            let sc: [__m256i; 8] =
-                std::array::from_fn(|j| _mm256_cvtepu8_epi32(ld_u64(&s[1024 + 8 * j..])));
             // mins of sub-blocks 2p and 2p+1 as the i16 halves of each lane
             let mn: [__m256i; 4] = std::array::from_fn(|p| {
                 let lo = _mm_cvtepu8_epi16(ld_u64(&s[1088 + 16 * p..]));
@@ -159,17 +181,7 @@ pub(crate) unsafe fn gemm_k4x8<D: Dp, const Q5: bool, const NT: usize>(
             let dmw = _mm256_cvtph_ps(ld128(&s[1168..]));
             for (t, sumf) in sumf.iter_mut().enumerate() {
                 let y = &a[t][i];
-                let mut isum = _mm256_setzero_si256();
-                for (j, cj) in codes.iter().enumerate() {
-                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-                    for q in (0..8).step_by(2) {
-                        let at = 32 * j + 4 * q;
-                        d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
-                        d1 = D::dp(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
-                    }
-                    isum =
-                        _mm256_add_epi32(isum, _mm256_mullo_epi32(_mm256_add_epi32(d0, d1), sc[j]));
-                }
+                let isum = isum[t];
                 // Σ_j m_j (bsum_2j + bsum_2j+1): pair sums of the 16-sums, two sub-blocks per
                 // `vpmaddwd`
                 let bs = ld_i16x16(&y.bsums);

@@ -159,31 +159,47 @@ unsafe fn gemm_x8<D: Dp, const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            // codes[4h + s][q]: elements 128h + 32s + 4q..+4 of every row
-            let mut codes = [[_mm256_setzero_si256(); 8]; 8];
-            for h in 0..2 {
-                for q in 0..8 {
+            // One chunk of 32 elements' codes at a time (chunk 4h + sub: elements
+            // 128h + 32sub + 4q..+4 of every row in vector q), met by every token before the
+            // next: all 64 code vectors of a super-block would not fit the registers, and
+            // spilling them costs more than the dot products with four tokens.
+            let mut isum = [_mm256_setzero_si256(); NT];
+            for c in 0..8 {
+                let (h, sub) = (c / 4, c % 4);
+                let half = sub % 2;
+                // (a plain loop: a closure would not inherit the tier's target features)
+                let mut cj = [_mm256_setzero_si256(); 8];
+                for (q, cq) in cj.iter_mut().enumerate() {
                     let qh = ld256(&s[1024 + 32 * (8 * h + q)..]);
-                    for half in 0..2 {
-                        let ql = ld256(&s[32 * (8 * (2 * h + half) + q)..]);
-                        for (sub, lo) in [
-                            (half, _mm256_and_si256(ql, m4)),
-                            (half + 2, _mm256_and_si256(_mm256_srli_epi16::<4>(ql), m4)),
-                        ] {
-                            let hb = match sub {
-                                0 => qh,
-                                1 => _mm256_srli_epi16::<2>(qh),
-                                2 => _mm256_srli_epi16::<4>(qh),
-                                _ => _mm256_srli_epi16::<6>(qh),
-                            };
-                            let hi = _mm256_slli_epi16::<4>(_mm256_and_si256(hb, m3));
-                            codes[4 * h + sub][q] = _mm256_or_si256(lo, hi);
-                        }
+                    let ql = ld256(&s[32 * (8 * (2 * h + half) + q)..]);
+                    let lo = if sub < 2 {
+                        _mm256_and_si256(ql, m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql), m4)
+                    };
+                    let hb = match sub {
+                        0 => qh,
+                        1 => _mm256_srli_epi16::<2>(qh),
+                        2 => _mm256_srli_epi16::<4>(qh),
+                        _ => _mm256_srli_epi16::<6>(qh),
+                    };
+                    *cq = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(_mm256_and_si256(hb, m3)));
+                }
+                // 32 elements: sub-blocks 2c (q < 4) and 2c + 1 (q >= 4) of 16
+                let sc0 = _mm256_cvtepi8_epi32(ld_u64(&s[1536 + 16 * c..]));
+                let sc1 = _mm256_cvtepi8_epi32(ld_u64(&s[1544 + 16 * c..]));
+                for (t, isum) in isum.iter_mut().enumerate() {
+                    let y = &a[t][i];
+                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                    for q in 0..4 {
+                        let at = 32 * c + 4 * q;
+                        d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = D::dp(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
                     }
+                    *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d0, sc0));
+                    *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d1, sc1));
                 }
             }
-            let sc: [__m256i; 16] =
-                std::array::from_fn(|j| _mm256_cvtepi8_epi32(ld_u64(&s[1536 + 8 * j..])));
             // scales of sub-blocks 2p and 2p+1 as the i16 halves of each lane
             let sc2: [__m256i; 8] = std::array::from_fn(|p| {
                 let lo = _mm_cvtepi8_epi16(ld_u64(&s[1536 + 16 * p..]));
@@ -193,18 +209,7 @@ unsafe fn gemm_x8<D: Dp, const NT: usize>(
             let dw = _mm256_cvtph_ps(ld128(&s[1664..]));
             for (t, sumf) in sumf.iter_mut().enumerate() {
                 let y = &a[t][i];
-                let mut isum = _mm256_setzero_si256();
-                for (c, cj) in codes.iter().enumerate() {
-                    // 32 elements: sub-blocks 2c (q < 4) and 2c + 1 (q >= 4) of 16
-                    let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-                    for q in 0..4 {
-                        let at = 32 * c + 4 * q;
-                        d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
-                        d1 = D::dp(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
-                    }
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d0, sc[2 * c]));
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d1, sc[2 * c + 1]));
-                }
+                let isum = isum[t];
                 // 32 · Σ_j sc_j bsum_j comes off: the 16-sums pair up as i16 dwords
                 let mut sbs = _mm256_setzero_si256();
                 for (p, scp) in sc2.iter().enumerate() {
