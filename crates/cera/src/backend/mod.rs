@@ -21,12 +21,17 @@
 //! weights, biases, convolution taps) plain `&[f32]` owned by the immutable model: a backend
 //! makes its resident copy on first use (the CPU packs quantized weights into its GEMM layout;
 //! a GPU uploads), keyed by the weight, since a model never changes after loading.
+//!
+//! Testing a backend: [`reference::Reference`] implements every op in plain f64 scalar code, and
+//! `tests/backend_ops.rs` (harness: `tests/common/backend_ops.rs`, `check_all`) runs each op on a
+//! backend and on it with the same random inputs, within per-op error bounds.
 
 mod attention;
 pub(crate) mod cpu;
 mod elementwise;
 mod matmul;
 pub mod moe;
+pub mod reference;
 mod rope;
 
 pub use attention::{AttentionParams, AttnSeq, KvLayer, KvType};
