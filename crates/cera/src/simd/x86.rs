@@ -341,6 +341,7 @@ pub(crate) unsafe fn gemm_x8<D: Dp, const MIN: bool, const NT: usize>(
         let mut accm = [_mm256_setzero_ps(); NT];
         let mut p = packed.as_ptr();
         for s in w[g * nb * sb..(g + 1) * nb * sb].chunks_exact(sb) {
+            prefetch_l1(s.as_ptr().wrapping_add(PREFETCH_AHEAD), sb);
             let cw = unpack(s);
             let dw = _mm256_cvtph_ps(ld128(&s[offs.0..]));
             let mw = if MIN {
@@ -530,5 +531,22 @@ pub(crate) fn store_rows8(acc: &[__m256], out: &mut [f32], ldo: usize, r0: usize
             unsafe { _mm256_storeu_ps(v.as_mut_ptr(), *a) };
             dst.copy_from_slice(&v[..n]);
         }
+    }
+}
+
+/// How far ahead of the super-block being computed the GEMMs prefetch their weights.
+pub(crate) const PREFETCH_AHEAD: usize = 12 << 10;
+
+/// Asks for the `len` bytes at `p` in L1 ahead of their use. The GEMMs call it once per
+/// super-block for the super-block [`PREFETCH_AHEAD`] bytes further on: left to the hardware
+/// prefetcher, a weight stream from memory ran at half the speed of the same work in cache
+/// (four-token Q6_K: 4.8 ms against 1.9 ms per 110 MB), and with it at cache speed. A hint:
+/// nothing is read, and an address past the buffer is harmless.
+#[inline(always)]
+#[allow(unused_unsafe)]
+pub(crate) fn prefetch_l1(p: *const u8, len: usize) {
+    for l in (0..len).step_by(64) {
+        // SAFETY: prefetching never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(l).cast()) };
     }
 }
