@@ -543,24 +543,25 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
             }
             let (jl, jh) = (lo - kt0, hi - kt0);
             let qr = &sc.q[r * d..(r + 1) * d];
-            // one dot product per key, the same arithmetic whatever the tile's shape, so a
-            // token decoded alone gets the scores it gets inside a prefill batch
-            for (j, sj) in s.iter_mut().enumerate().take(jh).skip(jl) {
-                *sj = unsafe { O::dot(qr, &sc.k[j * d..(j + 1) * d]) };
-            }
-            let mut mt = f32::NEG_INFINITY;
-            for (j, sj) in s.iter_mut().enumerate() {
-                if j < jl || j >= jh {
-                    *sj = f32::NEG_INFINITY;
-                    continue;
+            // the same arithmetic for a key whatever the tile's shape and the row's window, so
+            // a token decoded alone gets the scores it gets inside a prefill batch
+            unsafe { O::scores(qr, &sc.k, d, jl, jh, &mut s) };
+            let mt = match p.softcap {
+                None => unsafe { O::scale_mask_max(&mut s, jl, jh, p.scale) },
+                Some(cap) => {
+                    let mut mt = f32::NEG_INFINITY;
+                    for (j, sj) in s.iter_mut().enumerate() {
+                        if j < jl || j >= jh {
+                            *sj = f32::NEG_INFINITY;
+                            continue;
+                        }
+                        let x = *sj * p.scale;
+                        *sj = cap * (x / cap).tanh();
+                        mt = mt.max(*sj);
+                    }
+                    mt
                 }
-                let mut x = *sj * p.scale;
-                if let Some(cap) = p.softcap {
-                    x = cap * (x / cap).tanh();
-                }
-                *sj = x;
-                mt = mt.max(x);
-            }
+            };
             let m_old = sc.m[r];
             let m_new = m_old.max(mt);
             let c = if m_old == f32::NEG_INFINITY {

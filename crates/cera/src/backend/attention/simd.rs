@@ -21,6 +21,32 @@ pub(super) trait Ops {
     unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize);
     /// f16 to f32, `dst.len()` values.
     unsafe fn cvt(src: &[f16], dst: &mut [f32]);
+
+    /// `s[j] = q · k[j·d..(j+1)·d]` for at least the keys `jl..jh` of a tile (`k`: `BK` rows of
+    /// `d`); other entries may be left with any value. A key's score must not depend on
+    /// `jl`/`jh` (which differ between the rows of a tile), so that a token decoded alone gets
+    /// the scores it gets inside a prefill.
+    #[inline(always)]
+    unsafe fn scores(q: &[f32], k: &[f32], d: usize, jl: usize, jh: usize, s: &mut [f32; BK]) {
+        for (j, sj) in s.iter_mut().enumerate().take(jh).skip(jl) {
+            *sj = Self::dot(q, &k[j * d..(j + 1) * d]);
+        }
+    }
+
+    /// Scales the scores `jl..jh` by `scale` and sets the others to −∞; returns the largest.
+    #[inline(always)]
+    unsafe fn scale_mask_max(s: &mut [f32; BK], jl: usize, jh: usize, scale: f32) -> f32 {
+        let mut mt = f32::NEG_INFINITY;
+        for (j, sj) in s.iter_mut().enumerate() {
+            if j < jl || j >= jh {
+                *sj = f32::NEG_INFINITY;
+            } else {
+                *sj *= scale;
+                mt = mt.max(*sj);
+            }
+        }
+        mt
+    }
 }
 
 pub(super) struct Scalar;
@@ -160,15 +186,31 @@ mod x86 {
                     _mm256_mul_ps(_mm256_loadu_ps(a.add(16)), cv),
                     _mm256_mul_ps(_mm256_loadu_ps(a.add(24)), cv),
                 ];
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    let pv = _mm256_set1_ps(pj);
+                // even and odd keys into two sets of accumulators (eight FMA chains), added
+                // at the end: four chains would wait on the FMA latency
+                let mut r2 = [_mm256_setzero_ps(); 4];
+                let mut j = 0;
+                while j + 2 <= kb {
+                    let (p0, p1) = (_mm256_set1_ps(p[j]), _mm256_set1_ps(p[j + 1]));
+                    let (v0, v1) = (
+                        v.as_ptr().add(j * dv + c0),
+                        v.as_ptr().add((j + 1) * dv + c0),
+                    );
+                    for i in 0..4 {
+                        r[i] = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v0.add(8 * i)), r[i]);
+                        r2[i] = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v1.add(8 * i)), r2[i]);
+                    }
+                    j += 2;
+                }
+                if j < kb {
+                    let pv = _mm256_set1_ps(p[j]);
                     let vr = v.as_ptr().add(j * dv + c0);
                     for (i, x) in r.iter_mut().enumerate() {
                         *x = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr.add(8 * i)), *x);
                     }
                 }
-                for (i, x) in r.iter().enumerate() {
-                    _mm256_storeu_ps(a.add(8 * i), *x);
+                for i in 0..4 {
+                    _mm256_storeu_ps(a.add(8 * i), _mm256_add_ps(r[i], r2[i]));
                 }
                 c0 += 32;
             }
@@ -251,6 +293,88 @@ mod x86 {
             }
             _mm512_reduce_add_ps(acc)
         }
+        /// Sixteen keys at a time when `d` is whole vectors: each key's products accumulate in
+        /// a vector of its own, as in [`Ops::dot`], and one transpose-and-add tree sums all
+        /// sixteen at once instead of one horizontal sum per key.
+        #[inline(always)]
+        unsafe fn scores(q: &[f32], k: &[f32], d: usize, jl: usize, jh: usize, s: &mut [f32; BK]) {
+            if !d.is_multiple_of(16) || d > 256 {
+                for (j, sj) in s.iter_mut().enumerate().take(jh).skip(jl) {
+                    *sj = Self::dot(q, &k[j * d..(j + 1) * d]);
+                }
+                return;
+            }
+            assert!(q.len() >= d && k.len() >= BK * d);
+            let nv = d / 16;
+            let mut qv = [_mm512_setzero_ps(); 16];
+            for (c, v) in qv.iter_mut().enumerate().take(nv) {
+                *v = _mm512_loadu_ps(q.as_ptr().add(16 * c));
+            }
+            for g in (jl / 16)..jh.div_ceil(16) {
+                let mut acc = [_mm512_setzero_ps(); 16];
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let kr = k.as_ptr().add((16 * g + i) * d);
+                    for (c, v) in qv.iter().enumerate().take(nv) {
+                        *a = _mm512_fmadd_ps(*v, _mm512_loadu_ps(kr.add(16 * c)), *a);
+                    }
+                }
+                // Sum each key's vector in `_mm512_reduce_add_ps`'s order (lanes 8 apart, then
+                // 4, 2, 1), sixteen keys at a time, so the scores keep the bits of one horizontal
+                // sum per key. Distance 8: keys 2j and 2j+1 in the two 256-bit halves of t[j].
+                let mut t = [_mm512_setzero_ps(); 8];
+                for (j, tj) in t.iter_mut().enumerate() {
+                    let (a, b) = (acc[2 * j], acc[2 * j + 1]);
+                    *tj = _mm512_add_ps(
+                        _mm512_shuffle_f32x4::<0x44>(a, b),
+                        _mm512_shuffle_f32x4::<0xEE>(a, b),
+                    );
+                }
+                // distance 4: key 4i + L in 128-bit lane L of u[i]
+                let mut u = [_mm512_setzero_ps(); 4];
+                for (i, ui) in u.iter_mut().enumerate() {
+                    let (a, b) = (t[2 * i], t[2 * i + 1]);
+                    *ui = _mm512_add_ps(
+                        _mm512_shuffle_f32x4::<0x88>(a, b),
+                        _mm512_shuffle_f32x4::<0xDD>(a, b),
+                    );
+                }
+                // distance 2: 128-bit lane L of w[i] holds keys 8i + L and 8i + 4 + L
+                let mut w = [_mm512_setzero_ps(); 2];
+                for (i, wi) in w.iter_mut().enumerate() {
+                    let (a, b) = (_mm512_castps_pd(u[2 * i]), _mm512_castps_pd(u[2 * i + 1]));
+                    *wi = _mm512_add_ps(
+                        _mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                        _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)),
+                    );
+                }
+                // distance 1: lane 4L + m holds key 4m + L; one permute puts key k in lane k
+                let x = _mm512_add_ps(
+                    _mm512_shuffle_ps::<0x88>(w[0], w[1]),
+                    _mm512_shuffle_ps::<0xDD>(w[0], w[1]),
+                );
+                let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+                let r = _mm512_permutexvar_ps(order, x);
+                _mm512_storeu_ps(s.as_mut_ptr().add(16 * g), r);
+            }
+        }
+        #[inline(always)]
+        unsafe fn scale_mask_max(s: &mut [f32; BK], jl: usize, jh: usize, scale: f32) -> f32 {
+            let (sv, ninf) = (_mm512_set1_ps(scale), _mm512_set1_ps(f32::NEG_INFINITY));
+            let mut mx = ninf;
+            for g in 0..BK / 16 {
+                let p = s.as_mut_ptr().add(16 * g);
+                let idx = _mm512_add_epi32(
+                    _mm512_set1_epi32(16 * g as i32),
+                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                );
+                let inside = _mm512_cmpge_epi32_mask(idx, _mm512_set1_epi32(jl as i32))
+                    & _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(jh as i32));
+                let x = _mm512_mask_mul_ps(ninf, inside, _mm512_loadu_ps(p), sv);
+                _mm512_storeu_ps(p, x);
+                mx = _mm512_max_ps(mx, x);
+            }
+            _mm512_reduce_max_ps(mx)
+        }
         #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
             let mv = _mm512_set1_ps(m);
@@ -280,20 +404,38 @@ mod x86 {
                 };
                 let mask = |i: usize| if i + 1 == nreg { last } else { 0xFFFF };
                 let a = acc.as_mut_ptr().add(c0);
+                // even and odd keys into two sets of accumulators, added at the end: one chain
+                // of FMAs per output register would wait on the FMA latency at every key
                 let mut r = [_mm512_setzero_ps(); 4];
+                let mut r2 = [_mm512_setzero_ps(); 4];
                 for (i, x) in r.iter_mut().enumerate().take(nreg) {
                     *x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask(i), a.add(16 * i)), cv);
                 }
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    let pv = _mm512_set1_ps(pj);
+                let mut j = 0;
+                while j + 2 <= kb {
+                    let (p0, p1) = (_mm512_set1_ps(p[j]), _mm512_set1_ps(p[j + 1]));
+                    let (v0, v1) = (
+                        v.as_ptr().add(j * dv + c0),
+                        v.as_ptr().add((j + 1) * dv + c0),
+                    );
+                    for i in 0..nreg {
+                        let x0 = _mm512_maskz_loadu_ps(mask(i), v0.add(16 * i));
+                        let x1 = _mm512_maskz_loadu_ps(mask(i), v1.add(16 * i));
+                        r[i] = _mm512_fmadd_ps(p0, x0, r[i]);
+                        r2[i] = _mm512_fmadd_ps(p1, x1, r2[i]);
+                    }
+                    j += 2;
+                }
+                if j < kb {
+                    let pv = _mm512_set1_ps(p[j]);
                     let vr = v.as_ptr().add(j * dv + c0);
                     for (i, x) in r.iter_mut().enumerate().take(nreg) {
                         let vx = _mm512_maskz_loadu_ps(mask(i), vr.add(16 * i));
                         *x = _mm512_fmadd_ps(pv, vx, *x);
                     }
                 }
-                for (i, x) in r.iter().enumerate().take(nreg) {
-                    _mm512_mask_storeu_ps(a.add(16 * i), mask(i), *x);
+                for i in 0..nreg {
+                    _mm512_mask_storeu_ps(a.add(16 * i), mask(i), _mm512_add_ps(r[i], r2[i]));
                 }
                 c0 += w;
             }
