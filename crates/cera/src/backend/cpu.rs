@@ -197,11 +197,7 @@ impl Backend for Cpu {
 
     fn glu(&self, _cx: &mut CpuCtx, gate: &mut CpuTensor, up: &CpuTensor, act: Act) {
         assert_eq!(self.shape(gate), self.shape(up), "glu: shapes differ");
-        let f = match act {
-            Act::Silu => ew::silu,
-            Act::Gelu => ew::gelu,
-        };
-        ew::glu_inplace(gate.data_mut(), up.data(), f);
+        Cpu::glu(self, gate.data_mut(), up.data(), act);
     }
 
     fn softcap(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, cap: f32) {

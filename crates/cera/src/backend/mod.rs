@@ -26,6 +26,7 @@
 //! `tests/backend_ops.rs` (harness: `tests/common/backend_ops.rs`, `check_all`) runs each op on a
 //! backend and on it with the same random inputs, within per-op error bounds.
 
+mod activation;
 mod attention;
 pub(crate) mod cpu;
 mod elementwise;

@@ -206,7 +206,7 @@ fn expert(
         m,
         &mut sc.acts,
     )?;
-    backend::glu_inplace(&mut sc.gate[..m * ff], &sc.up[..m * ff], backend::silu);
+    cpu.glu(&mut sc.gate[..m * ff], &sc.up[..m * ff], backend::Act::Silu);
     sc.y.resize(m * d, 0.0);
     cpu.matmul(
         &w.down[e],
