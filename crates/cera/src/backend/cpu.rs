@@ -5,7 +5,7 @@
 use super::moe::{self, MoeScratch, MoeWeights};
 use super::{
     Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvType, QuantizedActs,
-    RopeConfig, SeqSpan, Weight, elementwise as ew,
+    RopeConfig, SeqSpan, SyncPtr, Weight, elementwise as ew,
 };
 use crate::error::{Error, Result};
 
@@ -165,9 +165,13 @@ impl Backend for Cpu {
     ) -> Result<()> {
         // the input is new: quantize it again for the first weight that needs it
         cx.acts.invalidate();
-        for (w, out) in ops.iter_mut() {
-            let o = out.reshape(x.rows, w.rows);
-            self.matmul_into(w, x.data(), x.rows, &mut cx.acts, o)?;
+        for part in ops.chunks_mut(8) {
+            let mut list = [(part[0].0, SyncPtr(std::ptr::null_mut()), 0); 8];
+            for (e, (w, out)) in list.iter_mut().zip(part.iter_mut()) {
+                let o = out.reshape(x.rows, w.rows);
+                *e = (*w, SyncPtr(o.as_mut_ptr()), o.len());
+            }
+            self.matmul_list(&list[..part.len()], x.data(), x.rows, &mut cx.acts)?;
         }
         Ok(())
     }

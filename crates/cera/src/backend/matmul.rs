@@ -251,7 +251,8 @@ impl Cpu {
     }
 
     /// Several matmuls that read the same input (Q/K/V, gate/up): the input is quantized once
-    /// per paired activation type, not once per weight.
+    /// per paired activation type, not once per weight, and the weights that share it run in
+    /// one parallel region.
     pub fn matmul_many(
         &self,
         ops: &mut [(&Weight, &mut [f32])],
@@ -260,114 +261,192 @@ impl Cpu {
         scratch: &mut QuantizedActs,
     ) -> Result<()> {
         scratch.invalidate();
-        for (w, out) in ops.iter_mut() {
-            self.matmul_into(w, x, n_tokens, scratch, out)?;
+        for part in ops.chunks_mut(MAX_FUSED) {
+            let mut list = [(part[0].0, SyncPtr(std::ptr::null_mut()), 0); MAX_FUSED];
+            for (e, (w, out)) in list.iter_mut().zip(part.iter_mut()) {
+                *e = (*w, SyncPtr(out.as_mut_ptr()), out.len());
+            }
+            self.matmul_list(&list[..part.len()], x, n_tokens, scratch)?;
         }
         Ok(())
     }
 
-    /// One matmul whose input may already be quantized in `scratch` (by the previous weight of
-    /// the same input: call [`QuantizedActs::invalidate`] when the input changes).
-    pub(crate) fn matmul_into(
+    /// Products of `x` with each weight into its output (pointer and length), checked first.
+    /// Consecutive weights with the same activation type share one quantization of `x` (kept
+    /// in `scratch` while it matches: call [`QuantizedActs::invalidate`] when `x` changes) and
+    /// one parallel region.
+    pub(crate) fn matmul_list(
         &self,
-        w: &Weight,
+        ops: &[(&Weight, SyncPtr<f32>, usize)],
         x: &[f32],
         n_tokens: usize,
         scratch: &mut QuantizedActs,
-        out: &mut [f32],
     ) -> Result<()> {
-        let act_ty = KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {
-            ty: w.ty,
-            op: "matrix multiplication",
-        })?;
-        if x.len() != n_tokens * w.cols {
-            return Err(Error::QuantShape {
+        for &(w, _, len) in ops {
+            KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {
                 ty: w.ty,
-                reason: format!(
-                    "{}: input has {} values, expected {n_tokens} x {}",
-                    w.name,
-                    x.len(),
-                    w.cols
-                ),
-            });
+                op: "matrix multiplication",
+            })?;
+            if x.len() != n_tokens * w.cols {
+                return Err(Error::QuantShape {
+                    ty: w.ty,
+                    reason: format!(
+                        "{}: input has {} values, expected {n_tokens} x {}",
+                        w.name,
+                        x.len(),
+                        w.cols
+                    ),
+                });
+            }
+            assert_eq!(len, w.rows * n_tokens, "{}: output size", w.name);
         }
-        if scratch.ty != Some(act_ty) || scratch.cols != w.cols {
-            self.quantize_acts(x, n_tokens, w.cols, act_ty, scratch);
+        let mut i = 0;
+        while i < ops.len() {
+            let act_ty = KernelTable::vec_dot_type(ops[i].0.ty).expect("checked above");
+            let mut j = i + 1;
+            while j < ops.len() && KernelTable::vec_dot_type(ops[j].0.ty) == Some(act_ty) {
+                j += 1;
+            }
+            let cols = ops[i].0.cols;
+            if scratch.ty != Some(act_ty) || scratch.cols != cols {
+                self.quantize_acts(x, n_tokens, cols, act_ty, scratch);
+            }
+            self.matmul_fused(&ops[i..j], scratch);
+            i = j;
         }
-        self.matmul_q(w, scratch, out);
         Ok(())
     }
 
-    fn matmul_q(&self, w: &Weight, acts: &QuantizedActs, out: &mut [f32]) {
-        let rows = w.rows;
-        let n_tokens = acts.n_tokens;
-        assert_eq!(out.len(), rows * n_tokens, "{}: output size", w.name);
-        let rb = w.row_bytes();
-        let data = w.data();
+    /// How weight `w`'s product is cut into chunks of rows and which kernel runs them.
+    fn plan<'a>(
+        &self,
+        w: &'a Weight,
+        acts: &QuantizedActs,
+        out: SyncPtr<f32>,
+        threads: usize,
+    ) -> MatPlan<'a> {
         let table = self.table;
-        // Enough chunks to balance threads, each big enough to amortise dispatch.
-        let threads = self.width_for(rows * rb * n_tokens);
-        let chunk = if threads == 1 {
-            rows
-        } else {
-            (rows / (threads * 8)).clamp(16, 256)
-        };
-        let ptr = SyncPtr(out.as_mut_ptr());
+        let n_tokens = acts.n_tokens;
         // activations packed for the 32-element kernels (the K-quant ones read the rows)
-        let packed = acts.ty.is_some_and(|t| {
+        let packed_acts = acts.ty.is_some_and(|t| {
             matches!(t, GgmlType::Q8_0 | GgmlType::Q8_1) && table.gemm_reads_packed(t)
         });
         // Packed weights go through the GEMM for decode too: the same kernel for one token or
         // many, so decode computes what prefill computes (and the original pages stay released).
         let use_gemm = table.has_gemm(w.ty)
-            && (!packed || acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group);
+            && (!packed_acts || acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group);
         let wpacked = if use_gemm { w.packed(self) } else { None };
-        if use_gemm && (wpacked.is_some() || !table.gemm_packs_weights(w.ty)) {
-            let chunk = (rows / (threads * 4)).clamp(16, 256).next_multiple_of(8);
-            let group_bytes =
-                pack::superblock_bytes(w.ty).unwrap_or(0) * (w.cols / pack::block_cols(w.ty));
-            self.pool.for_chunks(rows, chunk, threads, &|r| {
-                let wchunk = match wpacked {
-                    // chunks start at multiples of eight rows: whole groups
-                    Some(pw) => &pw[r.start / 8 * group_bytes..r.end.div_ceil(8) * group_bytes],
-                    None => &data[r.start * rb..r.end * rb],
-                };
-                let mut tile = [0f32; 4 * 256];
-                let n = r.len();
-                for t0 in (0..n_tokens).step_by(4) {
-                    let nt = (n_tokens - t0).min(4);
-                    let tk = |i: usize| (t0 + i).min(n_tokens - 1);
-                    let a = ActRows {
-                        n: nt,
-                        rows: std::array::from_fn(|i| {
-                            &acts.buf[tk(i) * acts.row_bytes..(tk(i) + 1) * acts.row_bytes]
-                        }),
-                        packed: if packed {
-                            &acts.packed[t0 / 4 * acts.packed_group..][..acts.packed_group]
-                        } else {
-                            &[]
-                        },
-                    };
-                    table.gemm(w.ty, w.cols, n, wchunk, &a, &mut tile, n);
-                    for i in 0..nt {
-                        // SAFETY: rows r of token t0+i are written only by this chunk.
-                        let dst = unsafe { ptr.slice((t0 + i) * rows + r.start, n) };
-                        dst.copy_from_slice(&tile[i * n..(i + 1) * n]);
-                    }
-                }
-            });
-            return;
+        let gemm = use_gemm && (wpacked.is_some() || !table.gemm_packs_weights(w.ty));
+        // enough chunks to balance threads, each big enough to amortise dispatch
+        let chunk = if gemm {
+            (w.rows / (threads * 4)).clamp(16, 256).next_multiple_of(8)
+        } else if threads == 1 {
+            w.rows
+        } else {
+            (w.rows / (threads * 8)).clamp(16, 256)
+        };
+        MatPlan {
+            w,
+            out,
+            chunk,
+            gemm,
+            wpacked,
+            group_bytes: pack::superblock_bytes(w.ty).unwrap_or(0)
+                * (w.cols / pack::block_cols(w.ty).max(1)),
+            packed_acts,
         }
-        self.pool.for_chunks(rows, chunk, threads, &|r| {
-            let wchunk = &data[r.start * rb..r.end * rb];
-            for t in 0..n_tokens {
-                let act = &acts.buf[t * acts.row_bytes..(t + 1) * acts.row_bytes];
-                // SAFETY: rows r of token t are written only by this chunk.
-                let dst = unsafe { ptr.slice(t * rows + r.start, r.len()) };
-                table.gemv(w.ty, w.cols, wchunk, act, dst);
+    }
+
+    /// Weights that read the same quantized input, in one parallel region: their chunks of
+    /// rows are laid end to end and shared out together, so Q/K/V (or gate/up) cost one
+    /// dispatch and one join instead of one each. A row's arithmetic does not depend on its
+    /// chunk.
+    fn matmul_fused(&self, ops: &[(&Weight, SyncPtr<f32>, usize)], acts: &QuantizedActs) {
+        let n_tokens = acts.n_tokens;
+        let bytes: usize = ops.iter().map(|o| o.0.rows * o.0.row_bytes()).sum();
+        let threads = self.width_for(bytes * n_tokens);
+        let dummy = self.plan(ops[0].0, acts, ops[0].1, threads);
+        let mut plans = [dummy; MAX_FUSED];
+        // first chunk index of each weight, and the total
+        let mut first = [0usize; MAX_FUSED + 1];
+        for (i, &(w, out, _)) in ops.iter().enumerate() {
+            plans[i] = self.plan(w, acts, out, threads);
+            first[i + 1] = first[i] + w.rows.div_ceil(plans[i].chunk);
+        }
+        let n = ops.len();
+        let plans = &plans[..n];
+        let first = &first[..=n];
+        self.pool.for_chunks(first[n], 1, threads, &|units| {
+            for u in units {
+                let i = first.partition_point(|&f| f <= u) - 1;
+                let p = &plans[i];
+                let r0 = (u - first[i]) * p.chunk;
+                self.matmul_rows(p, acts, r0..(r0 + p.chunk).min(p.w.rows));
             }
         });
     }
+
+    /// Rows `r` of one planned product, for every token.
+    fn matmul_rows(&self, p: &MatPlan, acts: &QuantizedActs, r: std::ops::Range<usize>) {
+        let (w, table, n_tokens) = (p.w, self.table, acts.n_tokens);
+        let (rows, rb) = (w.rows, w.row_bytes());
+        let data = w.data();
+        if p.gemm {
+            let wchunk = match p.wpacked {
+                // chunks start at multiples of eight rows: whole groups
+                Some(pw) => &pw[r.start / 8 * p.group_bytes..r.end.div_ceil(8) * p.group_bytes],
+                None => &data[r.start * rb..r.end * rb],
+            };
+            let mut tile = [0f32; 4 * 256];
+            let n = r.len();
+            for t0 in (0..n_tokens).step_by(4) {
+                let nt = (n_tokens - t0).min(4);
+                let tk = |i: usize| (t0 + i).min(n_tokens - 1);
+                let a = ActRows {
+                    n: nt,
+                    rows: std::array::from_fn(|i| {
+                        &acts.buf[tk(i) * acts.row_bytes..(tk(i) + 1) * acts.row_bytes]
+                    }),
+                    packed: if p.packed_acts {
+                        &acts.packed[t0 / 4 * acts.packed_group..][..acts.packed_group]
+                    } else {
+                        &[]
+                    },
+                };
+                table.gemm(w.ty, w.cols, n, wchunk, &a, &mut tile, n);
+                for i in 0..nt {
+                    // SAFETY: rows r of token t0+i are written only by this chunk.
+                    let dst = unsafe { p.out.slice((t0 + i) * rows + r.start, n) };
+                    dst.copy_from_slice(&tile[i * n..(i + 1) * n]);
+                }
+            }
+            return;
+        }
+        let wchunk = &data[r.start * rb..r.end * rb];
+        for t in 0..n_tokens {
+            let act = &acts.buf[t * acts.row_bytes..(t + 1) * acts.row_bytes];
+            // SAFETY: rows r of token t are written only by this chunk.
+            let dst = unsafe { p.out.slice(t * rows + r.start, r.len()) };
+            table.gemv(w.ty, w.cols, wchunk, act, dst);
+        }
+    }
+}
+
+/// Weights fused into one parallel region at most (Q/K/V and gate/up need three).
+const MAX_FUSED: usize = 8;
+
+/// One weight's product, cut into chunks of rows (see [`Cpu::matmul_fused`]).
+#[derive(Clone, Copy)]
+struct MatPlan<'a> {
+    w: &'a Weight,
+    out: SyncPtr<f32>,
+    chunk: usize,
+    /// GEMM kernels (packed or plain rows) rather than the per-token GEMV
+    gemm: bool,
+    wpacked: Option<&'a [u8]>,
+    /// bytes of eight packed rows
+    group_bytes: usize,
+    packed_acts: bool,
 }
 
 impl QuantizedActs {
