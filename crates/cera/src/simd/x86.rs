@@ -479,10 +479,13 @@ pub(crate) fn unpack_x8_nibbles(s: &[u8]) -> [__m256i; 8] {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
 pub(crate) fn unpack_x8_q5(s: &[u8]) -> [__m256i; 8] {
+    assert!(s.len() >= 160);
     let mut c = unpack_x8_nibbles(s);
     let sixteen = _mm256_set1_epi8(16);
     for (j, cj) in c.iter_mut().enumerate() {
-        let m = u32::from_le_bytes(s[128 + 4 * j..132 + 4 * j].try_into().unwrap());
+        // straight from memory into a mask register (not through a general register)
+        // SAFETY: bytes 128 + 4j .. 132 + 4j are in `s` (checked above).
+        let m = unsafe { _load_mask32(s.as_ptr().add(128 + 4 * j).cast::<__mmask32>()) };
         *cj = _mm256_mask_add_epi8(*cj, m, *cj, sixteen);
     }
     c
