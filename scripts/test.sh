@@ -3,22 +3,25 @@
 # (fetched through the project's own fetch step), then every test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+T0=$SECONDS
+# each step's header says how long the run has taken so far
+step() { step "$* (at $((SECONDS - T0)) s)"; }
 
 command -v cargo >/dev/null || { echo "error: cargo (Rust 1.95+) is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "error: python3 with pip is required to fetch models" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all --check
-echo "== cargo clippy -D warnings"
+step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== fetching test models"
+step "fetching test models"
 cargo build --release --locked -p cera-cli
 for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m; do
   ./target/release/cera pull "$m"
 done
 cargo run --release --locked -q -p cera --example fetch_test_data
-echo "== aarch64: clippy, then the NEON kernel tests under qemu-user"
+step "aarch64: clippy, then the NEON kernel tests under qemu-user"
 # The NEON tiers are cross-compiled and run under qemu (after the fetch: the tiny-model parity
 # tests take their tokenizer from SmolLM2), twice: on `-cpu max` (every tier) and on
 # a Cortex-A72 (no `sdot`), where detection must fall back to `neon`. CERA_EXPECT_TIERS makes
@@ -50,5 +53,6 @@ for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; 
 done
 unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT_TIERS
 
-echo "== cargo test"
+step "cargo test"
 cargo test --workspace --locked
+step "done"
