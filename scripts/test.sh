@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 # each step's header says how long the run has taken so far
-step() { step "$* (at $((SECONDS - T0)) s)"; }
+step() { echo "== $* (at $((SECONDS - T0)) s)"; }
 
 command -v cargo >/dev/null || { echo "error: cargo (Rust 1.95+) is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "error: python3 with pip is required to fetch models" >&2; exit 1; }
