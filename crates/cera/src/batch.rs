@@ -77,7 +77,9 @@ impl<'s> Batch<'s> {
     /// Adds `tokens` for `session`, appended after its context, with logits for the rows
     /// `logits` names. Checks, before anything runs, that the session belongs to this engine,
     /// that the tokens fit its context and are in the vocabulary. A session whose recurrent
-    /// state must be rebuilt after a truncate is brought up to date here, on its own.
+    /// state must be rebuilt after a truncate is brought up to date here, on its own. A
+    /// refused entry leaves the step as it was (other sessions can still be added and run);
+    /// the refused session stays borrowed until the step is dropped.
     pub fn add(
         &mut self,
         session: &'s mut Session,

@@ -24,7 +24,7 @@ use super::common::shortconv::ConvState;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
-use super::step::{LogitsPost, SeqInput, Workspace, logits_out, with_layer_kv};
+use super::step::{LogitsPost, SeqInput, Workspace, attend, logits_out};
 use crate::backend::moe::{Gating, MoeWeights};
 use crate::backend::{Act, AttentionParams, Backend, KvType, RopeConfig, RopeKind, Weight};
 use crate::error::{Error, Result};
@@ -439,9 +439,6 @@ impl Lfm2 {
         be.rms_norm_inplace(cx, &mut ws.k, &w.k_norm, c.rms_eps);
         be.rope(cx, &mut ws.q, c.n_head, c.head_dim, &ws.pos, &c.rope);
         be.rope(cx, &mut ws.k, n_kv, c.head_dim, &ws.pos, &c.rope);
-        for (s, span) in seqs.iter_mut().zip(&ws.spans) {
-            be.kv_store(cx, &mut s.state.kv[il], &ws.k, &ws.v, *span);
-        }
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,
@@ -451,10 +448,8 @@ impl Lfm2 {
             softcap: None,
             window: c.window,
         };
-        with_layer_kv(seqs, il, |kv| {
-            be.attention(cx, &ws.q, kv, &ws.spans, &params, &mut ws.att)
-        });
-        be.matmul(cx, &mut [(&w.wo, &mut ws.o)], &ws.att)
+        attend(be, il, seqs, ws, &params);
+        be.matmul(&mut ws.cx, &mut [(&w.wo, &mut ws.o)], &ws.att)
     }
 
     /// `o = ffn(h)`: SwiGLU, dense or routed (the step's tokens of every sequence grouped by

@@ -3,7 +3,7 @@
 //! plan, the per-layer list of caches, logits out).
 
 use super::SeqState;
-use crate::backend::{Backend, Cpu, SeqSpan, Weight};
+use crate::backend::{AttentionParams, Backend, Cpu, SeqSpan, Weight};
 use crate::error::{Error, Result};
 
 /// Which of a sequence's rows in a step produce logits.
@@ -149,7 +149,7 @@ impl<B: Backend> Workspace<B> {
 const INLINE_SEQS: usize = 32;
 
 /// Calls `f` with layer `il`'s cache of every sequence, in input order.
-pub(crate) fn with_layer_kv<B: Backend, R>(
+fn with_layer_kv<B: Backend, R>(
     seqs: &[SeqInput<'_, B>],
     il: usize,
     f: impl FnOnce(&[&B::Kv]) -> R,
@@ -165,6 +165,24 @@ pub(crate) fn with_layer_kv<B: Backend, R>(
         let list: Vec<&B::Kv> = seqs.iter().map(|s| &s.state.kv[il]).collect();
         f(&list)
     }
+}
+
+/// Stores the step's keys and values (`ws.k`, `ws.v`) in each sequence's layer-`il` cache,
+/// then writes the attention of the queries `ws.q` over those caches to `ws.att`.
+pub(crate) fn attend<B: Backend>(
+    be: &B,
+    il: usize,
+    seqs: &mut [SeqInput<'_, B>],
+    ws: &mut Workspace<B>,
+    p: &AttentionParams,
+) {
+    let cx = &mut ws.cx;
+    for (s, span) in seqs.iter_mut().zip(&ws.spans) {
+        be.kv_store(cx, &mut s.state.kv[il], &ws.k, &ws.v, *span);
+    }
+    with_layer_kv(seqs, il, |kv| {
+        be.attention(cx, &ws.q, kv, &ws.spans, p, &mut ws.att)
+    });
 }
 
 /// What follows the output projection.

@@ -5,7 +5,7 @@
 
 use crate::backend::{Act, AttentionParams, Backend, KvType, RopeConfig, Weight};
 use crate::error::Result;
-use crate::models::step::{Buf, LogitsPost, SeqInput, Workspace, dump, logits_out, with_layer_kv};
+use crate::models::step::{Buf, LogitsPost, SeqInput, Workspace, attend, dump, logits_out};
 
 /// Where the RMS norms sit around attention and the FFN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,10 +246,6 @@ impl Decoder {
         dump(be, ws, "Qcur", Some(il), Buf::Q);
         dump(be, ws, "Kcur", Some(il), Buf::K);
         dump(be, ws, "Vcur", Some(il), Buf::V);
-        let cx = &mut ws.cx;
-        for (s, span) in seqs.iter_mut().zip(&ws.spans) {
-            be.kv_store(cx, &mut s.state.kv[il], &ws.k, &ws.v, *span);
-        }
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,
@@ -259,9 +255,7 @@ impl Decoder {
             softcap: c.attn_softcap,
             window: c.window[il],
         };
-        with_layer_kv(seqs, il, |kv| {
-            be.attention(cx, &ws.q, kv, &ws.spans, &params, &mut ws.att)
-        });
+        attend(be, il, seqs, ws, &params);
         dump(be, ws, "kqv_out", Some(il), Buf::Att);
         be.matmul(&mut ws.cx, &mut [(&lw.wo, &mut ws.o)], &ws.att)?;
         if let Some(b) = &lw.bo {
