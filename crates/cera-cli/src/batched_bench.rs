@@ -11,6 +11,7 @@
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use cera::batch::StepLogits;
 use cera::engine::{Engine, EngineOptions, SessionOptions};
 use cera::models::Logits;
 use cera::sample::Rng;
@@ -157,6 +158,8 @@ fn measure(
         .map(|_| session(engine, pp + tg))
         .collect();
 
+    // logits rows of every step, reused (as a scheduler would)
+    let mut out = StepLogits::default();
     // prefill: the prompts packed into steps of at most n_ubatch tokens
     let t0 = Instant::now();
     let mut done = vec![0usize; n_seq_prompts];
@@ -177,7 +180,7 @@ fn measure(
             *d += n;
             budget -= n;
         }
-        step.run()?;
+        step.run_into(&mut out)?;
     }
     let t_pp = t0.elapsed().as_secs_f64();
     if a.pps {
@@ -193,7 +196,7 @@ fn measure(
             for f in &feed {
                 let mut step = engine.batch();
                 step.add(s, &f[j..j + 1], Logits::Last)?;
-                step.run()?;
+                step.run_into(&mut out)?;
             }
         }
     } else {
@@ -202,7 +205,7 @@ fn measure(
             for (j, s) in sess.iter_mut().enumerate() {
                 step.add(s, &f[j..j + 1], Logits::Last)?;
             }
-            step.run()?;
+            step.run_into(&mut out)?;
         }
     }
     let t_tg = t0.elapsed().as_secs_f64();
