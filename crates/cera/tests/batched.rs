@@ -250,3 +250,48 @@ fn batch_refuses_bad_entries() {
     assert!(eng.batch().run().unwrap().is_empty());
     assert!(a.tokens().is_empty());
 }
+
+/// Sessions with different cache types (f16, q8_0, f32 keys with q8_0 values) share one step:
+/// each attends over its own cache in its own types and gets what it gets alone.
+#[test]
+fn sessions_with_different_cache_types_share_a_step() {
+    use cera::backend::KvType;
+    let eng = Engine::load(real_model("smollm2"), EngineOptions::default()).unwrap();
+    let types = [
+        (KvType::F16, None),
+        (KvType::Q8_0, None),
+        (KvType::F32, Some(KvType::Q8_0)),
+    ];
+    let open = |(k, v): (KvType, Option<KvType>)| {
+        let mut o = SessionOptions::default();
+        o.n_ctx = 128;
+        o.kv_type = k;
+        o.kv_type_v = v;
+        eng.session(o)
+    };
+    let prompts = real_prompts(&eng);
+    let mut want = Vec::new();
+    for (ty, p) in types.iter().zip(&prompts) {
+        let mut s = open(*ty);
+        s.append_tokens(p).unwrap();
+        let t = argmax(s.logits()) as u32;
+        s.append_tokens(&[t]).unwrap();
+        want.push((t, s.logits().to_vec()));
+    }
+    let mut sess: Vec<Session> = types.iter().map(|t| open(*t)).collect();
+    let mut step = eng.batch();
+    for (s, p) in sess.iter_mut().zip(&prompts) {
+        step.add(s, p, Logits::Last).unwrap();
+    }
+    step.run().unwrap();
+    let next: Vec<[u32; 1]> = sess.iter().map(|s| [argmax(s.logits()) as u32]).collect();
+    let mut step = eng.batch();
+    for (s, t) in sess.iter_mut().zip(&next) {
+        step.add(s, t, Logits::Last).unwrap();
+    }
+    step.run().unwrap();
+    for (i, (s, (t, w))) in sess.iter().zip(&want).enumerate() {
+        assert_eq!(next[i][0], *t, "session {i}: greedy token");
+        assert_same(&format!("cache types {:?}", types[i]), s.logits(), w);
+    }
+}
