@@ -365,12 +365,14 @@ impl Cpu {
         let n_tokens = acts.n_tokens;
         let bytes: usize = ops.iter().map(|o| o.0.rows * o.0.row_bytes()).sum();
         let threads = self.width_for(bytes * n_tokens);
-        let dummy = self.plan(ops[0].0, acts, ops[0].1, threads);
-        let mut plans = [dummy; MAX_FUSED];
+        // the first weight's plan also fills the unused entries
+        let mut plans = [self.plan(ops[0].0, acts, ops[0].1, threads); MAX_FUSED];
         // first chunk index of each weight, and the total
         let mut first = [0usize; MAX_FUSED + 1];
         for (i, &(w, out, _)) in ops.iter().enumerate() {
-            plans[i] = self.plan(w, acts, out, threads);
+            if i > 0 {
+                plans[i] = self.plan(w, acts, out, threads);
+            }
             first[i + 1] = first[i] + w.rows.div_ceil(plans[i].chunk);
         }
         let n = ops.len();

@@ -209,22 +209,9 @@ impl Model {
         Ok(())
     }
 
-    /// Runs one sequence's `tokens` at positions `pos0..` on the CPU; logits for the last token
-    /// (or all) go to `logits`.
-    pub fn forward(
-        &self,
-        cpu: &Cpu,
-        st: &mut ModelState,
-        tokens: &[u32],
-        pos0: usize,
-        all_logits: bool,
-        logits: &mut Vec<f32>,
-    ) -> Result<()> {
-        self.forward_on(cpu, st, tokens, pos0, all_logits, logits)
-    }
-
-    /// [`Model::forward`] on any backend.
-    pub fn forward_on<B: Backend>(
+    /// Runs one sequence's `tokens` at positions `pos0..` on backend `be`; logits for the last
+    /// token (or all) go to `logits`.
+    pub fn forward<B: Backend>(
         &self,
         be: &B,
         st: &mut ModelState<B>,
