@@ -78,6 +78,8 @@ enum Fault {
     KvPrecision,
     /// MoE routing ignores the selection bias
     MoeBias,
+    /// the context shift rotates the moved keys back by one position too few
+    ShiftRotation,
 }
 
 /// The CPU backend with one fault.
@@ -200,6 +202,28 @@ impl Backend for Faulty {
     ) {
         self.cpu.kv_store(cx, kv, k, v, span)
     }
+    fn kv_save(&self, kv: &KvLayer, n: usize, out: &mut Vec<u8>) {
+        self.cpu.kv_save(kv, n, out)
+    }
+    fn kv_load(&self, kv: &mut KvLayer, n: usize, src: &[u8]) -> cera::Result<()> {
+        self.cpu.kv_load(kv, n, src)
+    }
+    fn kv_shift(
+        &self,
+        kv: &mut KvLayer,
+        keep: usize,
+        n_discard: usize,
+        n_past: usize,
+        rope: Option<&RopeConfig>,
+    ) {
+        self.cpu.kv_shift(kv, keep, n_discard, n_past, rope);
+        if self.fault == Fault::ShiftRotation
+            && let Some(r) = rope
+        {
+            // one position forward again: the keys end up rotated back by n_discard - 1
+            kv.rotate(keep, n_past - n_discard, 1, r);
+        }
+    }
     fn attention(
         &self,
         cx: &mut CpuCtx,
@@ -288,6 +312,7 @@ fn harness_catches_other_faults() {
         (Fault::ConvState, "short_conv", "short_conv"),
         (Fault::KvPrecision, "attention", "attention F32/F32"),
         (Fault::MoeBias, "moe", "moe"),
+        (Fault::ShiftRotation, "kv_state", "kv_shift"),
     ];
     for (fault, group, op) in cases {
         let fails = run_groups(&faulty(fault), &[group]);

@@ -83,6 +83,12 @@ impl KvCache for KvLayer {
     fn bytes(&self) -> usize {
         KvLayer::bytes(self)
     }
+    fn types(&self) -> (KvType, KvType) {
+        KvLayer::types(self)
+    }
+    fn dims(&self) -> (usize, usize, usize) {
+        KvLayer::dims(self)
+    }
 }
 
 /// Sequences of a step up to which attention plans on the stack (a bigger step allocates).
@@ -264,6 +270,26 @@ impl Backend for Cpu {
         let rk = &k.data()[s.row0 * kd..(s.row0 + s.n) * kd];
         let rv = &v.data()[s.row0 * vd..(s.row0 + s.n) * vd];
         kv.store(s.pos0, rk, rv);
+    }
+
+    fn kv_save(&self, kv: &KvLayer, n: usize, out: &mut Vec<u8>) {
+        kv.save(n, out)
+    }
+
+    fn kv_load(&self, kv: &mut KvLayer, n: usize, src: &[u8]) -> Result<()> {
+        kv.load(n, src)
+            .map_err(|e| Error::Model(format!("restoring a KV cache layer: {e}")))
+    }
+
+    fn kv_shift(
+        &self,
+        kv: &mut KvLayer,
+        keep: usize,
+        n_discard: usize,
+        n_past: usize,
+        rope: Option<&RopeConfig>,
+    ) {
+        kv.shift(keep, n_discard, n_past, rope)
     }
 
     fn attention(

@@ -69,6 +69,23 @@ pub trait KvCache: Send {
     fn n_ctx(&self) -> usize;
     /// Bytes held.
     fn bytes(&self) -> usize;
+    /// Element types of the keys and the values.
+    fn types(&self) -> (KvType, KvType);
+    /// `(n_kv_head, head_dim, head_dim_v)`.
+    fn dims(&self) -> (usize, usize, usize);
+    /// Bytes [`Backend::kv_save`] writes for `n` positions. The layout is the same on every
+    /// backend: for the keys, then the values, each head's `n` rows in the cache's element type
+    /// (f32 or f16 little-endian, or ggml's 34-byte Q8_0 blocks).
+    fn saved_len(&self, n: usize) -> usize {
+        let (h, d, dv) = self.dims();
+        let bytes = |ty: KvType, n: usize| match ty {
+            KvType::F32 => n * 4,
+            KvType::F16 => n * 2,
+            KvType::Q8_0 => n / 32 * 34,
+        };
+        let (kt, vt) = self.types();
+        h * (bytes(kt, n * d) + bytes(vt, n * dv))
+    }
 }
 
 /// The ops models are written against. Shapes: a tensor is `rows` × `cols` f32, row-major; a
@@ -197,6 +214,23 @@ pub trait Backend: Send + Sync {
         k: &Self::Tensor,
         v: &Self::Tensor,
         span: SeqSpan,
+    );
+    /// Appends positions `0..n` of `kv` to `out` in the layout of [`KvCache::saved_len`]:
+    /// bit-exact, and readable by any backend.
+    fn kv_save(&self, kv: &Self::Kv, n: usize, out: &mut Vec<u8>);
+    /// Restores positions `0..n` from what [`Backend::kv_save`] wrote for a cache of the same
+    /// types and dims (any context that holds `n`); a wrong length is an error.
+    fn kv_load(&self, kv: &mut Self::Kv, n: usize, src: &[u8]) -> Result<()>;
+    /// The context shift: drops positions `keep..keep + n_discard`, moves `keep + n_discard..
+    /// n_past` down by `n_discard`, and rotates the moved keys back by `n_discard` positions with
+    /// `rope` (none: the layer has no RoPE), stored again in the cache's type.
+    fn kv_shift(
+        &self,
+        kv: &mut Self::Kv,
+        keep: usize,
+        n_discard: usize,
+        n_past: usize,
+        rope: Option<&RopeConfig>,
     );
     /// Causal attention of each sequence's queries (its rows of `q`) over its own cache
     /// (`kv[i]` belongs to `spans[i]`; sequences never see each other's keys), into `out`.

@@ -80,6 +80,12 @@ impl KvCache for RefKv {
     fn bytes(&self) -> usize {
         (self.k.len() + self.v.len()) * 4
     }
+    fn types(&self) -> (KvType, KvType) {
+        (self.k_ty, self.v_ty)
+    }
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.n_kv_head, self.head_dim, self.head_dim_v)
+    }
 }
 
 /// `x` as a cache of type `ty` holds it.
@@ -91,6 +97,48 @@ fn round_to(ty: KvType, x: &[f32]) -> Vec<f32> {
     };
     let q = quant::quantize_to_vec(gty, x).expect("KV rows are whole blocks");
     quant::dequantize_to_vec(gty, &q, x.len()).expect("KV rows are whole blocks")
+}
+
+/// `x` in the cache type's bytes (the layout of [`KvCache::saved_len`]).
+fn encode(ty: KvType, x: &[f32]) -> Vec<u8> {
+    match ty {
+        KvType::F32 => x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        KvType::F16 => quant::quantize_to_vec(GgmlType::F16, x).expect("f16"),
+        KvType::Q8_0 => quant::quantize_to_vec(GgmlType::Q8_0, x).expect("whole blocks"),
+    }
+}
+
+fn encoded_len(ty: KvType, n: usize) -> usize {
+    match ty {
+        KvType::F32 => n * 4,
+        KvType::F16 => n * 2,
+        KvType::Q8_0 => n / 32 * 34,
+    }
+}
+
+fn decode(ty: KvType, b: &[u8], n: usize) -> Vec<f32> {
+    match ty {
+        KvType::F32 => b
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        KvType::F16 => quant::dequantize_to_vec(GgmlType::F16, b, n).expect("f16"),
+        KvType::Q8_0 => quant::dequantize_to_vec(GgmlType::Q8_0, b, n).expect("whole blocks"),
+    }
+}
+
+/// Rotates one head by the pairs' `(cos, sin)`, in f64.
+fn rotate(cfg: &RopeConfig, head: &mut [f32], cs: &[(f64, f64)]) {
+    let half = cfg.n_rot / 2;
+    for (i, &(c, s)) in cs.iter().enumerate() {
+        let (a, b) = match cfg.kind {
+            RopeKind::Normal => (2 * i, 2 * i + 1),
+            RopeKind::Neox => (i, i + half),
+        };
+        let (x0, x1) = (head[a] as f64, head[b] as f64);
+        head[a] = (x0 * c - x1 * s) as f32;
+        head[b] = (x0 * s + x1 * c) as f32;
+    }
 }
 
 fn silu(x: f64) -> f64 {
@@ -127,7 +175,7 @@ fn matvec(w: &[f32], x: &[f32]) -> Vec<f64> {
 /// `beta_fast` and `beta_slow` times over the original context:
 /// `dim(β) = n_rot · ln(n_ctx_orig / (2π β)) / (2 ln base)`, floored / ceiled and clamped to
 /// `[0, n_rot - 1]`.
-pub fn rope_angles(cfg: &RopeConfig, pos: usize) -> Vec<(f64, f64)> {
+pub fn rope_angles(cfg: &RopeConfig, pos: i64) -> Vec<(f64, f64)> {
     let n = cfg.n_rot as f64;
     let base = cfg.freq_base as f64;
     let fs = cfg.freq_scale as f64;
@@ -409,21 +457,85 @@ impl Backend for Reference {
         assert!(
             n_head * head_dim <= x.cols && cfg.n_rot <= head_dim && cfg.n_rot.is_multiple_of(2)
         );
-        let half = cfg.n_rot / 2;
         for (r, &p) in pos.iter().enumerate() {
-            let cs = rope_angles(cfg, p);
+            let cs = rope_angles(cfg, p as i64);
             for h in 0..n_head {
-                let head = &mut x.row_mut(r)[h * head_dim..(h + 1) * head_dim];
-                for (i, &(c, s)) in cs.iter().enumerate() {
-                    let (a, b) = match cfg.kind {
-                        RopeKind::Normal => (2 * i, 2 * i + 1),
-                        RopeKind::Neox => (i, i + half),
-                    };
-                    let (x0, x1) = (head[a] as f64, head[b] as f64);
-                    head[a] = (x0 * c - x1 * s) as f32;
-                    head[b] = (x0 * s + x1 * c) as f32;
+                rotate(
+                    cfg,
+                    &mut x.row_mut(r)[h * head_dim..(h + 1) * head_dim],
+                    &cs,
+                );
+            }
+        }
+    }
+
+    fn kv_save(&self, kv: &RefKv, n: usize, out: &mut Vec<u8>) {
+        let (h, d, dv) = (kv.n_kv_head, kv.head_dim, kv.head_dim_v);
+        for (buf, ty, w) in [(&kv.k, kv.k_ty, d), (&kv.v, kv.v_ty, dv)] {
+            for g in 0..h {
+                let rows: Vec<f32> = (0..n)
+                    .flat_map(|p| buf[(p * h + g) * w..][..w].iter().copied())
+                    .collect();
+                out.extend_from_slice(&encode(ty, &rows));
+            }
+        }
+    }
+
+    fn kv_load(&self, kv: &mut RefKv, n: usize, src: &[u8]) -> Result<()> {
+        let want = kv.saved_len(n);
+        if n > kv.n_ctx || src.len() != want {
+            return Err(crate::Error::Model(format!(
+                "restoring a KV cache layer: {} bytes for {n} positions, expected {want} \
+                 (cache of {})",
+                src.len(),
+                kv.n_ctx
+            )));
+        }
+        let (h, d, dv) = (kv.n_kv_head, kv.head_dim, kv.head_dim_v);
+        let mut at = 0;
+        for (is_k, ty, w) in [(true, kv.k_ty, d), (false, kv.v_ty, dv)] {
+            for g in 0..h {
+                let len = encoded_len(ty, n * w);
+                let rows = decode(ty, &src[at..at + len], n * w);
+                at += len;
+                let buf = if is_k { &mut kv.k } else { &mut kv.v };
+                for p in 0..n {
+                    buf[(p * h + g) * w..][..w].copy_from_slice(&rows[p * w..][..w]);
                 }
             }
+        }
+        for s in &mut kv.stored[..n] {
+            *s = true;
+        }
+        Ok(())
+    }
+
+    fn kv_shift(
+        &self,
+        kv: &mut RefKv,
+        keep: usize,
+        n_discard: usize,
+        n_past: usize,
+        rope: Option<&RopeConfig>,
+    ) {
+        assert!(keep + n_discard <= n_past && n_past <= kv.n_ctx);
+        let (h, d, dv) = (kv.n_kv_head, kv.head_dim, kv.head_dim_v);
+        let cs = rope.map(|r| rope_angles(r, -(n_discard as i64)));
+        for p in keep..n_past - n_discard {
+            let from = p + n_discard;
+            kv.k.copy_within(from * h * d..(from + 1) * h * d, p * h * d);
+            kv.v.copy_within(from * h * dv..(from + 1) * h * dv, p * h * dv);
+            if let (Some(r), Some(cs)) = (rope, &cs) {
+                for g in 0..h {
+                    let head = &mut kv.k[(p * h + g) * d..][..d];
+                    rotate(r, head, cs);
+                    let rounded = round_to(kv.k_ty, head);
+                    head.copy_from_slice(&rounded);
+                }
+            }
+        }
+        for s in &mut kv.stored[n_past - n_discard..n_past] {
+            *s = false;
         }
     }
 

@@ -634,3 +634,112 @@ pub(super) fn moe<B: Backend>(h: &mut H<B>) {
         }
     }
 }
+
+/// Snapshots and the context shift of a KV cache: `kv_save` bytes have the documented length
+/// and restore bit-exactly (into a bigger cache, and across backends: the reference reads the
+/// backend's bytes and the other way round); `kv_shift` (drop a span, move the rest down,
+/// rotate the moved keys back) then attention agrees with the reference; a wrong length is an
+/// error.
+pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
+    let cases: [(usize, usize, usize, KvType, RopeKind); 5] = [
+        (2, 2, 64, KvType::F16, RopeKind::Neox),
+        (1, 3, 32, KvType::F32, RopeKind::Normal),
+        (2, 1, 64, KvType::Q8_0, RopeKind::Neox),
+        (3, 2, 40, KvType::F16, RopeKind::Normal),
+        (1, 1, 128, KvType::Q8_0, RopeKind::Normal),
+    ];
+    let (n, n_ctx) = (50, 64);
+    for (nkv, group, hd, ty, kind) in cases {
+        let ty = ty.for_head_dim(hd);
+        let p = AttentionParams {
+            n_head: nkv * group,
+            n_kv_head: nkv,
+            head_dim: hd,
+            head_dim_v: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            softcap: None,
+            window: None,
+        };
+        let case = format!("{nkv}x{group} heads of {hd} {ty:?} {kind:?}");
+        let mut cb = h.be.new_kv(ty, ty, n_ctx, nkv, hd, hd);
+        let mut cr = h.r.new_kv(ty, ty, n_ctx, nkv, hd, hd);
+        let k = h.rng.vec(n * nkv * hd, 1.0);
+        let v = h.rng.vec(n * nkv * hd, 1.0);
+        let (kb, kr) = h.up(&k, n, nkv * hd);
+        let (vb, vr) = h.up(&v, n, nkv * hd);
+        let all = SeqSpan {
+            row0: 0,
+            n,
+            pos0: 0,
+        };
+        h.be.kv_store(&mut h.cx, &mut cb, &kb, &vb, all);
+        h.r.kv_store(&mut (), &mut cr, &kr, &vr, all);
+
+        let mut bytes = Vec::new();
+        h.be.kv_save(&cb, n, &mut bytes);
+        if bytes.len() != cb.saved_len(n) {
+            let what = format!("{} bytes, saved_len says {}", bytes.len(), cb.saved_len(n));
+            h.fail("kv_save", &case, &what);
+            continue;
+        }
+        let mut rbytes = Vec::new();
+        h.r.kv_save(&cr, n, &mut rbytes);
+        let mut cb2 = h.be.new_kv(ty, ty, n_ctx + 30, nkv, hd, hd);
+        let mut cr2 = h.r.new_kv(ty, ty, n_ctx, nkv, hd, hd);
+        if let Err(e) = h.be.kv_load(&mut cb2, n, &rbytes) {
+            h.fail("kv_load", &case, &format!("reference bytes: {e}"));
+            continue;
+        }
+        if let Err(e) = h.r.kv_load(&mut cr2, n, &bytes) {
+            h.fail(
+                "kv_load",
+                &case,
+                &format!("backend bytes on the reference: {e}"),
+            );
+            continue;
+        }
+        if h.be.kv_load(&mut cb2, n, &bytes[1..]).is_ok() {
+            h.fail("kv_load", &case, "a short buffer was accepted");
+        }
+        if h.be.kv_load(&mut cb2, n, &bytes).is_err() {
+            h.fail("kv_load", &case, "its own bytes were refused");
+        }
+        // the last three positions attend over the original and the restored caches
+        let last = SeqSpan {
+            row0: 0,
+            n: 3,
+            pos0: n - 3,
+        };
+        let q = h.rng.vec(3 * p.n_head * hd, 3.0);
+        let (qb, qr) = h.up(&q, 3, p.n_head * hd);
+        let attend = |h: &mut H<B>, kvb: &B::Kv, kvr: &RefKv, s: SeqSpan| {
+            let (mut o, mut or) = h.garbage();
+            h.be.attention(&mut h.cx, &qb, &[kvb], &[s], &p, &mut o);
+            h.r.attention(&mut (), &qr, &[kvr], &[s], &p, &mut or);
+            (h.down(&o), or.data.clone())
+        };
+        let (o1, want) = attend(h, &cb, &cr, last);
+        let (o2, want2) = attend(h, &cb2, &cr2, last);
+        h.check_vals("kv_load", &case, &o2, &o1, bounds::EXACT);
+        h.check_vals(
+            "kv_load (reference)",
+            &case,
+            &want2,
+            &want,
+            bounds::attention(ty, ty),
+        );
+
+        // shift: keep 5, drop 20, the 25 after them move to 5..30
+        let mut rope = RopeConfig::new(kind, hd, 10000.0);
+        rope.freq_scale = 0.5;
+        h.be.kv_shift(&mut cb, 5, 20, n, Some(&rope));
+        h.r.kv_shift(&mut cr, 5, 20, n, Some(&rope));
+        let moved = SeqSpan {
+            row0: 0,
+            n: 3,
+            pos0: 27,
+        };
+        let (o, want) = attend(h, &cb, &cr, moved);
+        h.check_vals("kv_shift", &case, &o, &want, bounds::attention(ty, ty));
+    }
+}

@@ -29,6 +29,8 @@
 //!   to 256 (value heads of another size too), GQA groups 1, 2 and 7, windows (1 to 100) and
 //!   softcaps, three sequences through prefill, mixed and decode steps (one storing nothing,
 //!   rows not in sequence order), forty sequences in one step, one 300-token sequence;
+//! - kv_state: kv_save / kv_load (length, bit-exact restore into a bigger cache, bytes read
+//!   across backends, a short buffer refused) and kv_shift, for F32, F16 and Q8_0 caches;
 //! - short_conv: three sequences per step, state carried across steps;
 //! - moe: softmax and sigmoid gating, with and without selection bias, normalized or not
 //!   (and scaled), 1, 5 and 17 tokens, F32 and quantized experts, all experts used;
@@ -45,7 +47,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use cera::backend::moe::{Gating, MoeWeights};
-use cera::backend::reference::{RefTensor, Reference};
+use cera::backend::reference::{RefKv, RefTensor, Reference};
 use cera::backend::{
     Act, AttentionParams, Backend, KvCache, KvType, RopeConfig, RopeKind, RopeScaling, SeqSpan,
     Weight,
@@ -232,13 +234,14 @@ pub fn check_all<B: Backend>(name: &str, be: &B) {
 }
 
 /// The groups of checks, by the ops they exercise.
-pub const GROUPS: [&str; 9] = [
+pub const GROUPS: [&str; 10] = [
     "memory",
     "elementwise",
     "rope",
     "matmul",
     "embed",
     "attention",
+    "kv_state",
     "short_conv",
     "moe",
     "errors",
@@ -263,13 +266,14 @@ pub fn run_groups<B: Backend>(be: &B, only: &[&str]) -> Vec<Failure> {
         fails: Vec::new(),
         worst: BTreeMap::new(),
     };
-    let groups: [(&str, Check<'_, B>); 9] = [
+    let groups: [(&str, Check<'_, B>); 10] = [
         ("memory", memory),
         ("elementwise", elementwise),
         ("rope", rope),
         ("matmul", matmul),
         ("embed", embed),
         ("attention", attention),
+        ("kv_state", kv_state),
         ("short_conv", short_conv),
         ("moe", moe),
         ("errors", errors),
