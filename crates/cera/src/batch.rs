@@ -97,6 +97,7 @@ impl<'s> Batch<'s> {
                 self.entries.len()
             )));
         }
+        session.make_room(tokens.len())?;
         let needed = session.tokens.len() + tokens.len();
         if needed > session.n_ctx() {
             return Err(Error::ContextOverflow {
@@ -186,6 +187,7 @@ impl<'s> Batch<'s> {
                 s.logits.extend_from_slice(last);
             }
             s.logits_valid = rows > 0;
+            s.after_forward();
             at += rows * n_vocab;
         }
         Ok(())

@@ -30,6 +30,11 @@ pub struct SessionOptions {
     pub kv_type: KvType,
     /// Element type of the cached values; `None`: the same as the keys.
     pub kv_type_v: Option<KvType>,
+    /// When the context fills, drop half of the tokens after the first `n_keep` (plus BOS) and
+    /// go on, as llama.cpp's `--context-shift`; off: an overflow is an error.
+    pub context_shift: bool,
+    /// Tokens the context shift keeps at the start (after BOS).
+    pub n_keep: usize,
 }
 
 impl Default for SessionOptions {
@@ -39,6 +44,8 @@ impl Default for SessionOptions {
             n_ubatch: 512,
             kv_type: KvType::F16,
             kv_type_v: None,
+            context_shift: false,
+            n_keep: 0,
         }
     }
 }
@@ -52,11 +59,19 @@ pub(crate) struct EngineInner {
     pub(crate) n_ctx_train: usize,
     /// The vocabulary as a prefix tree for grammar masks, built on first use.
     pub(crate) token_trie: std::sync::OnceLock<crate::grammar::TokenTrie>,
+    /// What saved state is keyed by, computed on first use.
+    pub(crate) fingerprint: std::sync::OnceLock<crate::state::Fingerprint>,
     /// Working buffers of batched steps, reused from step to step.
     pub(crate) workspaces: std::sync::Mutex<Vec<crate::models::Workspace>>,
 }
 
 impl EngineInner {
+    pub(crate) fn fingerprint(&self) -> crate::state::Fingerprint {
+        *self
+            .fingerprint
+            .get_or_init(|| crate::state::Fingerprint::of(&self.file))
+    }
+
     pub(crate) fn token_trie(&self) -> &crate::grammar::TokenTrie {
         self.token_trie
             .get_or_init(|| crate::grammar::TokenTrie::new(&self.tokenizer))
@@ -100,6 +115,7 @@ impl Engine {
                 cpu: Cpu::new(n_threads),
                 n_ctx_train,
                 token_trie: std::sync::OnceLock::new(),
+                fingerprint: std::sync::OnceLock::new(),
                 workspaces: Default::default(),
             }),
         })
@@ -134,6 +150,11 @@ impl Engine {
 
     pub fn n_ctx_train(&self) -> usize {
         self.inner.n_ctx_train
+    }
+
+    /// The model's fingerprint (see [`crate::state::Fingerprint`]).
+    pub fn fingerprint(&self) -> crate::state::Fingerprint {
+        self.inner.fingerprint()
     }
 
     pub fn n_threads(&self) -> usize {

@@ -73,6 +73,13 @@ pub enum Error {
     TokenOutOfRange { id: u32, n_vocab: usize },
     #[error("cancelled")]
     Cancelled,
+    /// A checkpoint or prefix-cache entry that cannot be used: truncated, corrupt, of another
+    /// format version, another model, another KV cache type or a bigger context.
+    #[error("{what}: {reason}")]
+    State { what: String, reason: String },
+    /// The context shift cannot make room (for example `keep` leaves nothing to discard).
+    #[error("context shift: {0}")]
+    ContextShift(String),
 
     // ---- structured output ----
     #[error("grammar: {0}")]

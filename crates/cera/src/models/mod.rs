@@ -19,6 +19,7 @@ use crate::backend::{Backend, Cpu, KvType, RopeConfig, RopeKind, RopeScaling};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
+pub use common::shortconv::ConvSnapshot;
 use common::shortconv::ConvState;
 pub use names::Arch;
 pub use step::{Logits, SeqInput, Workspace};
@@ -147,6 +148,28 @@ impl Model {
         match self {
             Model::Decoder(d) => d.cfg.n_vocab,
             Model::Lfm2(m) => m.cfg.n_vocab,
+        }
+    }
+
+    /// Per layer, the RoPE its keys were rotated with (`None`: a layer without attention), for
+    /// the context shift.
+    pub fn layer_ropes(&self) -> Vec<Option<&RopeConfig>> {
+        match self {
+            Model::Decoder(d) => d
+                .cfg
+                .rope
+                .iter()
+                .zip(&d.cfg.n_head_kv)
+                .map(|(r, &h)| (h > 0).then_some(r))
+                .collect(),
+            Model::Lfm2(m) => m
+                .layers
+                .iter()
+                .map(|l| match l.mixer {
+                    lfm2::Mixer::Attention(_) => Some(&m.cfg.rope),
+                    lfm2::Mixer::Conv(_) => None,
+                })
+                .collect(),
         }
     }
 

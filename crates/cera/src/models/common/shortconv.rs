@@ -82,7 +82,7 @@ impl<B: Backend> ConvState<B> {
     pub fn begin(&mut self, be: &B, cx: &mut B::Ctx, pos0: usize) -> Result<()> {
         if pos0 == 0 {
             self.clear(be, cx);
-        } else if pos0 != self.n_past {
+        } else if pos0 != self.n_past && !self.is_empty() {
             return Err(Error::Model(format!(
                 "convolution state holds {} tokens; it cannot continue at position {pos0} \
                  (re-prefill from position 0)",
@@ -101,6 +101,87 @@ impl<B: Backend> ConvState<B> {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Copies the state (as of `n_past`) into `snap`, reusing its buffers.
+    pub fn snapshot_into(&self, be: &B, cx: &mut B::Ctx, snap: &mut ConvSnapshot) {
+        snap.pos = self.n_past;
+        snap.layers.resize(self.layers.len(), None);
+        for (l, s) in self.layers.iter().zip(snap.layers.iter_mut()) {
+            match l {
+                None => *s = None,
+                Some(t) => be.download(cx, t, s.get_or_insert_with(Vec::new)),
+            }
+        }
+    }
+
+    pub fn snapshot(&self, be: &B, cx: &mut B::Ctx) -> ConvSnapshot {
+        let mut s = ConvSnapshot::default();
+        self.snapshot_into(be, cx, &mut s);
+        s
+    }
+
+    /// Puts the state back to `snap` (taken from a state of the same model).
+    pub fn restore(&mut self, be: &B, cx: &mut B::Ctx, snap: &ConvSnapshot) -> Result<()> {
+        self.check(be, snap)?;
+        for (l, s) in self.layers.iter_mut().zip(&snap.layers) {
+            if let (Some(t), Some(v)) = (l, s) {
+                let (r, c) = be.shape(t);
+                be.upload(cx, v, r, c, t);
+            }
+        }
+        self.n_past = snap.pos;
+        self.fresh = false;
+        Ok(())
+    }
+
+    /// Whether `snap` has this state's layers and sizes.
+    pub fn check(&self, be: &B, snap: &ConvSnapshot) -> Result<()> {
+        let bad = |why: String| Err(Error::Model(format!("convolution state snapshot: {why}")));
+        if snap.layers.len() != self.layers.len() {
+            return bad(format!(
+                "{} layers, the model has {}",
+                snap.layers.len(),
+                self.layers.len()
+            ));
+        }
+        for (i, (l, s)) in self.layers.iter().zip(&snap.layers).enumerate() {
+            match (l, s) {
+                (None, None) => {}
+                (Some(t), Some(v)) => {
+                    let (r, c) = be.shape(t);
+                    if v.len() != r * c {
+                        return bad(format!(
+                            "layer {i} holds {} values, expected {}",
+                            v.len(),
+                            r * c
+                        ));
+                    }
+                }
+                _ => {
+                    return bad(format!(
+                        "layer {i} is a convolution in one and not the other"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A host copy of a [`ConvState`] at one position: cheap (two rows per convolution layer),
+/// so sessions keep several to rewind without re-prefilling.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConvSnapshot {
+    /// Tokens the state had seen.
+    pub pos: usize,
+    /// Per layer, the rolling inputs (`None` for layers without a convolution).
+    pub layers: Vec<Option<Vec<f32>>>,
+}
+
+impl ConvSnapshot {
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().flatten().map(|v| v.len() * 4).sum()
     }
 }
 

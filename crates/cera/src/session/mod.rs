@@ -1,0 +1,311 @@
+//! A session: one sequence's state (KV cache, position, tokens) over a shared engine. Prefill
+//! (`append_tokens`/`append_text`), decode (`generate`), cancel, reset and truncation.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+mod checkpoint;
+mod generate;
+mod prefill;
+mod rewind;
+mod shift;
+
+use crate::engine::{EngineInner, SessionOptions};
+use crate::error::{Error, Result};
+pub use prefill::PrefillReport;
+
+use crate::backend::KvType;
+use crate::models::{ConvSnapshot, ModelState};
+use crate::sample::SamplerConfig;
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// An end-of-generation token.
+    Eog,
+    /// `max_tokens` reached.
+    Length,
+    /// A stop string appeared.
+    Stop,
+    /// The sink asked to stop, or `cancel()` was called.
+    Cancelled,
+    /// The context is full.
+    ContextFull,
+    /// The grammar allows no token here (see [`GenerateOptions::grammar`]).
+    GrammarDeadEnd,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Eog => "eog",
+            FinishReason::Length => "length",
+            FinishReason::Stop => "stop",
+            FinishReason::Cancelled => "cancelled",
+            FinishReason::ContextFull => "context_full",
+            FinishReason::GrammarDeadEnd => "grammar",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct GenerateOptions {
+    /// Tokens to generate at most (0: until EOG or the context is full).
+    pub max_tokens: usize,
+    pub sampler: SamplerConfig,
+    /// Generation stops when any of these appears; the stop string is not emitted.
+    pub stop: Vec<String>,
+    /// Keep going past end-of-generation tokens.
+    pub ignore_eog: bool,
+    /// Constrain the output to a grammar (from its start, or lazily from a trigger).
+    pub grammar: Option<crate::grammar::GrammarConstraint>,
+}
+
+/// What a sink tells the generator after each piece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    Continue,
+    Stop,
+}
+
+/// Receives generated text as it is produced.
+pub trait Sink {
+    /// `text` is the new, complete UTF-8 text (may be empty while a character or a possible stop
+    /// string is incomplete); `token` the id just generated.
+    fn on_token(&mut self, token: u32, text: &str) -> Control;
+}
+
+impl<F: FnMut(u32, &str) -> Control> Sink for F {
+    fn on_token(&mut self, token: u32, text: &str) -> Control {
+        self(token, text)
+    }
+}
+
+/// Counts and timings of one `generate` call (and the prefill before it).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Summary {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill: Duration,
+    pub decode: Duration,
+    pub finish: FinishReason,
+    /// The generated text (stop string excluded).
+    pub text: String,
+    pub tokens: Vec<u32>,
+    /// Steps where the grammar rejected the sampled token and the full mask was applied.
+    pub grammar_masked: usize,
+    /// Time the grammar took (checks, masks, redraws, state updates), part of `decode`.
+    pub grammar_time: Duration,
+}
+
+impl Summary {
+    pub fn prefill_tps(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
+    }
+    pub fn decode_tps(&self) -> f64 {
+        self.generated_tokens as f64 / self.decode.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Stops a running prefill or generation from another thread.
+#[derive(Clone, Debug)]
+pub struct CancelHandle(Arc<AtomicBool>);
+
+impl CancelHandle {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+pub struct Session {
+    pub(crate) engine: Arc<EngineInner>,
+    pub(crate) state: ModelState,
+    pub(crate) tokens: Vec<u32>,
+    pub(crate) logits: Vec<f32>,
+    /// Whether `logits` belong to the last token in `tokens`.
+    pub(crate) logits_valid: bool,
+    n_ctx: usize,
+    n_ubatch: usize,
+    /// The KV cache types asked for (layers whose heads Q8_0 cannot hold keep f16).
+    pub(crate) kv_types: (KvType, KvType),
+    cancel: Arc<AtomicBool>,
+    pending_prompt: usize,
+    pending_prefill: Duration,
+    /// The recurrent state is behind `tokens` (after a truncate): the tokens from here on are
+    /// prefilled again before anything else is appended.
+    pub(crate) replay_from: Option<usize>,
+    /// Recent convolution states (recurrent models), oldest first, so a truncate restores one
+    /// instead of prefilling again (see `rewind.rs`).
+    pub(crate) snaps: std::collections::VecDeque<ConvSnapshot>,
+    /// `Some(n_keep)`: the context shift is on (see `shift.rs`).
+    pub(crate) shift_keep: Option<usize>,
+    /// Times the context was shifted; a shifted state is not what a plain prefill of `tokens`
+    /// gives, so it is never shared through a prefix cache.
+    pub(crate) n_shifts: usize,
+}
+
+impl Session {
+    pub(crate) fn new(engine: Arc<EngineInner>, opts: SessionOptions) -> Session {
+        let n_ctx = if opts.n_ctx == 0 {
+            engine.n_ctx_train.min(4096)
+        } else {
+            opts.n_ctx
+        };
+        let v_type = opts.kv_type_v.unwrap_or(opts.kv_type);
+        let state = engine.model.new_state(n_ctx, opts.kv_type, v_type);
+        Session {
+            engine,
+            state,
+            // reserved up front, so decoding never grows it
+            tokens: Vec::with_capacity(n_ctx),
+            logits: Vec::new(),
+            logits_valid: false,
+            n_ctx,
+            n_ubatch: opts.n_ubatch.max(1),
+            kv_types: (opts.kv_type, v_type),
+            cancel: Arc::new(AtomicBool::new(false)),
+            pending_prompt: 0,
+            pending_prefill: Duration::ZERO,
+            replay_from: None,
+            snaps: Default::default(),
+            shift_keep: opts.context_shift.then_some(opts.n_keep),
+            n_shifts: 0,
+        }
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Tokens in the context so far.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Logits after the last token (empty before any token).
+    pub fn logits(&self) -> &[f32] {
+        if self.logits_valid { &self.logits } else { &[] }
+    }
+
+    /// Times the context shift has made room in this session.
+    pub fn n_shifts(&self) -> usize {
+        self.n_shifts
+    }
+
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle(Arc::clone(&self.cancel))
+    }
+
+    /// A new session with a copy of this one's context (tokens, KV cache, recurrent state and
+    /// logits): several continuations of one prompt prefill it once.
+    pub fn fork(&self) -> Session {
+        let mut tokens = Vec::with_capacity(self.n_ctx);
+        tokens.extend_from_slice(&self.tokens);
+        Session {
+            engine: Arc::clone(&self.engine),
+            state: ModelState {
+                seq: self.state.seq.clone(),
+                ws: Default::default(),
+            },
+            tokens,
+            logits: self.logits.clone(),
+            logits_valid: self.logits_valid,
+            n_ctx: self.n_ctx,
+            n_ubatch: self.n_ubatch,
+            kv_types: self.kv_types,
+            cancel: Arc::new(AtomicBool::new(false)),
+            pending_prompt: 0,
+            pending_prefill: Duration::ZERO,
+            replay_from: self.replay_from,
+            snaps: self.snaps.clone(),
+            shift_keep: self.shift_keep,
+            n_shifts: self.n_shifts,
+        }
+    }
+
+    /// Empties the context.
+    pub fn reset(&mut self) {
+        self.tokens.clear();
+        self.logits_valid = false;
+        // the next forward pass starts at position 0, which clears any recurrent state
+        self.replay_from = None;
+        self.snaps.clear();
+        self.n_shifts = 0;
+    }
+
+    /// Tokenizes `text` (BOS per the model's metadata when the context is empty; special tokens
+    /// parsed when `parse_special`) and prefills it.
+    pub fn append_text(&mut self, text: &str, parse_special: bool) -> Result<()> {
+        let add_special = self.tokens.is_empty();
+        let toks = self
+            .engine
+            .tokenizer
+            .encode(text, add_special, parse_special);
+        self.append_tokens(&toks)
+    }
+
+    /// Prefills `toks` in batches of `n_ubatch`. Fails with `ContextOverflow` before computing
+    /// anything if they do not fit (after shifting the context, when that is on); `Cancelled`
+    /// leaves the batches done so far in place.
+    pub fn append_tokens(&mut self, toks: &[u32]) -> Result<()> {
+        self.append_inner(toks, false).map(|_| ())
+    }
+
+    /// Like `append_tokens`, returning the logits of every appended token (rows of `n_vocab`).
+    pub fn append_tokens_all_logits(&mut self, toks: &[u32]) -> Result<Vec<f32>> {
+        self.append_inner(toks, true)
+    }
+
+    fn append_inner(&mut self, toks: &[u32], all: bool) -> Result<Vec<f32>> {
+        let n_vocab = self.engine.model.n_vocab();
+        if let Some(&bad) = toks.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(Error::TokenOutOfRange { id: bad, n_vocab });
+        }
+        self.make_room(toks.len())?;
+        let needed = self.tokens.len() + toks.len();
+        if needed > self.n_ctx {
+            return Err(Error::ContextOverflow {
+                n_ctx: self.n_ctx,
+                needed,
+            });
+        }
+        self.cancel.store(false, Ordering::Release);
+        self.catch_up()?;
+        let mut all_logits = Vec::new();
+        let t0 = Instant::now();
+        for chunk in toks.chunks(self.n_ubatch) {
+            if self.cancel.swap(false, Ordering::AcqRel) {
+                self.pending_prefill += t0.elapsed();
+                return Err(Error::Cancelled);
+            }
+            self.forward(chunk, all)?;
+            self.pending_prompt += chunk.len();
+            if all {
+                all_logits.extend_from_slice(&self.logits);
+            }
+        }
+        self.pending_prefill += t0.elapsed();
+        if all && !toks.is_empty() {
+            // keep `logits()` as the last row
+            let start = self.logits.len() - n_vocab;
+            self.logits.drain(..start);
+        }
+        Ok(all_logits)
+    }
+
+    /// Runs `chunk` after the context (whose state must be up to date) and appends it.
+    pub(crate) fn forward(&mut self, chunk: &[u32], all: bool) -> Result<()> {
+        let pos0 = self.tokens.len();
+        let e = &self.engine;
+        e.model
+            .forward(&e.cpu, &mut self.state, chunk, pos0, all, &mut self.logits)?;
+        self.tokens.extend_from_slice(chunk);
+        self.logits_valid = true;
+        self.after_forward();
+        Ok(())
+    }
+}

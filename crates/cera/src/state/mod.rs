@@ -1,0 +1,20 @@
+//! Saved sequence state: model fingerprints, checkpoints of sessions and chats, and the prefix
+//! cache.
+//!
+//! * [`Fingerprint`] names a model's math; every saved state carries it and is only restored
+//!   into the same model.
+//! * Checkpoints ([`crate::session::Session::checkpoint`], [`crate::chat::Chat::checkpoint`])
+//!   are versioned byte strings (see [`checkpoint`]) written atomically ([`atomic_write`]).
+//! * [`PrefixCache`] keeps snapshots of sequence state keyed by token prefix, in memory and
+//!   optionally on disk, so a new prompt that starts like an old one prefills only the rest.
+
+pub mod checkpoint;
+pub(crate) mod codec;
+mod file;
+mod fingerprint;
+pub mod prefix;
+pub(crate) mod snapshot;
+
+pub use file::atomic_write;
+pub use fingerprint::Fingerprint;
+pub use prefix::{PrefixCache, PrefixCacheOptions, PrefixStats};

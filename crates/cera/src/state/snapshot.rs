@@ -1,0 +1,142 @@
+//! Sequence state to bytes and back: the KV cache's first `n` positions of every layer (in the
+//! cache's own element type, so a restore is bit-exact) and convolution snapshots.
+//!
+//! Per layer: key type and value type (u8), KV heads, head size of keys and of values (u32),
+//! then the layer's bytes ([`crate::backend::KvCache::saved_len`]). A convolution snapshot:
+//! its position, then per layer a presence byte and the values.
+
+use super::codec::{Reader, Writer};
+use crate::backend::{Backend, KvCache, KvType};
+use crate::error::Result;
+use crate::models::ConvSnapshot;
+
+pub(crate) fn kv_type_id(t: KvType) -> u8 {
+    match t {
+        KvType::F32 => 0,
+        KvType::F16 => 1,
+        KvType::Q8_0 => 2,
+    }
+}
+
+pub(crate) fn kv_type_from_id(id: u8) -> Option<KvType> {
+    Some(match id {
+        0 => KvType::F32,
+        1 => KvType::F16,
+        2 => KvType::Q8_0,
+        _ => return None,
+    })
+}
+
+pub(crate) fn kv_type_name(t: KvType) -> &'static str {
+    match t {
+        KvType::F32 => "f32",
+        KvType::F16 => "f16",
+        KvType::Q8_0 => "q8_0",
+    }
+}
+
+/// Appends positions `0..n` of every layer.
+pub(crate) fn write_kv<B: Backend>(be: &B, kv: &[B::Kv], n: usize, w: &mut Writer) {
+    w.u32(kv.len() as u32);
+    let mut buf = Vec::new();
+    for l in kv {
+        let (kt, vt) = l.types();
+        let (h, d, dv) = l.dims();
+        w.u8(kv_type_id(kt));
+        w.u8(kv_type_id(vt));
+        w.u32(h as u32);
+        w.u32(d as u32);
+        w.u32(dv as u32);
+        buf.clear();
+        be.kv_save(l, n, &mut buf);
+        w.bytes(&buf);
+    }
+}
+
+/// Reads what [`write_kv`] wrote into caches of the same layout; every difference (layers,
+/// types, heads) is an error naming the layer and both values.
+pub(crate) fn read_kv<B: Backend>(
+    be: &B,
+    kv: &mut [B::Kv],
+    n: usize,
+    r: &mut Reader,
+) -> Result<()> {
+    let n_layers = r.u32("layer count")? as usize;
+    if n_layers != kv.len() {
+        return Err(r.error(format!(
+            "{n_layers} cache layers saved, the model has {}",
+            kv.len()
+        )));
+    }
+    for (il, l) in kv.iter_mut().enumerate() {
+        let kt = r.u8("key type")?;
+        let vt = r.u8("value type")?;
+        let (Some(kt), Some(vt)) = (kv_type_from_id(kt), kv_type_from_id(vt)) else {
+            return Err(r.error(format!("layer {il}: unknown KV cache type ids {kt}/{vt}")));
+        };
+        let dims = (
+            r.u32("KV heads")? as usize,
+            r.u32("key head size")? as usize,
+            r.u32("value head size")? as usize,
+        );
+        let (lk, lv) = l.types();
+        if (kt, vt) != (lk, lv) {
+            return Err(r.error(format!(
+                "layer {il}: the KV cache type is {}/{} (keys/values) in the saved state, {}/{} \
+                 in this session",
+                kv_type_name(kt),
+                kv_type_name(vt),
+                kv_type_name(lk),
+                kv_type_name(lv)
+            )));
+        }
+        if dims != l.dims() {
+            return Err(r.error(format!(
+                "layer {il}: KV heads × head sizes are {dims:?} in the saved state, {:?} in the \
+                 model",
+                l.dims()
+            )));
+        }
+        if n > l.n_ctx() {
+            return Err(r.error(format!(
+                "{n} saved positions do not fit this session's context of {}",
+                l.n_ctx()
+            )));
+        }
+        let bytes = r.bytes("KV cache bytes")?;
+        be.kv_load(l, n, bytes)
+            .map_err(|e| r.error(format!("layer {il}: {e}")))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn write_conv(s: &ConvSnapshot, w: &mut Writer) {
+    w.u64(s.pos as u64);
+    w.u32(s.layers.len() as u32);
+    for l in &s.layers {
+        match l {
+            None => w.u8(0),
+            Some(v) => {
+                w.u8(1);
+                w.f32s(v);
+            }
+        }
+    }
+}
+
+pub(crate) fn read_conv(r: &mut Reader) -> Result<ConvSnapshot> {
+    let pos = r.len("convolution state position", u32::MAX as usize)?;
+    let n = r.u32("convolution layer count")? as usize;
+    if n > r.remaining() {
+        return Err(r.error(format!("{n} convolution layers cannot fit the data left")));
+    }
+    let mut layers = Vec::with_capacity(n);
+    for il in 0..n {
+        layers.push(match r.u8("convolution layer flag")? {
+            0 => None,
+            1 => Some(r.f32s("convolution state")?),
+            f => return Err(r.error(format!("convolution layer {il}: bad flag {f}"))),
+        });
+    }
+    Ok(ConvSnapshot { pos, layers })
+}

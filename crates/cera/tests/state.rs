@@ -1,0 +1,269 @@
+//! Saved state: checkpoints restore bit-identically (the next logits and the continuation
+//! equal the uninterrupted session's) on attention-only, sliding-window and recurrent models
+//! with every KV cache type; hostile checkpoints (truncated at every length, bit flips, another
+//! model, another KV type, a context too small) are refused with an error naming the problem
+//! and leave the session empty; truncating a recurrent session restores a convolution snapshot
+//! instead of re-prefilling; and the prefix cache restores exactly what a prefill computes.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use cera::backend::{KvType, argmax};
+use cera::engine::{Engine, EngineOptions, SessionOptions};
+use cera::fetch;
+use cera::gguf::GgufFile;
+use cera::session::Session;
+use cera::state::{PrefixCache, PrefixCacheOptions};
+
+#[path = "common/arch_models.rs"]
+mod arch_models;
+
+fn tokenizer() -> &'static GgufFile {
+    static TOK: OnceLock<GgufFile> = OnceLock::new();
+    TOK.get_or_init(|| GgufFile::open(real_model("smollm2")).unwrap())
+}
+
+fn real_model(name: &str) -> PathBuf {
+    let entry = fetch::lookup(name).unwrap();
+    fetch::ensure(entry, &mut |_| {})
+        .unwrap_or_else(|e| panic!("could not fetch test model {name}: {e}"))
+}
+
+fn tiny_model(name: &str, tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cera-state-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.gguf"));
+    std::fs::write(
+        &path,
+        arch_models::build(&arch_models::variant(name), tokenizer()),
+    )
+    .unwrap();
+    path
+}
+
+fn engine(path: &PathBuf) -> Engine {
+    let mut o = EngineOptions::default();
+    o.n_threads = Some(2);
+    Engine::load(path, o).unwrap()
+}
+
+fn opts(n_ctx: usize, kv: KvType) -> SessionOptions {
+    let mut o = SessionOptions::default();
+    o.n_ctx = n_ctx;
+    o.kv_type = kv;
+    o.n_ubatch = 16;
+    o
+}
+
+fn prompt(eng: &Engine, n: usize) -> Vec<u32> {
+    let text = "The quick brown fox jumps over the lazy dog while the farmer counts sheep. ";
+    let mut toks = eng
+        .tokenizer()
+        .encode(&text.repeat(n / 10 + 1), true, false);
+    toks.truncate(n);
+    toks
+}
+
+/// Greedy tokens from the session's logits, fed one by one.
+fn greedy(s: &mut Session, n: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let t = argmax(s.logits()) as u32;
+        out.push(t);
+        s.append_tokens(&[t]).unwrap();
+    }
+    out
+}
+
+/// Checkpoint mid-way, restore into a new session, continue: equal logits and tokens.
+fn checkpoint_roundtrip(eng: &Engine, kv: KvType) {
+    let mut a = eng.session(opts(200, kv));
+    a.append_tokens(&prompt(eng, 40)).unwrap();
+    greedy(&mut a, 5);
+    let bytes = a.checkpoint().unwrap();
+    let header = cera::state::checkpoint::read_header(&bytes).unwrap();
+    assert_eq!(header.n_tokens, 45);
+    let mut b = eng.session(opts(300, kv));
+    b.restore(&bytes).unwrap();
+    assert_eq!(b.tokens(), a.tokens());
+    assert_eq!(b.logits(), a.logits(), "logits after restore");
+    let ta = greedy(&mut a, 8);
+    let tb = greedy(&mut b, 8);
+    assert_eq!(ta, tb);
+    assert_eq!(b.logits(), a.logits(), "logits after continuing");
+}
+
+#[test]
+fn checkpoints_restore_bit_identically() {
+    let smol = engine(&real_model("smollm2"));
+    for kv in [KvType::F16, KvType::Q8_0, KvType::F32] {
+        checkpoint_roundtrip(&smol, kv);
+    }
+    for name in ["lfm2_f32", "lfm2_swa_f32", "gemma2_f32", "gemma3_f32"] {
+        let eng = engine(&tiny_model(name, "ckpt"));
+        checkpoint_roundtrip(&eng, KvType::F16);
+        checkpoint_roundtrip(&eng, KvType::Q8_0);
+    }
+}
+
+#[test]
+fn hostile_checkpoints_are_refused() {
+    let eng = engine(&real_model("smollm2"));
+    let mut a = eng.session(opts(128, KvType::F16));
+    a.append_tokens(&prompt(&eng, 20)).unwrap();
+    let good = a.checkpoint().unwrap();
+    let mut b = eng.session(opts(128, KvType::F16));
+    let mut refuse = |bytes: &[u8], needle: &str| {
+        b.append_tokens(&[1, 2, 3]).unwrap();
+        let e = b.restore(bytes).expect_err("a bad checkpoint was accepted");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(needle),
+            "error {msg:?} does not say {needle:?}"
+        );
+        assert!(b.tokens().is_empty(), "a refused restore left state behind");
+    };
+    // every truncation (coarsely, then the last bytes one by one)
+    for len in (0..good.len())
+        .step_by(997)
+        .chain(good.len() - 40..good.len())
+    {
+        let needle = if len < 8 { "not a Cera checkpoint" } else { "" };
+        refuse(&good[..len], needle);
+    }
+    // bit flips anywhere
+    for at in (0..good.len()).step_by(1009) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x10;
+        refuse(&bad, "");
+    }
+    let mut bad = good.clone();
+    bad[10] ^= 1;
+    refuse(&bad, "version");
+    let mut bad = good.clone();
+    bad[100] ^= 1;
+    refuse(&bad, "checksum");
+    // another model
+    let other = engine(&tiny_model("lfm2_f32", "hostile"));
+    let mut o = other.session(opts(128, KvType::F16));
+    let e = o.restore(&good).unwrap_err().to_string();
+    assert!(e.contains("another model"), "{e}");
+    // another KV type; a context too small
+    let mut q = eng.session(opts(128, KvType::Q8_0));
+    let e = q.restore(&good).unwrap_err().to_string();
+    assert!(
+        e.contains("KV cache type is f16/f16") && e.contains("q8_0"),
+        "{e}"
+    );
+    let mut small = eng.session(opts(10, KvType::F16));
+    let e = small.restore(&good).unwrap_err().to_string();
+    assert!(e.contains("do not fit"), "{e}");
+    // and the good one still works after all that
+    b.restore(&good).unwrap();
+    assert_eq!(b.logits(), a.logits());
+}
+
+/// A recurrent session cut back to a recent position restores a convolution snapshot: no
+/// re-prefill, and the state is the one it had there.
+#[test]
+fn recurrent_truncate_uses_snapshots() {
+    let eng = engine(&tiny_model("lfm2_f32", "trunc"));
+    let mut a = eng.session(opts(200, KvType::F16));
+    a.append_tokens(&prompt(&eng, 30)).unwrap();
+    greedy(&mut a, 10);
+    let full = a.tokens().to_vec();
+    let cut = full.len() - 4;
+    let mut reference = eng.session(opts(200, KvType::F16));
+    reference.append_tokens(&full[..cut + 1]).unwrap();
+    a.truncate(cut);
+    assert_eq!(a.pending_replay(), None, "a decode position has a snapshot");
+    a.append_tokens(&full[cut..cut + 1]).unwrap();
+    assert_eq!(a.logits(), reference.logits());
+    // a cut inside the prompt replays only from the last chunk end before it (chunks of 16)
+    a.truncate(20);
+    assert_eq!(a.pending_replay(), Some(16));
+    let mut r2 = eng.session(opts(200, KvType::F16));
+    r2.append_tokens(&a.tokens()[..20]).unwrap();
+    r2.append_tokens(&[5]).unwrap();
+    a.append_tokens(&[5]).unwrap();
+    assert_eq!(a.logits(), r2.logits());
+}
+
+/// A prefix restored from the cache gives exactly the logits of a full prefill, on every
+/// kind of model; the second prompt computes only what follows the shared part.
+#[test]
+fn prefix_cache_restores_what_prefill_computes() {
+    let smol = real_model("smollm2");
+    let names = [
+        (smol.clone(), "smollm2"),
+        (tiny_model("lfm2_f32", "prefix"), "lfm2"),
+        (tiny_model("gemma3_f32", "prefix"), "gemma3"),
+    ];
+    for (path, name) in names {
+        let eng = engine(&path);
+        let cache = PrefixCache::in_memory(1 << 30);
+        let shared = prompt(&eng, 64);
+        let mut p1 = shared.clone();
+        p1.extend([100, 200, 300]);
+        let mut p2 = shared.clone();
+        p2.extend([400, 500]);
+        let mut a = eng.session(opts(256, KvType::F16));
+        let r1 = a.prefill_cached(&p1, &cache).unwrap();
+        assert_eq!(r1.from_cache, 0);
+        let mut b = eng.session(opts(256, KvType::F16));
+        let r2 = b.prefill_cached(&p2, &cache).unwrap();
+        // recurrent: the last chunk end (16-token chunks) at or before the shared part
+        assert_eq!(r2.from_cache, 64, "{name}: {r2:?}");
+        assert_eq!(r2.prefilled, 2, "{name}");
+        let mut c = eng.session(opts(256, KvType::F16));
+        c.append_tokens(&p2).unwrap();
+        assert_eq!(b.logits(), c.logits(), "{name}: restored prefix differs");
+        assert_eq!(greedy(&mut b, 6), greedy(&mut c, 6), "{name}");
+    }
+}
+
+/// The disk tier survives a restart (a new cache over the same directory), and a corrupted
+/// entry is skipped with a warning, never loaded.
+#[test]
+fn prefix_cache_disk_tier() {
+    let eng = engine(&real_model("smollm2"));
+    let dir = std::env::temp_dir().join(format!("cera-prefix-disk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = PrefixCacheOptions::in_memory(1 << 30).with_disk(&dir, 1 << 30);
+    let p = prompt(&eng, 80);
+    {
+        let cache = PrefixCache::new(o.clone()).unwrap();
+        let mut a = eng.session(opts(256, KvType::F16));
+        a.prefill_cached(&p, &cache).unwrap();
+        assert_eq!(cache.stats().disk_entries, 1);
+    }
+    let cache = PrefixCache::new(o.clone()).unwrap();
+    assert!(cache.take_warnings().is_empty());
+    let mut q = p.clone();
+    q.push(42);
+    let mut b = eng.session(opts(256, KvType::F16));
+    let r = b.prefill_cached(&q, &cache).unwrap();
+    assert_eq!(r.from_cache, 80);
+    assert_eq!(cache.stats().disk_loads, 1);
+    let mut c = eng.session(opts(256, KvType::F16));
+    c.append_tokens(&q).unwrap();
+    assert_eq!(b.logits(), c.logits());
+    // corrupt every entry file: the next process skips them
+    for d in std::fs::read_dir(&dir).unwrap().flatten() {
+        for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+            let mut bytes = std::fs::read(f.path()).unwrap();
+            let n = bytes.len();
+            bytes[n / 2] ^= 0xff;
+            std::fs::write(f.path(), bytes).unwrap();
+        }
+    }
+    let cache = PrefixCache::new(o).unwrap();
+    let mut d = eng.session(opts(256, KvType::F16));
+    let mut q2 = p.clone();
+    q2.push(7);
+    let r = d.prefill_cached(&q2, &cache).unwrap();
+    assert_eq!(r.from_cache, 0, "a corrupted entry was used");
+    let w = cache.take_warnings();
+    assert!(w.iter().any(|w| w.contains("checksum")), "{w:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
