@@ -77,6 +77,9 @@ pub enum Error {
     /// format version, another model, another KV cache type or a bigger context.
     #[error("{what}: {reason}")]
     State { what: String, reason: String },
+    /// A chat call that its phase does not allow (e.g. `complete` with nothing to answer).
+    #[error("chat ({phase}): {reason}")]
+    ChatPhase { phase: &'static str, reason: String },
     /// The context shift cannot make room (for example `keep` leaves nothing to discard).
     #[error("context shift: {0}")]
     ContextShift(String),

@@ -509,7 +509,8 @@ mod lfm2 {
     }
 
     /// Session truncate / reset on a model with convolution state give what a fresh session
-    /// gives for the same tokens (truncate re-prefills the kept tokens).
+    /// gives for the same tokens (truncate restores a convolution snapshot and re-prefills
+    /// only the tokens after it).
     #[test]
     fn session_truncate_and_reset_with_convolution_state() {
         let dir = std::env::temp_dir().join(format!("cera-lfm2-{}", std::process::id()));
@@ -534,10 +535,14 @@ mod lfm2 {
         assert_eq!(s.tokens(), want_toks.as_slice());
         let want = fresh(&want_toks);
         assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
-        // truncate, then append nothing: the logits of the last kept token
+        // truncate back to a position with a convolution snapshot: nothing is recomputed (no
+        // logits until the next token), and continuing gives what a fresh prefill gives
         s.truncate(7);
+        assert_eq!(s.pending_replay(), None);
         s.append_tokens(&[]).unwrap();
-        let want = fresh(&a[..7]);
+        assert!(s.logits().is_empty());
+        s.append_tokens(&b[..3]).unwrap();
+        let want = fresh(&want_toks[..10]);
         assert!(max_abs_diff(s.logits(), &want) / std_dev(&want) < 1e-5);
         s.reset();
         s.append_tokens(&b).unwrap();

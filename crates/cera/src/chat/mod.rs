@@ -30,6 +30,7 @@
 //!
 //! A model without a template gets ChatML ([`ChatTemplate::chatml`]).
 
+mod coordinator;
 mod functions;
 mod message;
 mod methods;
@@ -43,6 +44,7 @@ use std::time::SystemTime;
 use minijinja::Environment;
 use serde_json::Value as Json;
 
+pub use coordinator::{Chat, Phase, ToolChoice, TurnOptions, TurnResult};
 pub use message::{Message, ToolCall};
 
 use crate::error::{Error, Result};
