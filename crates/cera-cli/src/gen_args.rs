@@ -29,6 +29,13 @@ pub struct ModelArgs {
     /// KV cache element type of the values (f16, f32, q8_0).
     #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
     pub cache_type_v: KvType,
+    /// When the context fills, drop half of the tokens after the first --keep ones and go on
+    /// (llama.cpp's --context-shift); without it a full context is an error or the end.
+    #[arg(long = "context-shift")]
+    pub context_shift: bool,
+    /// Tokens the context shift keeps at the start (after BOS).
+    #[arg(long = "keep", default_value_t = 0, requires = "context_shift")]
+    pub keep: usize,
     /// Print more diagnostics on stderr.
     #[arg(short = 'v', long)]
     pub verbose: bool,
@@ -47,6 +54,8 @@ impl ModelArgs {
         o.n_ubatch = self.ubatch;
         o.kv_type = self.cache_type;
         o.kv_type_v = Some(self.cache_type_v);
+        o.context_shift = self.context_shift;
+        o.n_keep = self.keep;
         o
     }
 }

@@ -5,7 +5,8 @@ use std::io::{IsTerminal, Read, Write};
 use anyhow::{Context, bail};
 use cera::chat::{ChatTemplate, Message, RenderOptions};
 use cera::engine::Engine;
-use cera::session::{Control, GenerateOptions, Summary};
+use cera::session::{Control, GenerateOptions, Session, Summary};
+use cera::state::{PrefixCache, PrefixCacheOptions};
 
 use crate::common::resolve_model;
 use crate::gen_args::{ModelArgs, SamplingArgs};
@@ -42,6 +43,84 @@ pub struct Args {
     /// Do not stop at end-of-generation tokens.
     #[arg(long)]
     pub ignore_eos: bool,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+}
+
+/// Reusing prompt state across runs.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CacheArgs {
+    /// Prompt cache file (llama.cpp's --prompt-cache): reuse the matching prefix of the state
+    /// saved there, and write the new prompt's state back.
+    #[arg(long = "prompt-cache")]
+    pub prompt_cache: Option<std::path::PathBuf>,
+    /// Directory of the on-disk prefix cache: any earlier prompt's longest matching prefix is
+    /// restored, and this prompt's state is added.
+    #[arg(long = "prompt-cache-dir", conflicts_with = "prompt_cache")]
+    pub prompt_cache_dir: Option<std::path::PathBuf>,
+    /// Size cap of --prompt-cache-dir in MiB.
+    #[arg(long = "prompt-cache-size", default_value_t = 8192, requires = "prompt_cache_dir")]
+    pub prompt_cache_mib: u64,
+}
+
+impl CacheArgs {
+    /// The prefix cache of --prompt-cache-dir.
+    pub fn prefix_cache(&self) -> anyhow::Result<Option<std::sync::Arc<PrefixCache>>> {
+        let Some(dir) = &self.prompt_cache_dir else {
+            return Ok(None);
+        };
+        let o = PrefixCacheOptions::default().with_disk(dir, self.prompt_cache_mib << 20);
+        let c = PrefixCache::new(o)
+            .with_context(|| format!("opening the prefix cache in {}", dir.display()))?;
+        print_cache_warnings(&c);
+        Ok(Some(std::sync::Arc::new(c)))
+    }
+}
+
+pub fn print_cache_warnings(c: &PrefixCache) {
+    for w in c.take_warnings() {
+        eprintln!("cera: warning: {w}");
+    }
+}
+
+/// Prefills `toks` reusing what --prompt-cache / --prompt-cache-dir hold; says what it reused.
+pub fn prefill_with_caches(
+    session: &mut Session,
+    toks: &[u32],
+    cache: &CacheArgs,
+    prefix: Option<&PrefixCache>,
+    verbose: bool,
+) -> anyhow::Result<()> {
+    if let Some(file) = &cache.prompt_cache
+        && file.exists()
+    {
+        session
+            .load_checkpoint(file)
+            .with_context(|| format!("loading the prompt cache {}", file.display()))?;
+    }
+    let rep = match prefix {
+        Some(p) => session.prefill_cached(toks, p)?,
+        None => session.prefill(toks)?,
+    };
+    if let Some(p) = prefix {
+        print_cache_warnings(p);
+    }
+    if verbose || cache.prompt_cache.is_some() || cache.prompt_cache_dir.is_some() {
+        eprintln!(
+            "cera: prompt {} tokens: {} reused ({} from the prefix cache), {} prefilled in {:.1} ms",
+            toks.len(),
+            rep.reused(),
+            rep.from_cache,
+            rep.prefilled,
+            rep.time.as_secs_f64() * 1e3
+        );
+    }
+    if let Some(file) = &cache.prompt_cache {
+        session
+            .save_checkpoint(file)
+            .with_context(|| format!("writing the prompt cache {}", file.display()))?;
+    }
+    Ok(())
 }
 
 pub fn read_prompt(
@@ -142,8 +221,30 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.model.verbose {
         eprintln!("cera: prompt is {} tokens: {:?}", toks.len(), toks);
     }
-    match session.append_tokens(&toks) {
-        Err(cera::Error::Cancelled) => return Ok(()),
+    let n_ctx = session.n_ctx();
+    if a.n_predict > 0 && !a.model.context_shift && toks.len() + a.n_predict as usize > n_ctx {
+        bail!(
+            "context overflow: the prompt's {} tokens and -n {} need {}, but the context holds \
+             {n_ctx} (pass a bigger -c, a smaller -n, or --context-shift)",
+            toks.len(),
+            a.n_predict,
+            toks.len() + a.n_predict as usize
+        );
+    }
+    if a.model.context_shift {
+        // as llama.cpp: --keep past the prompt keeps the whole prompt (BOS included)
+        let bos = engine.tokenizer().add_bos() as usize;
+        session.set_context_shift(Some(a.model.keep.min(toks.len().saturating_sub(bos))));
+    }
+    let prefix = a.cache.prefix_cache()?;
+    match prefill_with_caches(
+        &mut session,
+        &toks,
+        &a.cache,
+        prefix.as_deref(),
+        a.model.verbose,
+    ) {
+        Err(e) if matches!(e.downcast_ref(), Some(cera::Error::Cancelled)) => return Ok(()),
         r => r?,
     }
     let mut opts = GenerateOptions::default();
@@ -189,5 +290,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let _ = writeln!(out);
     }
     print_summary(&summary, a.model.verbose);
+    if summary.finish == cera::session::FinishReason::ContextFull {
+        eprintln!(
+            "cera: the context is full ({n_ctx} tokens); pass a bigger -c or --context-shift to go on"
+        );
+    }
+    if session.n_shifts() > 0 && a.model.verbose {
+        eprintln!("cera: the context was shifted {} times", session.n_shifts());
+    }
     Ok(())
 }

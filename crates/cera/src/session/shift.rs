@@ -9,6 +9,11 @@ use super::Session;
 use crate::error::{Error, Result};
 
 impl Session {
+    /// Turns the context shift on (keeping `n_keep` tokens after BOS) or off.
+    pub fn set_context_shift(&mut self, n_keep: Option<usize>) {
+        self.shift_keep = n_keep;
+    }
+
     /// Shifts the context (if on) until `n_new` more tokens leave a free cell, the rule
     /// llama.cpp applies before each batch (`n_past + n_new >= n_ctx`).
     pub(crate) fn make_room(&mut self, n_new: usize) -> Result<()> {
