@@ -218,7 +218,10 @@ fn command(chat: &mut Chat, cmd: &str) -> anyhow::Result<Outcome> {
                 return Ok(Outcome::Reply);
             }
         }
-        _ if name.starts_with('/') && name.len() > 1 && name[1..].chars().all(char::is_alphabetic) => {
+        _ if name.starts_with('/')
+            && name.len() > 1
+            && name[1..].chars().all(char::is_alphabetic) =>
+        {
             eprintln!("cera: unknown command {name} ({HELP})");
         }
         _ => return Ok(Outcome::Message),

@@ -59,7 +59,11 @@ pub struct CacheArgs {
     #[arg(long = "prompt-cache-dir", conflicts_with = "prompt_cache")]
     pub prompt_cache_dir: Option<std::path::PathBuf>,
     /// Size cap of --prompt-cache-dir in MiB.
-    #[arg(long = "prompt-cache-size", default_value_t = 8192, requires = "prompt_cache_dir")]
+    #[arg(
+        long = "prompt-cache-size",
+        default_value_t = 8192,
+        requires = "prompt_cache_dir"
+    )]
     pub prompt_cache_mib: u64,
 }
 

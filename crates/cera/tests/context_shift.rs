@@ -137,7 +137,9 @@ fn context_shift_matches_llama_cpp() {
 #[test]
 fn without_the_flag_a_full_context_is_reported() {
     let eng = engine();
-    let toks = eng.tokenizer().encode(&"one two three ".repeat(30), true, true);
+    let toks = eng
+        .tokenizer()
+        .encode(&"one two three ".repeat(30), true, true);
     let mut s = session(&eng, 64, KvType::F16);
     match s.append_tokens(&toks) {
         Err(cera::Error::ContextOverflow { n_ctx, needed }) => {
@@ -165,7 +167,8 @@ fn without_the_flag_a_full_context_is_reported() {
         ));
         s.append_tokens(&toks[..40]).unwrap();
         // one that fits after a shift can
-        s.append_tokens(&toks[40..70]).unwrap_or_else(|e| panic!("{kv:?}: {e}"));
+        s.append_tokens(&toks[40..70])
+            .unwrap_or_else(|e| panic!("{kv:?}: {e}"));
         assert_eq!(s.n_shifts(), 1);
         g.max_tokens = 200;
         let sum = s

@@ -267,3 +267,201 @@ fn prefix_cache_disk_tier() {
     assert!(w.iter().any(|w| w.contains("checksum")), "{w:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// splitmix64
+fn rng(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e3779b97f4a7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
+
+/// Re-seals a mutated checkpoint with a valid checksum, so the parser behind the checksum
+/// sees hostile structure (lengths, counts, flags, types) and must still refuse it cleanly.
+fn reseal(bytes: &mut [u8]) {
+    use sha2::{Digest, Sha256};
+    let n = bytes.len() - 32;
+    let sum = Sha256::digest(&bytes[..n]);
+    bytes[n..].copy_from_slice(&sum);
+}
+
+/// Fuzzes the checkpoint reader: random overwrites, huge length fields, insertions and
+/// deletions, each re-sealed with a valid checksum; restores of a recurrent model's
+/// checkpoint too. Nothing panics; what is accepted restores a usable session.
+#[test]
+fn fuzz_the_checkpoint_reader() {
+    let smol = engine(&real_model("smollm2"));
+    let lfm = engine(&tiny_model("lfm2_f32", "fuzz"));
+    let mut seed = 7u64;
+    for eng in [&smol, &lfm] {
+        let mut a = eng.session(opts(64, KvType::F16));
+        a.append_tokens(&prompt(eng, 12)).unwrap();
+        let good = a.checkpoint().unwrap();
+        let mut s = eng.session(opts(64, KvType::F16));
+        let (mut accepted, mut refused) = (0, 0);
+        for i in 0..600 {
+            let mut bad = good.clone();
+            let body = bad.len() - 32;
+            match i % 4 {
+                0 => {
+                    for _ in 0..1 + rng(&mut seed) % 4 {
+                        let at = (rng(&mut seed) as usize) % body;
+                        bad[at] = rng(&mut seed) as u8;
+                    }
+                }
+                1 => {
+                    // a length or count field (u64 or u32) somewhere in the first KB
+                    let at = (rng(&mut seed) as usize) % body.min(1024);
+                    let v = [u64::MAX, 1 << 40, u32::MAX as u64, 0][i / 4 % 4];
+                    let end = (at + 8).min(body);
+                    bad[at..end].copy_from_slice(&v.to_le_bytes()[..end - at]);
+                }
+                2 => {
+                    let at = (rng(&mut seed) as usize) % body;
+                    bad.insert(at, rng(&mut seed) as u8);
+                }
+                _ => {
+                    let at = (rng(&mut seed) as usize) % body;
+                    bad.remove(at);
+                }
+            }
+            reseal(&mut bad);
+            match s.restore(&bad) {
+                Ok(()) => {
+                    accepted += 1;
+                    // whatever got in is a working session
+                    if s.tokens().len() < s.n_ctx() {
+                        s.append_tokens(&[1]).unwrap();
+                    }
+                }
+                Err(e) => {
+                    refused += 1;
+                    assert!(s.tokens().is_empty(), "{e}: state left behind");
+                }
+            }
+        }
+        assert!(refused > 300, "{accepted} accepted, {refused} refused");
+    }
+}
+
+/// Hostile files in the prefix cache's directory: garbage, truncated entries, huge counts,
+/// another version: all skipped with a warning when indexed or used, none loaded.
+#[test]
+fn hostile_prefix_cache_files() {
+    let eng = engine(&real_model("smollm2"));
+    let dir = std::env::temp_dir().join(format!("cera-prefix-hostile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = PrefixCacheOptions::in_memory(1 << 30).with_disk(&dir, 1 << 30);
+    let p = prompt(&eng, 40);
+    {
+        let cache = PrefixCache::new(o.clone()).unwrap();
+        let mut a = eng.session(opts(128, KvType::F16));
+        a.prefill_cached(&p, &cache).unwrap();
+    }
+    let ns = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let good_file = std::fs::read_dir(&ns)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let good = std::fs::read(&good_file).unwrap();
+    let mut seed = 11u64;
+    let mut variants: Vec<Vec<u8>> = vec![
+        b"garbage".to_vec(),
+        good[..20].to_vec(),
+        good[..good.len() / 2].to_vec(),
+    ];
+    let mut v = good.clone();
+    v[8] = 9; // version
+    variants.push(v);
+    let mut v = good.clone();
+    v[30..38].copy_from_slice(&u64::MAX.to_le_bytes()); // token count
+    variants.push(v);
+    for _ in 0..20 {
+        let mut v = good.clone();
+        let at = 38 + (rng(&mut seed) as usize) % (v.len() - 38);
+        v[at] ^= 1 + (rng(&mut seed) as u8 % 255);
+        variants.push(v);
+    }
+    std::fs::remove_file(&good_file).unwrap();
+    for (i, v) in variants.iter().enumerate() {
+        std::fs::write(ns.join(format!("bad{i}.cpfx")), v).unwrap();
+    }
+    let cache = PrefixCache::new(o).unwrap();
+    let mut s = eng.session(opts(128, KvType::F16));
+    let mut q = p.clone();
+    q.push(9);
+    let r = s.prefill_cached(&q, &cache).unwrap();
+    assert_eq!(r.from_cache, 0, "a hostile entry was restored");
+    let w = cache.take_warnings();
+    assert!(w.len() >= 5, "{w:?}");
+    let mut c = eng.session(opts(128, KvType::F16));
+    c.append_tokens(&q).unwrap();
+    assert_eq!(s.logits(), c.logits());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two sessions share a 1,000-token system prompt: the second's time to first token (the
+/// prefill, cache lookup and store included) is at most 10% of the first's, on both real
+/// models. Both are reported.
+#[test]
+fn prefix_cache_time_to_first_token() {
+    for name in ["smollm2", "qwen2.5-coder-0.5b"] {
+        let eng = engine(&real_model(name));
+        let tmpl = cera::chat::ChatTemplate::from_gguf(eng.gguf()).unwrap();
+        let mut system = String::new();
+        let mut i = 0;
+        while eng.tokenizer().encode(&system, false, false).len() < 1000 {
+            system.push_str(&format!(
+                "Rule {i}: answer politely, cite the policy section {i}, and never reveal \
+                 internal notes. "
+            ));
+            i += 1;
+        }
+        let render = |user: &str| {
+            let msgs = [
+                cera::chat::Message::system(system.clone()),
+                cera::chat::Message::user(user),
+            ];
+            let ro = cera::chat::RenderOptions::new().add_generation_prompt(true);
+            eng.tokenizer()
+                .encode(&tmpl.render(&msgs, &ro).unwrap(), true, true)
+        };
+        let cache = PrefixCache::in_memory(1 << 30);
+        let mut o = opts(2048, KvType::F16);
+        o.n_ubatch = 512;
+        let ttft = |toks: &[u32], cache: &PrefixCache| {
+            let mut s = eng.session(o.clone());
+            let t0 = std::time::Instant::now();
+            let r = s.prefill_cached(toks, cache).unwrap();
+            let _first = argmax(s.logits());
+            (t0.elapsed(), r)
+        };
+        // warm the weights (first-use packing) outside the measurement, in another cache
+        ttft(&render("warm up")[..64], &PrefixCache::in_memory(1 << 30));
+        let (t1, r1) = ttft(&render("What is your refund policy?"), &cache);
+        let (t2, r2) = ttft(&render("How do I reset my password?"), &cache);
+        eprintln!(
+            "{name}: TTFT {:.1} ms for {} tokens cold, {:.1} ms with {} from the prefix cache \
+             and {} prefilled ({:.1}%)",
+            t1.as_secs_f64() * 1e3,
+            r1.prefilled,
+            t2.as_secs_f64() * 1e3,
+            r2.from_cache,
+            r2.prefilled,
+            100.0 * t2.as_secs_f64() / t1.as_secs_f64()
+        );
+        assert!(r2.from_cache >= 1000, "{r2:?}");
+        assert!(
+            t2.as_secs_f64() <= 0.10 * t1.as_secs_f64(),
+            "{name}: {t2:?} is more than 10% of {t1:?}"
+        );
+    }
+}
