@@ -189,6 +189,11 @@ impl KvBuf {
 
     /// Appends elements `at..at + n` as little-endian bytes (Q8_0: the blocks as stored).
     fn save(&self, at: usize, n: usize, out: &mut Vec<u8>) {
+        #[cfg(target_endian = "little")]
+        if let Some(b) = self.as_bytes(at, n) {
+            out.extend_from_slice(b);
+            return;
+        }
         match self {
             KvBuf::F32(v) => {
                 for x in &v[at..at + n] {
@@ -211,6 +216,11 @@ impl KvBuf {
 
     /// Reads elements `at..at + n` from `src` (exactly [`KvBuf::bytes_of`] `n` bytes).
     fn load(&mut self, at: usize, n: usize, src: &[u8]) {
+        #[cfg(target_endian = "little")]
+        if let Some(b) = self.as_bytes_mut(at, n) {
+            b.copy_from_slice(src);
+            return;
+        }
         match self {
             KvBuf::F32(v) => {
                 for (x, b) in v[at..at + n].iter_mut().zip(src.chunks_exact(4)) {
@@ -231,6 +241,41 @@ impl KvBuf {
                     blk.qs.copy_from_slice(&b[2..]);
                 }
             }
+        }
+    }
+
+    /// Elements `at..at + n` of a float cache as their bytes: on a little-endian machine that
+    /// is the saved layout itself, so snapshots are one copy.
+    #[cfg(target_endian = "little")]
+    fn as_bytes(&self, at: usize, n: usize) -> Option<&[u8]> {
+        match self {
+            // SAFETY: f32 and f16 (a transparent u16) are plain bytes with no padding; the
+            // slice bounds are checked by the indexing
+            KvBuf::F32(v) => {
+                let s = &v[at..at + n];
+                Some(unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), n * 4) })
+            }
+            KvBuf::F16(v) => {
+                let s = &v[at..at + n];
+                Some(unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), n * 2) })
+            }
+            KvBuf::Q8_0(_) => None,
+        }
+    }
+
+    #[cfg(target_endian = "little")]
+    fn as_bytes_mut(&mut self, at: usize, n: usize) -> Option<&mut [u8]> {
+        match self {
+            // SAFETY: as in `as_bytes`; every bit pattern is a valid f32 or f16
+            KvBuf::F32(v) => {
+                let s = &mut v[at..at + n];
+                Some(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), n * 4) })
+            }
+            KvBuf::F16(v) => {
+                let s = &mut v[at..at + n];
+                Some(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), n * 2) })
+            }
+            KvBuf::Q8_0(_) => None,
         }
     }
 
