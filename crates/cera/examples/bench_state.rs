@@ -58,6 +58,34 @@ fn main() -> cera::Result<()> {
     );
     let _ = std::fs::remove_file(&file);
 
+    // a rollback of 3 decoded tokens (what a rejected speculative draft costs): truncate and
+    // feed one token, against prefilling the kept context again (what truncate did before
+    // recurrent state had snapshots)
+    let mut s = eng.session(o.clone());
+    s.append_tokens(&toks[..500])?;
+    for &t in &toks[500..508] {
+        s.append_tokens(&[t])?;
+    }
+    let (mut cut, mut again) = (vec![], vec![]);
+    for _ in 0..5 {
+        let mut f = s.fork();
+        let t = Instant::now();
+        f.truncate(505);
+        f.append_tokens(&[toks[505]])?;
+        cut.push(t.elapsed());
+        let mut g = eng.session(o.clone());
+        let t = Instant::now();
+        g.append_tokens(&toks[..506])?;
+        again.push(t.elapsed());
+        assert_eq!(f.logits(), g.logits());
+    }
+    println!(
+        "rollback of 3 tokens at depth 508: {:.2} ms (truncate + 1 token), re-prefilling the \
+         505 kept tokens {:.1} ms",
+        median(cut),
+        median(again)
+    );
+
     let system =
         "Rule: answer politely, cite the policy section, keep notes internal. ".repeat(100);
     let sys_toks = eng.tokenizer().encode(&system, true, false);
@@ -71,6 +99,7 @@ fn main() -> cera::Result<()> {
         t
     };
     let (mut cold, mut warm) = (vec![], vec![]);
+    let mut reused = 0;
     let mut s = eng.session(o.clone());
     s.append_tokens(&toks[..64])?; // first-use weight packing outside the measurement
     for round in 0..5 {
@@ -83,12 +112,14 @@ fn main() -> cera::Result<()> {
         let t = Instant::now();
         let r = b.prefill_cached(&user(2 * round + 1), &cache)?;
         warm.push(t.elapsed());
-        assert!(r.from_cache >= 1000);
+        // a recurrent model resumes at the last 64-token snapshot of the shared part
+        assert!(r.from_cache >= 1000 - 64);
+        reused = r.from_cache;
     }
     let (c, w) = (median(cold), median(warm));
     println!(
-        "prefix cache, 1000-token shared prompt: TTFT {c:.1} ms cold, {w:.1} ms from the cache \
-         ({:.1}%)",
+        "prefix cache, 1000-token shared prompt: TTFT {c:.1} ms cold, {w:.1} ms with {reused} \
+         tokens from the cache ({:.1}%)",
         100.0 * w / c
     );
     Ok(())

@@ -222,6 +222,29 @@ fn prefix_cache_restores_what_prefill_computes() {
     }
 }
 
+/// A recurrent model resumes a long shared prefix within 64 tokens of its end, whatever the
+/// prefill chunk size (recurrent prefills end chunks at multiples of 64, where snapshots stay).
+#[test]
+fn recurrent_prefix_granularity() {
+    let eng = engine(&tiny_model("lfm2_f32", "granularity"));
+    let cache = PrefixCache::in_memory(1 << 30);
+    let shared = prompt(&eng, 300);
+    let mut o = opts(1024, KvType::F16);
+    o.n_ubatch = 512;
+    let mut a = eng.session(o.clone());
+    let mut p1 = shared.clone();
+    p1.extend([11, 12, 13]);
+    a.prefill_cached(&p1, &cache).unwrap();
+    let mut p2 = shared.clone();
+    p2.extend([21, 22]);
+    let mut b = eng.session(o.clone());
+    let r = b.prefill_cached(&p2, &cache).unwrap();
+    assert_eq!(r.from_cache, 256, "{r:?}");
+    let mut c = eng.session(o);
+    c.append_tokens(&p2).unwrap();
+    assert_eq!(b.logits(), c.logits());
+}
+
 /// The disk tier survives a restart (a new cache over the same directory), and a corrupted
 /// entry is skipped with a warning, never loaded.
 #[test]

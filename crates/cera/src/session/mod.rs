@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 pub use prefill::PrefillReport;
 
 use crate::backend::KvType;
-use crate::models::{ConvSnapshot, ModelState};
+use crate::models::ModelState;
 use crate::sample::SamplerConfig;
 
 /// Why generation ended.
@@ -140,7 +140,7 @@ pub struct Session {
     pub(crate) replay_from: Option<usize>,
     /// Recent convolution states (recurrent models), oldest first, so a truncate restores one
     /// instead of prefilling again (see `rewind.rs`).
-    pub(crate) snaps: std::collections::VecDeque<ConvSnapshot>,
+    pub(crate) snaps: rewind::Snapshots,
     /// `Some(n_keep)`: the context shift is on (see `shift.rs`).
     pub(crate) shift_keep: Option<usize>,
     /// Times the context was shifted; a shifted state is not what a plain prefill of `tokens`
@@ -277,24 +277,44 @@ impl Session {
         self.catch_up()?;
         let mut all_logits = Vec::new();
         let t0 = Instant::now();
-        for chunk in toks.chunks(self.n_ubatch) {
-            if self.cancel.swap(false, Ordering::AcqRel) {
-                self.pending_prefill += t0.elapsed();
-                return Err(Error::Cancelled);
-            }
-            self.forward(chunk, all)?;
-            self.pending_prompt += chunk.len();
-            if all {
-                all_logits.extend_from_slice(&self.logits);
-            }
-        }
+        let r = self.forward_chunks(toks, all, &mut all_logits);
         self.pending_prefill += t0.elapsed();
+        r?;
         if all && !toks.is_empty() {
             // keep `logits()` as the last row
             let start = self.logits.len() - n_vocab;
             self.logits.drain(..start);
         }
         Ok(all_logits)
+    }
+
+    pub(crate) fn n_ubatch(&self) -> usize {
+        self.n_ubatch
+    }
+
+    /// Prefills `toks` in chunks ([`Session::chunk_end`]), checking for a cancel between them;
+    /// with `all`, every token's logits are appended to `all_logits`.
+    pub(crate) fn forward_chunks(
+        &mut self,
+        toks: &[u32],
+        all: bool,
+        all_logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        let mut at = 0;
+        let base = self.tokens.len();
+        while at < toks.len() {
+            if self.cancel.swap(false, Ordering::AcqRel) {
+                return Err(Error::Cancelled);
+            }
+            let end = self.chunk_end(base + at, base + toks.len()) - base;
+            self.forward(&toks[at..end], all)?;
+            self.pending_prompt += end - at;
+            if all {
+                all_logits.extend_from_slice(&self.logits);
+            }
+            at = end;
+        }
+        Ok(())
     }
 
     /// Runs `chunk` after the context (whose state must be up to date) and appends it.

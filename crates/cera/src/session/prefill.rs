@@ -152,13 +152,18 @@ impl Session {
         snapshot::read_kv(&e.cpu, &mut self.state.seq.kv, n_saved, &mut r)?;
         let n_snaps = r.u32("snapshot count")? as usize;
         let n = tokens.len();
-        for _ in 0..n_snaps {
+        let mut snaps = Vec::new();
+        for _ in 0..n_snaps.min(r.remaining()) {
             let s = snapshot::read_conv(&mut r)?;
             if s.pos <= n {
-                self.snaps.push_back(s);
+                snaps.push(s);
             }
         }
         r.finish()?;
+        snaps.sort_by_key(|s| s.pos);
+        for s in snaps {
+            self.snaps.push(s);
+        }
         if self.state.is_recurrent() {
             let Some(snap) = self.snaps.iter().find(|s| s.pos == n).cloned() else {
                 return Err(r.error(format!("no convolution snapshot at position {n}")));
