@@ -303,9 +303,8 @@ fn rng(state: &mut u64) -> u64 {
 /// Re-seals a mutated checkpoint with a valid checksum, so the parser behind the checksum
 /// sees hostile structure (lengths, counts, flags, types) and must still refuse it cleanly.
 fn reseal(bytes: &mut [u8]) {
-    use sha2::{Digest, Sha256};
-    let n = bytes.len() - 32;
-    let sum = Sha256::digest(&bytes[..n]);
+    let n = bytes.len() - 16;
+    let sum = cera::state::checksum(&bytes[..n]);
     bytes[n..].copy_from_slice(&sum);
 }
 

@@ -531,7 +531,7 @@ impl Chat {
     /// [`Chat::restore`] from a file.
     pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::session::map_file(path)?;
         self.restore_from(&bytes, &format!("chat checkpoint {}", path.display()))
     }
 

@@ -9,6 +9,14 @@ use crate::error::{Error, Result};
 use crate::state::checkpoint::{self, Header, Kind};
 use crate::state::snapshot;
 
+/// A checkpoint file mapped read-only (restoring reads it once, straight into the cache).
+pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: the map is read-only and lives only while this restore reads it; checkpoints
+    // are written by rename, so the file mapped is never rewritten in place
+    unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(path, e))
+}
+
 impl Session {
     /// The session's whole state as a checkpoint. A pending re-prefill (after a truncate on a
     /// recurrent model) runs first, so the saved state matches the tokens.
@@ -63,7 +71,7 @@ impl Session {
     /// [`Session::restore`] from a file.
     pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = map_file(path)?;
         let what = format!("checkpoint {}", path.display());
         self.restore_with(&bytes, &what).map(|_| ())
     }

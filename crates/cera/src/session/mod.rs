@@ -13,6 +13,7 @@ mod shift;
 
 use crate::engine::{EngineInner, SessionOptions};
 use crate::error::{Error, Result};
+pub(crate) use checkpoint::map_file;
 pub use prefill::PrefillReport;
 
 use crate::backend::KvType;

@@ -12,14 +12,12 @@
 //! body     tokens (u32 list), logits (f32 list), KV cache (see `snapshot.rs`),
 //!          convolution state (a presence byte, then the snapshot), app data (bytes: the
 //!          chat's conversation as JSON, or empty)
-//! checksum SHA-256 of everything before it   32 bytes
+//! checksum of everything before it (`checksum.rs`)   16 bytes
 //! ```
 //!
 //! All integers are little-endian. A reader checks the magic, the version, the length and the
 //! checksum before anything else, so a truncated or corrupted file is refused whole; then the
 //! model, the KV types and the context size, each mismatch named.
-
-use sha2::{Digest, Sha256};
 
 use super::Fingerprint;
 use super::codec::{Reader, Writer};
@@ -31,7 +29,7 @@ pub const MAGIC: &[u8; 8] = b"CERACKPT";
 pub const FORMAT_VERSION: u32 = 1;
 /// Magic, version, kind, fingerprint, kv types, n_ctx, n_tokens, flags.
 const HEADER_LEN: usize = 8 + 4 + 4 + 16 + 2 + 8 + 8 + 4;
-const CHECKSUM_LEN: usize = 32;
+const CHECKSUM_LEN: usize = 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -96,7 +94,7 @@ pub(crate) fn begin(h: &Header) -> Writer {
 
 /// Ends a checkpoint: appends the checksum.
 pub(crate) fn finish(mut w: Writer) -> Vec<u8> {
-    let sum = Sha256::digest(&w.buf);
+    let sum = super::checksum(&w.buf);
     w.raw(&sum);
     w.buf
 }
@@ -130,7 +128,7 @@ pub(crate) fn open<'a>(bytes: &'a [u8], what: &'a str) -> Result<(Header, Reader
         )));
     }
     let (body, sum) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
-    if Sha256::digest(body).as_slice() != sum {
+    if super::checksum(body).as_slice() != sum {
         return Err(err(
             "checksum mismatch: the file is truncated or corrupted".into()
         ));

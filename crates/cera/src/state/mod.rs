@@ -9,12 +9,14 @@
 //!   optionally on disk, so a new prompt that starts like an old one prefills only the rest.
 
 pub mod checkpoint;
+mod checksum;
 pub(crate) mod codec;
 mod file;
 mod fingerprint;
 pub mod prefix;
 pub(crate) mod snapshot;
 
+pub use checksum::checksum;
 pub use file::atomic_write;
 pub use fingerprint::Fingerprint;
 pub use prefix::{PrefixCache, PrefixCacheOptions, PrefixStats};

@@ -38,7 +38,8 @@ pub(crate) fn kv_type_name(t: KvType) -> &'static str {
 /// Appends positions `0..n` of every layer.
 pub(crate) fn write_kv<B: Backend>(be: &B, kv: &[B::Kv], n: usize, w: &mut Writer) {
     w.u32(kv.len() as u32);
-    let mut buf = Vec::new();
+    w.buf
+        .reserve(kv.iter().map(|l| l.saved_len(n) + 24).sum::<usize>());
     for l in kv {
         let (kt, vt) = l.types();
         let (h, d, dv) = l.dims();
@@ -47,9 +48,12 @@ pub(crate) fn write_kv<B: Backend>(be: &B, kv: &[B::Kv], n: usize, w: &mut Write
         w.u32(h as u32);
         w.u32(d as u32);
         w.u32(dv as u32);
-        buf.clear();
-        be.kv_save(l, n, &mut buf);
-        w.bytes(&buf);
+        // the length, then the bytes straight into the writer
+        let len = l.saved_len(n);
+        w.u64(len as u64);
+        let at = w.buf.len();
+        be.kv_save(l, n, &mut w.buf);
+        debug_assert_eq!(w.buf.len() - at, len);
     }
 }
 

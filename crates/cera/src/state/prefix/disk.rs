@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! magic "CERAPFX\0", version u32, fingerprint 16 bytes, key/value type u8 u8,
-//! tokens (u32 list), convolution snapshot positions (u32 list), body (bytes), SHA-256 32 bytes
+//! tokens (u32 list), convolution snapshot positions (u32 list), body (bytes), checksum 16 bytes
 //! ```
 
 use std::io::Read;
@@ -70,7 +70,7 @@ pub(crate) fn write(
     let pos: Vec<u32> = conv_pos.iter().map(|&p| p as u32).collect();
     w.u32s(&pos);
     w.bytes(body);
-    let sum = Sha256::digest(&w.buf);
+    let sum = crate::state::checksum(&w.buf);
     w.raw(&sum);
     let path = entry_path(root, ns, tokens);
     atomic_write(&path, &w.buf)?;
@@ -187,11 +187,11 @@ pub(crate) fn scan(root: &Path) -> (Vec<DiskEntry>, Vec<String>) {
 /// says.
 pub(crate) fn read_body(e: &DiskEntry) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(&e.path).map_err(|err| err.to_string())?;
-    if bytes.len() < 32 {
+    if bytes.len() < 16 {
         return Err("truncated".into());
     }
-    let (data, sum) = bytes.split_at(bytes.len() - 32);
-    if Sha256::digest(data).as_slice() != sum {
+    let (data, sum) = bytes.split_at(bytes.len() - 16);
+    if crate::state::checksum(data).as_slice() != sum {
         return Err("checksum mismatch: the file is truncated or corrupted".into());
     }
     let what = e.path.display().to_string();
