@@ -14,6 +14,7 @@ mod inspect;
 mod models;
 mod perplexity;
 mod run;
+mod serve;
 mod structured;
 mod tokenize;
 
@@ -51,13 +52,15 @@ enum Command {
     Models(models::ListArgs),
     /// Print the token ids of a text (as `llama-tokenize --ids`).
     Tokenize(tokenize::Args),
+    /// An OpenAI- and Ollama-compatible HTTP server with continuous batching.
+    Serve(serve::Args),
 }
 
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
 /// `-c tk`, so those are rewritten to their `--` form first.
 fn llama_style_args() -> Vec<std::ffi::OsString> {
-    const ONE_DASH: [&str; 8] = [
-        "-ctk", "-ctv", "-npp", "-ntg", "-npl", "-pps", "-tgs", "-ub",
+    const ONE_DASH: [&str; 9] = [
+        "-ctk", "-ctv", "-npp", "-ntg", "-npl", "-pps", "-tgs", "-ub", "-np",
     ];
     std::env::args_os()
         .map(|a| match a.to_str() {
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Pull(a) => models::pull(a),
         Command::Models(a) => models::list(a),
         Command::Tokenize(a) => tokenize::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

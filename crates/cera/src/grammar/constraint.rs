@@ -18,8 +18,8 @@ use crate::tokenizer::Tokenizer;
 const MASK_CACHE: usize = 512;
 
 pub(crate) struct Constraint<'a> {
-    grammar: &'a Grammar,
-    triggers: &'a [Trigger],
+    grammar: std::sync::Arc<Grammar>,
+    triggers: Vec<Trigger>,
     trie: &'a TokenTrie,
     tok: &'a Tokenizer,
     /// `None` while a lazy grammar waits for its trigger.
@@ -35,11 +35,11 @@ pub(crate) struct Constraint<'a> {
 }
 
 impl<'a> Constraint<'a> {
-    pub(crate) fn new(c: &'a GrammarConstraint, trie: &'a TokenTrie, tok: &'a Tokenizer) -> Self {
+    pub(crate) fn new(c: &GrammarConstraint, trie: &'a TokenTrie, tok: &'a Tokenizer) -> Self {
         let state = c.triggers.is_empty().then(|| c.grammar.initial_state());
         Constraint {
-            grammar: &c.grammar,
-            triggers: &c.triggers,
+            grammar: std::sync::Arc::clone(&c.grammar),
+            triggers: c.triggers.clone(),
             trie,
             tok,
             state,
@@ -61,7 +61,7 @@ impl<'a> Constraint<'a> {
             return st.is_complete();
         }
         let bytes = self.tok.token_bytes(t);
-        !bytes.is_empty() && st.advance_bytes(self.grammar, bytes).is_some()
+        !bytes.is_empty() && st.advance_bytes(&self.grammar, bytes).is_some()
     }
 
     /// Picks the next token; `None` when the grammar allows no token at all (a dead end).
@@ -96,7 +96,7 @@ impl<'a> Constraint<'a> {
             Some(m) => Rc::clone(m),
             None => {
                 let mut m = vec![0u64; logits.len().div_ceil(64)];
-                self.trie.mask(self.grammar, st, &mut m);
+                self.trie.mask(&self.grammar, st, &mut m);
                 let m = Rc::new(m);
                 if self.cache.len() >= MASK_CACHE {
                     self.cache.clear();
@@ -141,7 +141,7 @@ impl<'a> Constraint<'a> {
             if self.tok.is_eog(t) {
                 return st.is_complete();
             }
-            return match st.advance_bytes(self.grammar, bytes) {
+            return match st.advance_bytes(&self.grammar, bytes) {
                 Some(n) => {
                     self.state = Some(n);
                     true
@@ -153,7 +153,7 @@ impl<'a> Constraint<'a> {
         let start = self.waiting.len();
         self.waiting.extend_from_slice(bytes);
         let mut from: Option<usize> = None;
-        for tr in self.triggers {
+        for tr in &self.triggers {
             match tr {
                 Trigger::Token(id) if *id == t => from = Some(from.map_or(start, |f| f.min(start))),
                 Trigger::Word(w) if !w.is_empty() => {
@@ -177,7 +177,7 @@ impl<'a> Constraint<'a> {
         match self
             .grammar
             .initial_state()
-            .advance_bytes(self.grammar, &self.waiting[at..])
+            .advance_bytes(&self.grammar, &self.waiting[at..])
         {
             Some(st) => {
                 self.state = Some(st);

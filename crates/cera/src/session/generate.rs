@@ -8,6 +8,219 @@ use super::{Control, FinishReason, GenerateOptions, Session, Sink, Summary};
 use crate::error::{Error, Result};
 use crate::sample::Sampler;
 
+/// What one [`Generator::step`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Feed `id` next; `text` is the new complete text it adds (may be empty while a
+    /// character or a possible stop string is incomplete).
+    Token { id: u32, text: String },
+    /// Generation ends; `text` is the last text to emit (what preceded a stop string, or the
+    /// flushed rest). The sampled token, if any, is not fed.
+    Done { reason: FinishReason, text: String },
+}
+
+/// The log-probability of a chosen token and the most likely alternatives, from the raw
+/// logits (before temperature and truncation), as OpenAI's `logprobs` reports them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    pub token: u32,
+    pub logprob: f32,
+    /// `(token, logprob)`, most likely first.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Token-by-token generation for callers that run the forward passes themselves (a batched
+/// scheduler; [`Session::generate`] is a loop over it): give it the logits of the last fed
+/// token, it samples (under the grammar, if any), tracks stop strings and the text, and says
+/// what to feed or why to stop.
+pub struct Generator<'a> {
+    tok: &'a crate::tokenizer::Tokenizer,
+    sampler: Sampler,
+    decoder: crate::tokenizer::StreamDecoder<'a>,
+    stops: StopMatcher,
+    constraint: Option<crate::grammar::Constraint<'a>>,
+    max_tokens: usize,
+    ignore_eog: bool,
+    logprobs: Option<usize>,
+    last_logprobs: Option<TokenLogprobs>,
+    raw: Vec<f32>,
+    /// Tokens sampled so far (the EOG or stop-completing one included).
+    pub tokens: Vec<u32>,
+    /// The text so far (stop string excluded).
+    pub text: String,
+    finished: Option<FinishReason>,
+}
+
+impl crate::engine::Engine {
+    /// A [`Generator`] for a sequence whose context is `context` (the penalties see it).
+    pub fn generator(&self, opts: &GenerateOptions, context: &[u32]) -> Generator<'_> {
+        Generator::new(&self.inner, opts, context)
+    }
+}
+
+impl<'a> Generator<'a> {
+    pub(crate) fn new(
+        engine: &'a crate::engine::EngineInner,
+        opts: &GenerateOptions,
+        context: &[u32],
+    ) -> Generator<'a> {
+        let mut sampler = Sampler::new(opts.sampler.clone());
+        for &t in context {
+            sampler.accept(t);
+        }
+        let tok = &engine.tokenizer;
+        Generator {
+            tok,
+            sampler,
+            decoder: tok.stream_decoder(),
+            stops: StopMatcher::new(opts.stop.clone()),
+            constraint: opts
+                .grammar
+                .as_ref()
+                .map(|g| crate::grammar::Constraint::new(g, engine.token_trie(), tok)),
+            max_tokens: opts.max_tokens,
+            ignore_eog: opts.ignore_eog,
+            logprobs: None,
+            last_logprobs: None,
+            raw: Vec::new(),
+            tokens: Vec::new(),
+            text: String::new(),
+            finished: None,
+        }
+    }
+
+    /// Also computes each chosen token's logprob and the `top` best alternatives.
+    pub fn with_logprobs(mut self, top: usize) -> Self {
+        self.logprobs = Some(top);
+        self
+    }
+
+    /// The logprobs of the token the last step chose.
+    pub fn take_logprobs(&mut self) -> Option<TokenLogprobs> {
+        self.last_logprobs.take()
+    }
+
+    /// Tokens generated so far.
+    pub fn n_generated(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Why it ended, once it has.
+    pub fn finished(&self) -> Option<FinishReason> {
+        self.finished
+    }
+
+    /// Grammar counters: masked steps and time.
+    pub fn grammar_stats(&self) -> (usize, Duration) {
+        self.constraint
+            .as_ref()
+            .map_or((0, Duration::ZERO), |c| (c.n_masked, c.time))
+    }
+
+    fn done(&mut self, reason: FinishReason, mut text: String) -> Step {
+        // flush text held back for a possible stop string or an incomplete character
+        if reason != FinishReason::Stop {
+            let rest = self.decoder.finish();
+            text.push_str(&self.stops.flush(&rest));
+        }
+        self.text.push_str(&text);
+        self.finished = Some(reason);
+        Step::Done { reason, text }
+    }
+
+    /// Ends generation from outside (a cancel, a full context, a client gone).
+    pub fn stop(&mut self, reason: FinishReason) -> Step {
+        if self.finished.is_some() {
+            return Step::Done {
+                reason,
+                text: String::new(),
+            };
+        }
+        self.done(reason, String::new())
+    }
+
+    /// Picks the next token from `logits` (those of the last fed token; modified in place).
+    pub fn step(&mut self, logits: &mut [f32]) -> Step {
+        if let Some(reason) = self.finished {
+            return Step::Done {
+                reason,
+                text: String::new(),
+            };
+        }
+        if self.max_tokens > 0 && self.tokens.len() >= self.max_tokens {
+            return self.done(FinishReason::Length, String::new());
+        }
+        // the raw logits, before sampling transforms them in place
+        let lp = self.logprobs.map(|n| {
+            self.raw.clear();
+            self.raw.extend_from_slice(logits);
+            raw_logprobs(logits, n)
+        });
+        let next = match &mut self.constraint {
+            None => self.sampler.sample(logits),
+            Some(c) => match c.sample(&mut self.sampler, logits) {
+                Some(t) => t,
+                None => return self.done(FinishReason::GrammarDeadEnd, String::new()),
+            },
+        };
+        if let Some(c) = &mut self.constraint
+            && !c.accept(next)
+        {
+            return self.done(FinishReason::GrammarDeadEnd, String::new());
+        }
+        if let Some((lse, top)) = lp {
+            self.last_logprobs = Some(TokenLogprobs {
+                token: next,
+                logprob: self
+                    .raw
+                    .get(next as usize)
+                    .map_or(f32::NEG_INFINITY, |&x| x - lse),
+                top,
+            });
+        }
+        self.sampler.accept(next);
+        self.tokens.push(next);
+        // with a finished grammar only EOG can follow: stop even when ignoring EOG
+        if self.tok.is_eog(next)
+            && (!self.ignore_eog || self.constraint.as_ref().is_some_and(|c| c.is_finished()))
+        {
+            return self.done(FinishReason::Eog, String::new());
+        }
+        let piece = self.decoder.push(next);
+        let (emit, stopped) = self.stops.push(&piece);
+        if stopped {
+            return self.done(FinishReason::Stop, emit);
+        }
+        self.text.push_str(&emit);
+        Step::Token {
+            id: next,
+            text: emit,
+        }
+    }
+}
+
+/// `(log-sum-exp, the top n (token, logprob))` of raw logits.
+fn raw_logprobs(logits: &[f32], n: usize) -> (f32, Vec<(u32, f32)>) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&x| ((x - max) as f64).exp()).sum();
+    let lse = max + sum.ln() as f32;
+    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+    let k = n.min(idx.len());
+    if k > 0 {
+        let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+        idx.select_nth_unstable_by(k - 1, by_logit);
+        idx.truncate(k);
+        idx.sort_by(by_logit);
+    } else {
+        idx.clear();
+    }
+    let top = idx
+        .into_iter()
+        .map(|t| (t, logits[t as usize] - lse))
+        .collect();
+    (lse, top)
+}
+
 impl Session {
     /// Samples and feeds tokens until a stop condition, streaming text to `sink`.
     pub fn generate(&mut self, opts: &GenerateOptions, sink: &mut dyn Sink) -> Result<Summary> {
@@ -16,18 +229,8 @@ impl Session {
                 "generate needs at least one token in the context first".into(),
             ));
         }
-        let mut sampler = Sampler::new(opts.sampler.clone());
-        for &t in &self.tokens {
-            sampler.accept(t);
-        }
         let engine = Arc::clone(&self.engine);
-        let tok = &engine.tokenizer;
-        let mut decoder = tok.stream_decoder();
-        let mut stops = StopMatcher::new(&opts.stop);
-        let mut constraint = opts
-            .grammar
-            .as_ref()
-            .map(|g| crate::grammar::Constraint::new(g, engine.token_trie(), tok));
+        let mut g = Generator::new(&engine, opts, &self.tokens);
         let mut summary = Summary {
             prompt_tokens: std::mem::take(&mut self.pending_prompt),
             generated_tokens: 0,
@@ -41,90 +244,60 @@ impl Session {
         };
         self.cancel.store(false, Ordering::Release);
         let t0 = Instant::now();
-        loop {
-            if opts.max_tokens > 0 && summary.generated_tokens >= opts.max_tokens {
-                summary.finish = FinishReason::Length;
-                break;
-            }
+        let finish = loop {
             if self.cancel.swap(false, Ordering::AcqRel) {
-                summary.finish = FinishReason::Cancelled;
-                break;
+                g.stop(FinishReason::Cancelled);
+                break FinishReason::Cancelled;
             }
-            let next = match &mut constraint {
-                None => sampler.sample(&mut self.logits),
-                Some(c) => match c.sample(&mut sampler, &mut self.logits) {
-                    Some(t) => t,
-                    None => {
-                        summary.finish = FinishReason::GrammarDeadEnd;
-                        break;
+            match g.step(&mut self.logits) {
+                Step::Done { reason, text } => {
+                    if !text.is_empty() {
+                        sink.on_token(*g.tokens.last().unwrap_or(&0), &text);
                     }
-                },
-            };
-            if let Some(c) = &mut constraint
-                && !c.accept(next)
-            {
-                summary.finish = FinishReason::GrammarDeadEnd;
-                break;
+                    break reason;
+                }
+                Step::Token { id, text } => {
+                    if sink.on_token(id, &text) == Control::Stop {
+                        g.stop(FinishReason::Cancelled);
+                        break FinishReason::Cancelled;
+                    }
+                    // with the context shift on, make room as llama.cpp does (keeping one
+                    // cell free)
+                    if self.shift_keep.is_some() && self.tokens.len() + 1 >= self.n_ctx() {
+                        self.shift_context()?;
+                    }
+                    if self.tokens.len() >= self.n_ctx() {
+                        if let Step::Done { text, .. } = g.stop(FinishReason::ContextFull)
+                            && !text.is_empty()
+                        {
+                            sink.on_token(id, &text);
+                        }
+                        break FinishReason::ContextFull;
+                    }
+                    self.forward(&[id], false)?;
+                }
             }
-            sampler.accept(next);
-            summary.generated_tokens += 1;
-            summary.tokens.push(next);
-            // with a finished grammar only EOG can follow: stop even when ignoring EOG
-            if tok.is_eog(next)
-                && (!opts.ignore_eog || constraint.as_ref().is_some_and(|c| c.is_finished()))
-            {
-                summary.finish = FinishReason::Eog;
-                break;
-            }
-            let piece = decoder.push(next);
-            let (emit, stopped) = stops.push(&piece);
-            summary.text.push_str(&emit);
-            if sink.on_token(next, &emit) == Control::Stop {
-                summary.finish = FinishReason::Cancelled;
-                break;
-            }
-            if stopped {
-                summary.finish = FinishReason::Stop;
-                break;
-            }
-            // with the context shift on, make room as llama.cpp does (keeping one cell free)
-            if self.shift_keep.is_some() && self.tokens.len() + 1 >= self.n_ctx() {
-                self.shift_context()?;
-            }
-            if self.tokens.len() >= self.n_ctx() {
-                summary.finish = FinishReason::ContextFull;
-                break;
-            }
-            self.forward(&[next], false)?;
-        }
-        // flush text held back for a possible stop string or an incomplete character
-        if summary.finish != FinishReason::Stop {
-            let mut rest = decoder.finish();
-            rest = stops.flush(&rest);
-            if !rest.is_empty() {
-                summary.text.push_str(&rest);
-                sink.on_token(*summary.tokens.last().unwrap_or(&0), &rest);
-            }
-        }
+        };
         // an EOG token or the token that completed a stop string was sampled but not fed; keep
         // the context consistent: the logits still belong to the last fed token
         summary.decode = t0.elapsed();
-        if let Some(c) = constraint {
-            summary.grammar_masked = c.n_masked;
-            summary.grammar_time = c.time;
-        }
+        summary.finish = finish;
+        summary.generated_tokens = g.tokens.len();
+        (summary.grammar_masked, summary.grammar_time) = g.grammar_stats();
+        summary.tokens = std::mem::take(&mut g.tokens);
+        summary.text = std::mem::take(&mut g.text);
         Ok(summary)
     }
 }
 
 /// Holds back text that could still become a stop string.
-struct StopMatcher<'a> {
-    stops: &'a [String],
+struct StopMatcher {
+    stops: Vec<String>,
     held: String,
 }
 
-impl<'a> StopMatcher<'a> {
-    fn new(stops: &'a [String]) -> Self {
+impl StopMatcher {
+    fn new(stops: Vec<String>) -> Self {
         StopMatcher {
             stops,
             held: String::new(),
@@ -183,7 +356,7 @@ mod tests {
     #[test]
     fn stop_strings_are_held_back_and_cut() {
         let stops = vec!["</end>".to_string(), "\n\n".to_string()];
-        let mut m = StopMatcher::new(&stops);
+        let mut m = StopMatcher::new(stops.clone());
         let mut out = String::new();
         for piece in ["Hel", "lo </", "en", "d> world"] {
             let (e, stop) = m.push(piece);
@@ -193,7 +366,7 @@ mod tests {
             }
         }
         assert_eq!(out, "Hello ");
-        let mut m = StopMatcher::new(&stops);
+        let mut m = StopMatcher::new(stops.clone());
         assert_eq!(m.push("a\n"), ("a".to_string(), false));
         assert_eq!(m.push("b"), ("\nb".to_string(), false));
         assert_eq!(m.push("\n\nc"), (String::new(), true));

@@ -14,6 +14,7 @@ mod shift;
 use crate::engine::{EngineInner, SessionOptions};
 use crate::error::{Error, Result};
 pub(crate) use checkpoint::map_file;
+pub use generate::{Generator, Step, TokenLogprobs};
 pub use prefill::PrefillReport;
 
 use crate::backend::KvType;
@@ -190,6 +191,16 @@ impl Session {
     /// Logits after the last token (empty before any token).
     pub fn logits(&self) -> &[f32] {
         if self.logits_valid { &self.logits } else { &[] }
+    }
+
+    /// The logits after the last token, for a sampler to work on in place (empty before any
+    /// token).
+    pub fn logits_mut(&mut self) -> &mut [f32] {
+        if self.logits_valid {
+            &mut self.logits
+        } else {
+            &mut []
+        }
     }
 
     /// Times the context shift has made room in this session.

@@ -59,6 +59,28 @@ impl Session {
         cache: Option<&PrefixCache>,
     ) -> Result<PrefillReport> {
         let t0 = Instant::now();
+        let mut rep = self.reuse_prefix(tokens, cache)?;
+        let start = self.tokens.len();
+        if start < tokens.len() {
+            self.append_tokens(&tokens[start..])?;
+            if let Some(c) = cache {
+                self.store_prefix(c)?;
+            }
+        }
+        rep.time = t0.elapsed();
+        Ok(rep)
+    }
+
+    /// The first half of [`Session::prefill`]: keeps (or restores from `cache`) the longest
+    /// usable prefix of `tokens` and leaves the rest, `tokens[self.tokens().len()..]`, for the
+    /// caller to feed (a scheduler feeds it in chunks among other sequences' steps). The
+    /// report's `prefilled` counts what is left to feed plus any recurrent-state replay.
+    pub fn reuse_prefix(
+        &mut self,
+        tokens: &[u32],
+        cache: Option<&PrefixCache>,
+    ) -> Result<PrefillReport> {
+        let t0 = Instant::now();
         if tokens.is_empty() {
             return Err(Error::Model("prefill needs at least one token".into()));
         }
@@ -96,12 +118,7 @@ impl Session {
                 }
             }
         }
-        let start = self.tokens.len();
-        self.append_tokens(&tokens[start..])?;
-        rep.prefilled = tokens.len() - start + rep.replayed;
-        if let Some(c) = cache {
-            self.store_prefix(c)?;
-        }
+        rep.prefilled = tokens.len() - self.tokens.len() + rep.replayed;
         rep.time = t0.elapsed();
         Ok(rep)
     }

@@ -1,0 +1,1032 @@
+//! The OpenAI API: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`.
+//!
+//! Requests are parsed strictly where it matters (a known field of the wrong type, a
+//! malformed body, `n` > 1, an invalid schema or tool choice: 400 naming it) and leniently
+//! elsewhere (unknown fields are ignored, as OpenAI's clients send extras). Sampling follows
+//! llama-server's defaults when a field is absent; `top_k`, `min_p`, `repeat_penalty` are
+//! accepted as extensions.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use cera::chat::{Message, RenderOptions, ToolCall};
+use cera::grammar::{Grammar, GrammarConstraint, json_schema};
+use cera::sample::SamplerConfig;
+use cera::session::{FinishReason, GenerateOptions, TokenLogprobs};
+use cera::tools::{Tool, ToolFormat};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Value as Json, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::error::ApiError;
+use crate::scheduler::{Done, Event, Job, Refused};
+use crate::toolstream::ToolSplitter;
+use crate::{Ready, Shared, unix_now};
+
+/// Parses a JSON body, or says where it is wrong: the syntax error's place, or the known
+/// field whose value has the wrong type.
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the request body is empty; send a JSON object",
+        ));
+    }
+    let v: Json = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    let Some(obj) = v.as_object() else {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    };
+    for (name, want) in FIELD_TYPES {
+        let Some(x) = obj.get(*name) else { continue };
+        let ok = match want {
+            _ if x.is_null() => true,
+            Kind::Number => x.is_number(),
+            Kind::Integer => x.is_u64() || x.is_i64(),
+            Kind::Bool => x.is_boolean(),
+            Kind::Str => x.is_string(),
+            Kind::Array => x.is_array(),
+            Kind::Object => x.is_object(),
+            Kind::StrOrArray => x.is_string() || x.is_array(),
+            Kind::StrOrObject => x.is_string() || x.is_object(),
+            Kind::BoolOrInteger => x.is_boolean() || x.is_u64(),
+        };
+        if !ok {
+            return Err(ApiError::bad_request(format!(
+                "{name} must be {}, not {}",
+                want.name(),
+                json_kind(x)
+            ))
+            .param(name));
+        }
+    }
+    serde_json::from_value(v).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the request body is not valid for this endpoint: {e}"
+        ))
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Number,
+    Integer,
+    Bool,
+    Str,
+    Array,
+    Object,
+    StrOrArray,
+    StrOrObject,
+    BoolOrInteger,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Number => "a number",
+            Kind::Integer => "an integer",
+            Kind::Bool => "true or false",
+            Kind::Str => "a string",
+            Kind::Array => "an array",
+            Kind::Object => "an object",
+            Kind::StrOrArray => "a string or an array",
+            Kind::StrOrObject => "a string or an object",
+            Kind::BoolOrInteger => "a boolean (chat) or an integer (completions)",
+        }
+    }
+}
+
+fn json_kind(x: &Json) -> &'static str {
+    match x {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// The known fields of every endpoint and their JSON types.
+const FIELD_TYPES: &[(&str, Kind)] = &[
+    ("model", Kind::Str),
+    ("messages", Kind::Array),
+    ("stream", Kind::Bool),
+    ("stream_options", Kind::Object),
+    ("max_tokens", Kind::Integer),
+    ("max_completion_tokens", Kind::Integer),
+    ("temperature", Kind::Number),
+    ("top_p", Kind::Number),
+    ("top_k", Kind::Integer),
+    ("min_p", Kind::Number),
+    ("seed", Kind::Integer),
+    ("presence_penalty", Kind::Number),
+    ("frequency_penalty", Kind::Number),
+    ("repeat_penalty", Kind::Number),
+    ("logit_bias", Kind::Object),
+    ("stop", Kind::StrOrArray),
+    ("logprobs", Kind::BoolOrInteger),
+    ("top_logprobs", Kind::Integer),
+    ("response_format", Kind::Object),
+    ("tools", Kind::Array),
+    ("tool_choice", Kind::StrOrObject),
+    ("n", Kind::Integer),
+    ("echo", Kind::Bool),
+    ("options", Kind::Object),
+    ("raw", Kind::Bool),
+    ("system", Kind::Str),
+    ("content", Kind::Str),
+    ("tokens", Kind::Array),
+];
+
+/// `stop` as a string or a list of strings.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub(crate) enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Stop {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Stop::One(s) => vec![s],
+            Stop::Many(v) => v,
+        }
+    }
+}
+
+/// The sampling fields both endpoints share.
+#[derive(Deserialize, Debug, Default, Clone)]
+pub(crate) struct Sampling {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    pub logit_bias: Option<HashMap<String, f32>>,
+}
+
+impl Sampling {
+    pub fn config(&self, n_vocab: usize) -> Result<SamplerConfig, ApiError> {
+        let mut c = SamplerConfig::default();
+        if let Some(t) = self.temperature {
+            if !(0.0..=2.0).contains(&t) {
+                return Err(
+                    ApiError::bad_request(format!("temperature {t} is outside 0..2"))
+                        .param("temperature"),
+                );
+            }
+            c.temperature = t;
+        }
+        if let Some(p) = self.top_p {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(
+                    ApiError::bad_request(format!("top_p {p} is outside 0..1")).param("top_p")
+                );
+            }
+            c.top_p = p;
+        }
+        if let Some(k) = self.top_k {
+            c.top_k = k.max(0) as usize;
+        }
+        if let Some(m) = self.min_p {
+            c.min_p = m;
+        }
+        for (v, name) in [
+            (self.presence_penalty, "presence_penalty"),
+            (self.frequency_penalty, "frequency_penalty"),
+        ] {
+            if let Some(v) = v
+                && !(-2.0..=2.0).contains(&v)
+            {
+                return Err(
+                    ApiError::bad_request(format!("{name} {v} is outside -2..2")).param(name),
+                );
+            }
+        }
+        c.presence_penalty = self.presence_penalty.unwrap_or(0.0);
+        c.frequency_penalty = self.frequency_penalty.unwrap_or(0.0);
+        if let Some(r) = self.repeat_penalty {
+            c.repeat_penalty = r;
+        }
+        if let Some(b) = &self.logit_bias {
+            for (k, v) in b {
+                let id: u32 = k.parse().map_err(|_| {
+                    ApiError::bad_request(format!("logit_bias key {k:?} is not a token id"))
+                        .param("logit_bias")
+                })?;
+                if id as usize >= n_vocab {
+                    return Err(ApiError::bad_request(format!(
+                        "logit_bias token {id} is past the vocabulary ({n_vocab})"
+                    ))
+                    .param("logit_bias"));
+                }
+                // OpenAI's -100 bans a token
+                c.logit_bias
+                    .push((id, if *v <= -100.0 { f32::NEG_INFINITY } else { *v }));
+            }
+        }
+        c.seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(7)
+        });
+        Ok(c)
+    }
+}
+
+#[derive(Deserialize, Debug)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(Deserialize, Debug)]
+struct ResponseFormat {
+    #[serde(rename = "type")]
+    kind: String,
+    json_schema: Option<JsonSchemaFormat>,
+}
+
+#[derive(Deserialize, Debug)]
+struct JsonSchemaFormat {
+    schema: Option<Json>,
+}
+
+#[derive(Deserialize, Debug)]
+struct ChatRequest {
+    model: Option<String>,
+    messages: Vec<Json>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    #[serde(flatten)]
+    sampling: Sampling,
+    stop: Option<Stop>,
+    #[serde(default)]
+    logprobs: bool,
+    top_logprobs: Option<u32>,
+    response_format: Option<ResponseFormat>,
+    tools: Option<Json>,
+    tool_choice: Option<Json>,
+    n: Option<u32>,
+}
+
+/// The grammar of `response_format`.
+fn response_grammar(rf: &Option<ResponseFormat>) -> Result<Option<GrammarConstraint>, ApiError> {
+    let Some(rf) = rf else { return Ok(None) };
+    match rf.kind.as_str() {
+        "text" => Ok(None),
+        "json_object" => Ok(Some(GrammarConstraint::new(Arc::new(Grammar::json())))),
+        "json_schema" => {
+            let schema = rf
+                .json_schema
+                .as_ref()
+                .and_then(|j| j.schema.as_ref())
+                .ok_or_else(|| {
+                    ApiError::bad_request("response_format json_schema needs json_schema.schema")
+                        .param("response_format")
+                })?;
+            let c = json_schema::compile(schema).map_err(|e| {
+                ApiError::bad_request(format!("response_format: invalid JSON schema: {e}"))
+                    .param("response_format")
+            })?;
+            Ok(Some(GrammarConstraint::new(Arc::new(c.grammar))))
+        }
+        other => Err(ApiError::bad_request(format!(
+            "response_format type {other:?} is not one of text, json_object, json_schema"
+        ))
+        .param("response_format")),
+    }
+}
+
+/// OpenAI messages as the template wants them: text content joined, `developer` as
+/// `system`, tool-call arguments parsed.
+fn messages(raw: &[Json]) -> Result<Vec<Message>, ApiError> {
+    if raw.is_empty() {
+        return Err(ApiError::bad_request("messages must not be empty").param("messages"));
+    }
+    raw.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut m = m.clone();
+            let obj = m.as_object_mut().ok_or_else(|| {
+                ApiError::bad_request(format!("messages[{i}] is not an object")).param("messages")
+            })?;
+            match obj.get("role").and_then(Json::as_str) {
+                Some("system" | "user" | "assistant" | "tool") => {}
+                Some("developer") => {
+                    obj.insert("role".into(), json!("system"));
+                }
+                Some(r) => {
+                    return Err(ApiError::bad_request(format!(
+                        "messages[{i}].role {r:?} is not one of system, developer, user, assistant, tool"
+                    ))
+                    .param("messages"));
+                }
+                None => {
+                    return Err(ApiError::bad_request(format!("messages[{i}] has no role")).param("messages"));
+                }
+            }
+            if let Some(Json::Array(parts)) = obj.get("content") {
+                let mut text = String::new();
+                for p in parts {
+                    match (p.get("type").and_then(Json::as_str), p.get("text").and_then(Json::as_str)) {
+                        (Some("text"), Some(t)) => text.push_str(t),
+                        (kind, _) => {
+                            return Err(ApiError::bad_request(format!(
+                                "messages[{i}]: content part of type {} is not supported (text only)",
+                                kind.unwrap_or("?")
+                            ))
+                            .param("messages"));
+                        }
+                    }
+                }
+                obj.insert("content".into(), Json::String(text));
+            }
+            // templates that do not know tool calls concatenate `content`: give them a string
+            if obj.get("content").is_none_or(Json::is_null) {
+                obj.insert("content".into(), Json::String(String::new()));
+            }
+            serde_json::from_value::<Message>(m).map_err(|e| {
+                ApiError::bad_request(format!("messages[{i}]: {e}")).param("messages")
+            })
+        })
+        .collect()
+}
+
+/// What the tools of a request need.
+struct ToolPlan {
+    tools: Vec<Tool>,
+    format: ToolFormat,
+    /// `none`: tools are not offered.
+    offered: bool,
+    grammar: Option<GrammarConstraint>,
+}
+
+fn tool_plan(
+    r: &Ready,
+    tools: &Option<Json>,
+    choice: &Option<Json>,
+) -> Result<Option<ToolPlan>, ApiError> {
+    let Some(tv) = tools else {
+        if choice.as_ref().is_some_and(|c| c != "none" && c != "auto") {
+            return Err(ApiError::bad_request("tool_choice needs tools").param("tool_choice"));
+        }
+        return Ok(None);
+    };
+    let tools = cera::tools::parse_tools(tv)
+        .map_err(|e| ApiError::bad_request(e.to_string()).param("tools"))?;
+    if tools.is_empty() {
+        return Ok(None);
+    }
+    let format = r.tool_format;
+    let eager = |ts: &[Tool]| -> Result<GrammarConstraint, ApiError> {
+        let mut g = cera::tools::call_grammar(format, ts)
+            .map_err(|e| ApiError::bad_request(e.to_string()).param("tools"))?
+            .0;
+        g.triggers.clear();
+        Ok(g)
+    };
+    let (offered, grammar) = match choice {
+        None => (true, None),
+        Some(Json::String(s)) if s == "auto" => (true, None),
+        Some(Json::String(s)) if s == "none" => (false, None),
+        Some(Json::String(s)) if s == "required" => (true, Some(eager(&tools)?)),
+        Some(Json::Object(o)) => {
+            let name = o
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Json::as_str)
+                .ok_or_else(|| {
+                    ApiError::bad_request("tool_choice object needs function.name")
+                        .param("tool_choice")
+                })?;
+            let t = tools.iter().find(|t| t.name == name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "tool_choice names {name:?}, which is not among the tools"
+                ))
+                .param("tool_choice")
+            })?;
+            (true, Some(eager(std::slice::from_ref(t))?))
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "tool_choice {other} is not auto, none, required or a named function"
+            ))
+            .param("tool_choice"));
+        }
+    };
+    Ok(Some(ToolPlan {
+        tools,
+        format,
+        offered,
+        grammar,
+    }))
+}
+
+/// Queues a job; returns its event stream.
+pub(crate) fn submit(
+    st: &crate::AppState,
+    r: &Ready,
+    prompt: Vec<u32>,
+    opts: GenerateOptions,
+    logprobs: Option<usize>,
+) -> Result<UnboundedReceiver<Event>, ApiError> {
+    let n_ctx = r.scheduler.n_ctx_slot;
+    if prompt.len() >= n_ctx {
+        return Err(ApiError::bad_request(format!(
+            "the prompt is {} tokens, but the context holds {n_ctx} per slot (it must leave room \
+             for at least one generated token)",
+            prompt.len()
+        ))
+        .code("context_length_exceeded"));
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let now = Instant::now();
+    let job = Job {
+        prompt,
+        opts,
+        logprobs,
+        events: tx,
+        deadline: st.cfg.timeout.map(|t| now + t),
+        enqueued: now,
+    };
+    match r.scheduler.submit(job) {
+        Ok(()) => Ok(rx),
+        Err(Refused::QueueFull) => Err(ApiError::unavailable(
+            format!(
+                "the queue is full ({} requests waiting); retry later",
+                r.scheduler.max_queue
+            ),
+            1,
+        )),
+        Err(Refused::ShuttingDown) => Err(ApiError::unavailable("the server is shutting down", 5)),
+    }
+}
+
+/// Everything a finished job produced.
+pub(crate) struct Collected {
+    pub text: String,
+    pub logprobs: Vec<TokenLogprobs>,
+    pub done: Done,
+}
+
+pub(crate) async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiError> {
+    let (mut text, mut logprobs) = (String::new(), Vec::new());
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Token {
+                text: t,
+                logprobs: lp,
+                ..
+            } => {
+                text.push_str(&t);
+                logprobs.extend(lp);
+            }
+            Event::Done(done) => {
+                return Ok(Collected {
+                    text,
+                    logprobs,
+                    done,
+                });
+            }
+            Event::Error(e) => return Err(generation_error(e)),
+        }
+    }
+    Err(ApiError::internal("the generation ended without a result"))
+}
+
+fn generation_error(e: String) -> ApiError {
+    if e.contains("timed out") {
+        ApiError::timeout(e)
+    } else if e.contains("context overflow") || e.contains("context") {
+        ApiError::bad_request(e)
+    } else {
+        ApiError::internal(e)
+    }
+}
+
+pub(crate) fn finish_reason(f: FinishReason, tool_calls: bool) -> &'static str {
+    if tool_calls {
+        return "tool_calls";
+    }
+    match f {
+        FinishReason::Length | FinishReason::ContextFull => "length",
+        _ => "stop",
+    }
+}
+
+fn usage(d: &Done) -> Json {
+    json!({
+        "prompt_tokens": d.prompt_tokens,
+        "completion_tokens": d.completion_tokens,
+        "total_tokens": d.prompt_tokens + d.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": d.cached_tokens},
+    })
+}
+
+fn token_entry(r: &Ready, id: u32, lp: f32) -> Json {
+    let bytes = r.engine.tokenizer().token_bytes(id).to_vec();
+    json!({
+        "token": String::from_utf8_lossy(&bytes),
+        "logprob": lp,
+        "bytes": bytes,
+    })
+}
+
+fn chat_logprobs(r: &Ready, lps: &[TokenLogprobs]) -> Json {
+    let content: Vec<Json> = lps
+        .iter()
+        .map(|l| {
+            let mut e = token_entry(r, l.token, l.logprob);
+            e["top_logprobs"] =
+                Json::Array(l.top.iter().map(|&(t, p)| token_entry(r, t, p)).collect());
+            e
+        })
+        .collect();
+    json!({ "content": content })
+}
+
+fn call_json(c: &ToolCall, i: usize) -> Json {
+    json!({
+        "id": c.id.clone().unwrap_or_else(|| format!("call_{i}")),
+        "type": "function",
+        "function": {
+            "name": c.name,
+            "arguments": serde_json::to_string(&c.arguments).unwrap_or_default(),
+        }
+    })
+}
+
+fn new_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{:x}{n:04x}", unix_now())
+}
+
+/// Splits a reply into content and calls; calls get ids.
+fn split_calls(
+    plan: &ToolPlan,
+    text: &str,
+    required: bool,
+) -> Result<(String, Vec<ToolCall>), ApiError> {
+    match cera::tools::parse_reply(plan.format, text) {
+        Ok(p) => {
+            let calls = p
+                .calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut c)| {
+                    if c.id.is_none() {
+                        c.id = Some(format!("call_{}_{i}", new_id("t")));
+                    }
+                    c
+                })
+                .collect();
+            Ok((p.content, calls))
+        }
+        Err(e) if required => Err(ApiError::internal(format!(
+            "the model's tool call did not parse: {e}"
+        ))),
+        Err(_) => Ok((text.to_owned(), Vec::new())),
+    }
+}
+
+pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
+    let req: ChatRequest = parse_body(&body)?;
+    st.check_model(req.model.as_deref())?;
+    let r = st.ready()?;
+    if req.n.is_some_and(|n| n != 1) {
+        return Err(
+            ApiError::bad_request("n > 1 is not supported; send one request per choice").param("n"),
+        );
+    }
+    let msgs = messages(&req.messages)?;
+    let plan = tool_plan(r, &req.tools, &req.tool_choice)?;
+    let mut ropts = RenderOptions::new().add_generation_prompt(true);
+    if let Some(p) = plan.as_ref().filter(|p| p.offered) {
+        ropts = ropts.tools(cera::tools::tools_value(&p.tools));
+    }
+    let prompt = r.template.render(&msgs, &ropts)?;
+    let toks = r.engine.tokenizer().encode(&prompt, true, true);
+    let mut opts = GenerateOptions::default();
+    opts.max_tokens = req.max_completion_tokens.or(req.max_tokens).unwrap_or(0) as usize;
+    opts.sampler = req.sampling.config(r.engine.n_vocab())?;
+    opts.stop = req.stop.clone().map(Stop::into_vec).unwrap_or_default();
+    let fmt_grammar = response_grammar(&req.response_format)?;
+    let tool_grammar = plan.as_ref().and_then(|p| p.grammar.clone());
+    if fmt_grammar.is_some() && tool_grammar.is_some() {
+        return Err(ApiError::bad_request(
+            "response_format and a required tool_choice cannot be combined",
+        ));
+    }
+    opts.grammar = fmt_grammar.or(tool_grammar);
+    let top = req
+        .logprobs
+        .then(|| req.top_logprobs.unwrap_or(0).min(20) as usize);
+    if req.top_logprobs.is_some_and(|n| n > 20) {
+        return Err(ApiError::bad_request("top_logprobs is at most 20").param("top_logprobs"));
+    }
+    let required = plan.as_ref().is_some_and(|p| p.grammar.is_some());
+    let rx = submit(&st, r, toks, opts, top)?;
+    let id = new_id("chatcmpl");
+    let created = unix_now();
+    let model = st.model_name.clone();
+    if !req.stream {
+        let c = collect(rx).await?;
+        let (content, calls) = match plan.as_ref().filter(|p| p.offered) {
+            Some(p) => split_calls(p, &c.text, required)?,
+            None => (c.text.clone(), Vec::new()),
+        };
+        let mut message = json!({"role": "assistant", "content": content});
+        if !calls.is_empty() {
+            message["tool_calls"] = Json::Array(
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| call_json(c, i))
+                    .collect(),
+            );
+            if content.is_empty() {
+                message["content"] = Json::Null;
+            }
+        }
+        let body = json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model,
+            "system_fingerprint": format!("cera-{}", env!("CARGO_PKG_VERSION")),
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "logprobs": if req.logprobs { chat_logprobs(r, &c.logprobs) } else { Json::Null },
+                "finish_reason": finish_reason(c.done.finish, !calls.is_empty()),
+            }],
+            "usage": usage(&c.done),
+            "timings": timings(&c.done),
+        });
+        return Ok(axum::Json(body).into_response());
+    }
+    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let splitter = plan
+        .filter(|p| p.offered)
+        .map(|p| (ToolSplitter::new(p.format), p));
+    let stream = chat_stream(
+        Arc::clone(&st),
+        rx,
+        id,
+        created,
+        model,
+        include_usage,
+        req.logprobs,
+        splitter,
+        required,
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+fn timings(d: &Done) -> Json {
+    let ms = |t: Duration| t.as_secs_f64() * 1e3;
+    json!({
+        "prompt_n": d.prompt_tokens - d.cached_tokens.min(d.prompt_tokens),
+        "prompt_ms": ms(d.prefill),
+        "predicted_n": d.completion_tokens,
+        "predicted_ms": ms(d.decode),
+        "cached_n": d.cached_tokens,
+        "queued_ms": ms(d.queued),
+    })
+}
+
+fn sse(v: Json) -> Result<SseEvent, Infallible> {
+    Ok(SseEvent::default().data(v.to_string()))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn chat_stream(
+    st: Shared,
+    mut rx: UnboundedReceiver<Event>,
+    id: String,
+    created: u64,
+    model: String,
+    include_usage: bool,
+    logprobs: bool,
+    mut tools: Option<(ToolSplitter, ToolPlan)>,
+    required: bool,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let chunk = move |delta: Json, finish: Option<&str>, lp: Option<Json>| {
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "system_fingerprint": format!("cera-{}", env!("CARGO_PKG_VERSION")),
+            "choices": [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}],
+        })
+    };
+    async_stream(move |tx| async move {
+        let r = match st.ready() {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(sse(e.body()));
+                return;
+            }
+        };
+        let _ = tx.send(sse(chunk(
+            json!({"role": "assistant", "content": ""}),
+            None,
+            None,
+        )));
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                Event::Token {
+                    text, logprobs: lp, ..
+                } => {
+                    let text = match &mut tools {
+                        Some((s, _)) => s.push(&text),
+                        None => text,
+                    };
+                    let lp = if logprobs {
+                        lp.map(|l| chat_logprobs(r, &[l]))
+                    } else {
+                        None
+                    };
+                    if text.is_empty() && lp.is_none() {
+                        continue;
+                    }
+                    if tx
+                        .send(sse(chunk(json!({"content": text}), None, lp)))
+                        .is_err()
+                    {
+                        return; // the client left: dropping `rx` cancels the job
+                    }
+                }
+                Event::Done(done) => {
+                    let mut calls = Vec::new();
+                    if let Some((s, plan)) = &mut tools {
+                        let (in_call, held) = s.finish();
+                        let (content, c) = if in_call {
+                            match split_calls(plan, &held, required) {
+                                Ok(x) => x,
+                                Err(e) => {
+                                    let _ = tx.send(sse(e.body()));
+                                    return;
+                                }
+                            }
+                        } else {
+                            (held, Vec::new())
+                        };
+                        if !content.is_empty() {
+                            let _ = tx.send(sse(chunk(json!({"content": content}), None, None)));
+                        }
+                        calls = c;
+                    }
+                    for (i, c) in calls.iter().enumerate() {
+                        let full = call_json(c, i);
+                        let head = json!({"tool_calls": [{
+                            "index": i, "id": full["id"], "type": "function",
+                            "function": {"name": c.name, "arguments": ""},
+                        }]});
+                        let _ = tx.send(sse(chunk(head, None, None)));
+                        let args = json!({"tool_calls": [{
+                            "index": i, "function": {"arguments": full["function"]["arguments"]},
+                        }]});
+                        let _ = tx.send(sse(chunk(args, None, None)));
+                    }
+                    let fr = finish_reason(done.finish, !calls.is_empty());
+                    let _ = tx.send(sse(chunk(json!({}), Some(fr), None)));
+                    if include_usage {
+                        let mut u = chunk(json!({}), None, None);
+                        u["choices"] = json!([]);
+                        u["usage"] = usage(&done);
+                        let _ = tx.send(sse(u));
+                    }
+                    let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
+                    return;
+                }
+                Event::Error(e) => {
+                    let _ = tx.send(sse(generation_error(e).body()));
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// A stream fed by a task through a channel; when the client goes away the stream is dropped,
+/// the task's sends fail and it ends, dropping the job's receiver (which cancels the job).
+pub(crate) fn async_stream<T, F, Fut>(f: F) -> impl Stream<Item = T>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::UnboundedSender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(f(tx));
+    tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum PromptIn {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<u32>),
+}
+
+#[derive(Deserialize, Debug)]
+struct CompletionRequest {
+    model: Option<String>,
+    prompt: PromptIn,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    max_tokens: Option<u64>,
+    #[serde(flatten)]
+    sampling: Sampling,
+    stop: Option<Stop>,
+    logprobs: Option<u32>,
+    #[serde(default)]
+    echo: bool,
+    n: Option<u32>,
+    response_format: Option<ResponseFormat>,
+}
+
+pub async fn completions(State(st): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
+    let req: CompletionRequest = parse_body(&body)?;
+    st.check_model(req.model.as_deref())?;
+    let r = st.ready()?;
+    if req.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::bad_request("n > 1 is not supported").param("n"));
+    }
+    let (toks, prompt_text) = match req.prompt {
+        PromptIn::Text(t) => (r.engine.tokenizer().encode(&t, true, true), t),
+        PromptIn::Texts(v) if v.len() == 1 => {
+            (r.engine.tokenizer().encode(&v[0], true, true), v[0].clone())
+        }
+        PromptIn::Texts(v) => {
+            return Err(ApiError::bad_request(format!(
+                "prompt lists of {} strings are not supported (one per request)",
+                v.len()
+            ))
+            .param("prompt"));
+        }
+        PromptIn::Tokens(t) => {
+            let n_vocab = r.engine.n_vocab();
+            if let Some(bad) = t.iter().find(|&&x| x as usize >= n_vocab) {
+                return Err(ApiError::bad_request(format!(
+                    "prompt token {bad} is past the vocabulary ({n_vocab})"
+                ))
+                .param("prompt"));
+            }
+            let text = r.engine.tokenizer().decode(&t);
+            (t, text)
+        }
+    };
+    if toks.is_empty() {
+        return Err(ApiError::bad_request("the prompt is empty").param("prompt"));
+    }
+    let mut opts = GenerateOptions::default();
+    // OpenAI's default for completions
+    opts.max_tokens = req.max_tokens.unwrap_or(16) as usize;
+    opts.sampler = req.sampling.config(r.engine.n_vocab())?;
+    opts.stop = req.stop.clone().map(Stop::into_vec).unwrap_or_default();
+    opts.grammar = response_grammar(&req.response_format)?;
+    if req.logprobs.is_some_and(|n| n > 5) {
+        return Err(ApiError::bad_request("logprobs is at most 5").param("logprobs"));
+    }
+    let top = req.logprobs.map(|n| n as usize);
+    let rx = submit(&st, r, toks, opts, top)?;
+    let id = new_id("cmpl");
+    let created = unix_now();
+    let model = st.model_name.clone();
+    let echo = if req.echo { prompt_text } else { String::new() };
+    if !req.stream {
+        let c = collect(rx).await?;
+        let lp = top.map(|_| completion_logprobs(r, &c.logprobs));
+        let body = json!({
+            "id": id, "object": "text_completion", "created": created, "model": model,
+            "choices": [{
+                "text": format!("{echo}{}", c.text), "index": 0, "logprobs": lp,
+                "finish_reason": finish_reason(c.done.finish, false),
+            }],
+            "usage": usage(&c.done),
+            "timings": timings(&c.done),
+        });
+        return Ok(axum::Json(body).into_response());
+    }
+    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let st2 = Arc::clone(&st);
+    let stream = async_stream(move |tx| async move {
+        let chunk = |text: &str, finish: Option<&str>, lp: Json| {
+            json!({"id": id, "object": "text_completion", "created": created, "model": model,
+                   "choices": [{"text": text, "index": 0, "logprobs": lp, "finish_reason": finish}]})
+        };
+        let mut rx = rx;
+        if !echo.is_empty() {
+            let _ = tx.send(sse(chunk(&echo, None, Json::Null)));
+        }
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                Event::Token { text, logprobs, .. } => {
+                    let lp = match (logprobs, st2.ready()) {
+                        (Some(l), Ok(r)) => completion_logprobs(r, &[l]),
+                        _ => Json::Null,
+                    };
+                    if text.is_empty() && lp.is_null() {
+                        continue;
+                    }
+                    if tx.send(sse(chunk(&text, None, lp))).is_err() {
+                        return;
+                    }
+                }
+                Event::Done(d) => {
+                    let _ = tx.send(sse(chunk(
+                        "",
+                        Some(finish_reason(d.finish, false)),
+                        Json::Null,
+                    )));
+                    if include_usage {
+                        let mut u = chunk("", None, Json::Null);
+                        u["choices"] = json!([]);
+                        u["usage"] = usage(&d);
+                        let _ = tx.send(sse(u));
+                    }
+                    let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
+                    return;
+                }
+                Event::Error(e) => {
+                    let _ = tx.send(sse(generation_error(e).body()));
+                    return;
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+fn completion_logprobs(r: &Ready, lps: &[TokenLogprobs]) -> Json {
+    let tok = r.engine.tokenizer();
+    let piece = |t: u32| String::from_utf8_lossy(tok.token_bytes(t)).into_owned();
+    let mut offset = 0usize;
+    let mut offsets = Vec::new();
+    for l in lps {
+        offsets.push(offset);
+        offset += tok.token_bytes(l.token).len();
+    }
+    json!({
+        "tokens": lps.iter().map(|l| piece(l.token)).collect::<Vec<_>>(),
+        "token_logprobs": lps.iter().map(|l| l.logprob).collect::<Vec<_>>(),
+        "top_logprobs": lps.iter().map(|l| {
+            l.top.iter().map(|&(t, p)| (piece(t), json!(p))).collect::<serde_json::Map<_, _>>()
+        }).collect::<Vec<_>>(),
+        "text_offset": offsets,
+    })
+}
+
+pub async fn models(State(st): State<Shared>) -> axum::Json<Json> {
+    axum::Json(json!({"object": "list", "data": [model_entry(&st)]}))
+}
+
+fn model_entry(st: &crate::AppState) -> Json {
+    let created = st
+        .started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut m =
+        json!({"id": st.model_name, "object": "model", "created": created, "owned_by": "cera"});
+    if let Some(r) = st.ready.get() {
+        m["meta"] = json!({
+            "n_vocab": r.engine.n_vocab(),
+            "n_ctx_train": r.engine.n_ctx_train(),
+            "n_ctx_slot": r.scheduler.n_ctx_slot,
+            "n_parallel": r.n_parallel,
+            "architecture": r.engine.gguf().architecture().unwrap_or(""),
+        });
+    }
+    m
+}
+
+pub async fn model(
+    State(st): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Json>, ApiError> {
+    st.check_model(Some(&id))?;
+    Ok(axum::Json(model_entry(&st)))
+}
