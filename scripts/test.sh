@@ -55,4 +55,17 @@ unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT
 
 step "cargo test"
 cargo test --workspace --locked
+step "server: pytest with the openai client, requests and jsonschema"
+# a virtual environment of its own under target/, so the system Python is left alone
+venv=target/pyenv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" 2>/dev/null || {
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq python3-venv
+    python3 -m venv "$venv"
+  }
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check openai requests jsonschema pytest
+CERA_BIN="$PWD/target/release/cera" "$venv/bin/python" -m pytest -q tests/server
 step "done"

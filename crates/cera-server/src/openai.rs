@@ -140,6 +140,7 @@ const FIELD_TYPES: &[(&str, Kind)] = &[
     ("tool_choice", Kind::StrOrObject),
     ("n", Kind::Integer),
     ("echo", Kind::Bool),
+    ("ignore_eos", Kind::Bool),
     ("options", Kind::Object),
     ("raw", Kind::Bool),
     ("system", Kind::Str),
@@ -285,6 +286,9 @@ struct ChatRequest {
     tools: Option<Json>,
     tool_choice: Option<Json>,
     n: Option<u32>,
+    /// llama-server's extension: keep going past end-of-generation tokens.
+    #[serde(default)]
+    ignore_eos: bool,
 }
 
 /// The grammar of `response_format`.
@@ -630,6 +634,7 @@ pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<R
     opts.max_tokens = req.max_completion_tokens.or(req.max_tokens).unwrap_or(0) as usize;
     opts.sampler = req.sampling.config(r.engine.n_vocab())?;
     opts.stop = req.stop.clone().map(Stop::into_vec).unwrap_or_default();
+    opts.ignore_eog = req.ignore_eos;
     let fmt_grammar = response_grammar(&req.response_format)?;
     let tool_grammar = plan.as_ref().and_then(|p| p.grammar.clone());
     if fmt_grammar.is_some() && tool_grammar.is_some() {
@@ -863,6 +868,8 @@ struct CompletionRequest {
     echo: bool,
     n: Option<u32>,
     response_format: Option<ResponseFormat>,
+    #[serde(default)]
+    ignore_eos: bool,
 }
 
 pub async fn completions(State(st): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
@@ -905,6 +912,7 @@ pub async fn completions(State(st): State<Shared>, body: Bytes) -> Result<Respon
     opts.sampler = req.sampling.config(r.engine.n_vocab())?;
     opts.stop = req.stop.clone().map(Stop::into_vec).unwrap_or_default();
     opts.grammar = response_grammar(&req.response_format)?;
+    opts.ignore_eog = req.ignore_eos;
     if req.logprobs.is_some_and(|n| n > 5) {
         return Err(ApiError::bad_request("logprobs is at most 5").param("logprobs"));
     }
