@@ -121,3 +121,29 @@ def test_graceful_shutdown_finishes_in_flight():
     assert out.get("status") == 200, out
     assert s.proc.wait(timeout=30) == 0
     s.log.close()
+
+
+def test_timeout_body_limit_and_cors():
+    s = Server("-np", "1", "-c", "2048", "--timeout", "1", "--body-limit", "100000", "--cors", "https://app.example")
+    try:
+        # a generation past its time limit: 504 naming it, and the slot is free again
+        r = requests.post(s.url + "/v1/chat/completions", timeout=60, json={
+            "messages": [{"role": "user", "content": "Write a very long story."}],
+            "max_tokens": 1500, "ignore_eos": True, "temperature": 0})
+        assert r.status_code == 504, r.text
+        assert "timed out" in r.json()["error"]["message"]
+        r = requests.post(s.url + "/v1/chat/completions", timeout=60, json={
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        assert r.status_code == 200
+        # a body over the limit is refused
+        big = {"messages": [{"role": "user", "content": "x" * 200_000}]}
+        assert requests.post(s.url + "/v1/chat/completions", json=big, timeout=60).status_code == 413
+        # CORS: the preflight names the allowed origin
+        r = requests.options(s.url + "/v1/chat/completions", headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type"})
+        assert r.headers.get("access-control-allow-origin") == "https://app.example"
+        r = requests.get(s.url + "/v1/models", headers={"Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in r.headers
+    finally:
+        s.stop()

@@ -301,7 +301,8 @@ fn step<'e>(
         if gone || late {
             m.cancelled.fetch_add(1, Ordering::Relaxed);
             if late && !gone {
-                finish(s, FinishReason::Cancelled, String::new(), h, cache, m);
+                let secs = job.enqueued.elapsed().as_secs_f64();
+                finish_error(s, &format!("the request timed out after {secs:.1} s"), h);
             } else {
                 s.job = None;
                 s.phase = Phase::Free;
