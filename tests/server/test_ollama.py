@@ -69,3 +69,18 @@ def test_ollama_bad_input(server):
     assert r.status_code == 400
     r = requests.post(server.url + "/api/generate", json={"model": name(server), "prompt": "x", "format": 5})
     assert r.status_code == 400
+
+
+def test_the_ollama_client(server):
+    import ollama
+    c = ollama.Client(host=server.url)
+    model = c.list().models[0].model
+    r = c.chat(model=model, messages=[{"role": "user", "content": "Hi!"}], options={"num_predict": 8, "temperature": 0})
+    assert r["message"]["content"] and r["eval_count"] == 8
+    parts = list(c.chat(model=model, messages=[{"role": "user", "content": "Hi!"}], stream=True,
+                        options={"num_predict": 8, "temperature": 0}))
+    assert len(parts) > 3 and parts[-1]["done"]
+    assert "".join(p["message"]["content"] for p in parts) == r["message"]["content"]
+    g = c.generate(model=model, prompt="Why is the sky blue?", options={"num_predict": 5})
+    assert g["response"] and g["done"]
+    assert c.show(model).details.format == "gguf"

@@ -186,6 +186,7 @@ pub async fn chat(State(st): State<Shared>, body: Bytes) -> Result<Response, Api
     let rx = submit(&st, r, toks, opts, None)?;
     let model = req.model.clone();
     let format = r.tool_format;
+    let with_tools = !tools.is_empty();
     let parse = move |text: &str| -> (String, Json) {
         if tools.is_empty() {
             return (text.to_owned(), Json::Null);
@@ -214,7 +215,6 @@ pub async fn chat(State(st): State<Shared>, body: Bytes) -> Result<Response, Api
         final_fields(&c.done, &mut v);
         return Ok(axum::Json(v).into_response());
     }
-    let with_tools = !matches!(parse(""), (_, Json::Null)) || req.tools.is_some();
     let stream = async_stream(move |tx| async move {
         let mut rx = rx;
         let mut held = String::new();
