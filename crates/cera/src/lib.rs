@@ -29,6 +29,7 @@ pub mod runtime;
 pub mod sample;
 pub mod session;
 pub(crate) mod simd;
+pub mod spec;
 pub mod state;
 pub mod tokenizer;
 pub mod tools;

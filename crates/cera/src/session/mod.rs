@@ -10,6 +10,7 @@ mod generate;
 mod prefill;
 mod rewind;
 mod shift;
+mod speculative;
 
 use crate::engine::{EngineInner, SessionOptions};
 use crate::error::{Error, Result};
@@ -289,8 +290,10 @@ impl Session {
         self.catch_up()?;
         let mut all_logits = Vec::new();
         let t0 = Instant::now();
+        let before = self.tokens.len();
         let r = self.forward_chunks(toks, all, &mut all_logits);
         self.pending_prefill += t0.elapsed();
+        self.pending_prompt += self.tokens.len().saturating_sub(before);
         r?;
         if all && !toks.is_empty() {
             // keep `logits()` as the last row
@@ -320,7 +323,6 @@ impl Session {
             }
             let end = self.chunk_end(base + at, base + toks.len()) - base;
             self.forward(&toks[at..end], all)?;
-            self.pending_prompt += end - at;
             if all {
                 all_logits.extend_from_slice(&self.logits);
             }

@@ -1,0 +1,75 @@
+//! Speculative decoding: a drafter proposes the next few tokens cheaply, the target model
+//! checks them all in one batched forward (logits at every position), the tokens it agrees
+//! with are kept and the rest rolled back (KV positions, and LFM2's convolution state through
+//! the session's snapshots), plus the one token the target picks where the draft went wrong
+//! (or after the whole draft).
+//!
+//! Exactness: every kept token is the one the target's own sampler picks from the target's
+//! logits at that position ([`crate::session::Generator`] runs on each verified row), so
+//! greedy output equals plain greedy decoding, and sampled output has the target's
+//! distribution: drafters propose one token per position (a point mass q), for which
+//! Leviathan et al.'s rule (accept with probability min(1, p/q), else draw from (p − q)⁺) is
+//! exactly "draw from p; keep the draft iff the draw equals it". Grammars, stop strings and
+//! EOG apply as in plain decoding. The one difference from plain decoding is rounding: the
+//! verify pass computes K positions in one forward, which Cera's kernels make bit-identical to
+//! K single steps (`tests/speculative.rs` checks it).
+//!
+//! Drafters ([`Drafter`]): [`NgramDrafter`] (prompt lookup) and [`DraftModel`] (a smaller
+//! model with the same vocabulary, greedy); trained heads or sidecar drafters implement the
+//! same trait.
+
+mod draft;
+mod ngram;
+
+pub use draft::DraftModel;
+pub use ngram::NgramDrafter;
+
+/// Proposes up to `k` tokens to follow `ctx` (the whole sequence so far).
+pub trait Drafter {
+    fn propose(&mut self, ctx: &[u32], k: usize, out: &mut Vec<u32>) -> crate::Result<()>;
+    /// For reports (`ngram`, `draft`).
+    fn name(&self) -> &'static str;
+}
+
+/// How to speculate (see [`crate::session::Session::generate_speculative`]).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SpecOptions {
+    /// Tokens drafted per verify pass at most.
+    pub draft_max: usize,
+    /// Drafts shorter than this are not verified (a plain step is cheaper).
+    pub draft_min: usize,
+    /// Pause drafting for a while when the recent acceptance rate falls below this, so a
+    /// hopeless drafter costs almost nothing.
+    pub min_acceptance: f64,
+}
+
+impl Default for SpecOptions {
+    fn default() -> Self {
+        SpecOptions {
+            draft_max: 16,
+            draft_min: 1,
+            min_acceptance: 0.25,
+        }
+    }
+}
+
+/// What speculation did in one generation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpecStats {
+    /// Tokens proposed and verified.
+    pub drafted: usize,
+    /// Of those, kept.
+    pub accepted: usize,
+    /// Verify passes (forwards with a draft).
+    pub verify_steps: usize,
+    /// Forwards of a single token (no draft, or drafting paused).
+    pub plain_steps: usize,
+}
+
+impl SpecStats {
+    pub fn acceptance(&self) -> f64 {
+        self.accepted as f64 / self.drafted.max(1) as f64
+    }
+}
