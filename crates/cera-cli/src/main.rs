@@ -59,8 +59,8 @@ enum Command {
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
 /// `-c tk`, so those are rewritten to their `--` form first.
 fn llama_style_args() -> Vec<std::ffi::OsString> {
-    const ONE_DASH: [&str; 9] = [
-        "-ctk", "-ctv", "-npp", "-ntg", "-npl", "-pps", "-tgs", "-ub", "-np",
+    const ONE_DASH: [&str; 10] = [
+        "-ctk", "-ctv", "-npp", "-ntg", "-npl", "-pps", "-tgs", "-ub", "-np", "-md",
     ];
     std::env::args_os()
         .map(|a| match a.to_str() {
