@@ -12,7 +12,16 @@ fn cera(args: &[&str]) -> Output {
 }
 
 const BASE: &[&str] = &[
-    "run", "-m", "smollm2", "-t", "2", "--temp", "0", "-n", "40", "-p",
+    "run",
+    "-m",
+    "smollm2",
+    "-t",
+    "2",
+    "--temp",
+    "0",
+    "-n",
+    "40",
+    "-p",
     "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.",
 ];
 
@@ -47,6 +56,9 @@ fn draft_model_errors() {
     a.extend(["--spec", "draft", "-md", "qwen"]);
     let out = cera(&a);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("cannot draft"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("cannot draft"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"));
 }
