@@ -13,6 +13,7 @@ mod info;
 mod inspect;
 mod models;
 mod perplexity;
+mod quantize;
 mod run;
 mod serve;
 mod structured;
@@ -54,6 +55,8 @@ enum Command {
     Tokenize(tokenize::Args),
     /// An OpenAI- and Ollama-compatible HTTP server with continuous batching.
     Serve(serve::Args),
+    /// Write a GGUF with its matrices in another type (llama-quantize's type names).
+    Quantize(quantize::Args),
 }
 
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         Command::Models(a) => models::list(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Quantize(a) => quantize::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

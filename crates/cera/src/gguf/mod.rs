@@ -10,6 +10,8 @@ mod reader;
 mod value;
 mod writer;
 
+pub mod requantize;
+
 pub use meta::FromValue;
 pub use reader::{DEFAULT_ALIGNMENT, GgufFile, MAX_DIMS, TensorInfo};
 pub use value::{Array, Value, ValueType};
