@@ -11,6 +11,7 @@ use cera::session::Session;
 use serde_json::json;
 
 use crate::common::{human_bytes, human_count, resolve_model};
+use crate::spec_args::SpecArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -50,6 +51,12 @@ pub struct Args {
     /// Output format: md, json or csv.
     #[arg(short = 'o', long = "output", default_value = "md")]
     output: String,
+    /// With --spec: generate -n tokens greedily from this prompt (through the chat template;
+    /// `@FILE` reads a file), plainly and speculatively, and report both and the acceptance.
+    #[arg(long = "spec-prompt")]
+    spec_prompt: Option<String>,
+    #[command(flatten)]
+    spec: SpecArgs,
 }
 
 struct TestResult {
@@ -136,6 +143,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         a.threads.clone()
     };
+    if a.spec.spec != "off" {
+        if a.output == "csv" {
+            bail!("-o csv is not available with --spec (use md or json)");
+        }
+        return run_spec(&a, &path, &threads);
+    }
+    if a.spec_prompt.is_some() {
+        bail!("--spec-prompt is for --spec ngram|draft");
+    }
     let mut results = Vec::new();
     let mut rng = Rng::new(1234);
     for &t in &threads {
@@ -214,6 +230,47 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// `--spec`: plain against speculative generation on a real prompt (see [`crate::bench_spec`]).
+fn run_spec(a: &Args, path: &std::path::Path, threads: &[usize]) -> anyhow::Result<()> {
+    let prompt = match a.spec_prompt.as_deref() {
+        None => crate::bench_spec::DEFAULT_PROMPT.to_owned(),
+        Some(p) => match p.strip_prefix('@') {
+            Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {f}"))?,
+            None => p.to_owned(),
+        },
+    };
+    let mut rows = Vec::new();
+    let mut model = String::new();
+    for &t in threads {
+        let mut eo = EngineOptions::default();
+        eo.n_threads = Some(t);
+        let engine =
+            Engine::load(path, eo).with_context(|| format!("loading {}", path.display()))?;
+        model = model_type(&engine);
+        for &n in a.n_gen.iter().filter(|&&n| n > 0) {
+            let r = crate::bench_spec::run_test(&engine, &a.spec, &prompt, n, a.reps, t)?;
+            if r.mismatches > 0 {
+                eprintln!(
+                    "cera: warning: {} speculative tokens differed from plain greedy decoding (near-ties)",
+                    r.mismatches
+                );
+            }
+            rows.push(r);
+        }
+    }
+    match a.output.as_str() {
+        "md" => crate::bench_spec::print_md(&model, &a.spec.spec, &rows),
+        _ => {
+            let recs: Vec<_> = rows
+                .iter()
+                .map(|r| crate::bench_spec::record(&model, &a.spec.spec, r))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&recs)?);
+        }
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use cera::session::{Control, GenerateOptions};
 use crate::common::resolve_model;
 use crate::gen_args::{ModelArgs, SamplingArgs};
 use crate::run::{CacheArgs, cancel_on_ctrl_c, print_cache_warnings, print_summary};
+use crate::spec_args::SpecArgs;
 use crate::structured::StructuredArgs;
 
 #[derive(clap::Args, Debug)]
@@ -40,6 +41,8 @@ pub struct Args {
     /// Directory of the on-disk prefix cache (shared with `cera run --prompt-cache-dir`).
     #[arg(long = "prompt-cache-dir")]
     pub prompt_cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 const HELP: &str = "commands: /clear (forget the conversation), /system TEXT (set the system \
@@ -61,6 +64,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let prefix = cache.prefix_cache()?;
     chat.set_prefix_cache(prefix.clone());
+    if let Some(d) = a.spec.drafter(&engine, &a.model)? {
+        chat.set_speculation(Some((a.spec.options(), d)));
+    }
     let mut opts = GenerateOptions::default();
     opts.max_tokens = if a.n_predict < 0 {
         0
@@ -128,7 +134,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 }
             }
         }
-        reply(&mut chat, &turn, a.model.verbose)?;
+        reply(&mut chat, &turn, a.model.verbose, &a.spec.spec)?;
         if let Some(p) = &prefix {
             print_cache_warnings(p);
         }
@@ -230,7 +236,7 @@ fn command(chat: &mut Chat, cmd: &str) -> anyhow::Result<Outcome> {
 }
 
 /// Generates and prints one reply.
-fn reply(chat: &mut Chat, turn: &TurnOptions, verbose: bool) -> anyhow::Result<()> {
+fn reply(chat: &mut Chat, turn: &TurnOptions, verbose: bool, spec: &str) -> anyhow::Result<()> {
     let tools = !chat.tools().is_empty();
     let mut out = std::io::stdout().lock();
     let r = chat.complete_streaming(turn, &mut |piece: &str| {
@@ -274,6 +280,11 @@ fn reply(chat: &mut Chat, turn: &TurnOptions, verbose: bool) -> anyhow::Result<(
             p.discarded
         );
         print_summary(&r.summary, true);
+    }
+    if let Some(st) = &r.spec
+        && verbose
+    {
+        crate::spec_args::print_stats(spec, st);
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod batched_bench;
 mod bench;
+mod bench_spec;
 mod chat;
 mod common;
 mod gen_args;
@@ -16,6 +17,7 @@ mod perplexity;
 mod quantize;
 mod run;
 mod serve;
+mod spec_args;
 mod structured;
 mod tokenize;
 

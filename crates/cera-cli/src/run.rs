@@ -10,6 +10,7 @@ use cera::state::{PrefixCache, PrefixCacheOptions};
 
 use crate::common::resolve_model;
 use crate::gen_args::{ModelArgs, SamplingArgs};
+use crate::spec_args::SpecArgs;
 use crate::structured::StructuredArgs;
 
 #[derive(clap::Args, Debug)]
@@ -47,74 +48,6 @@ pub struct Args {
     pub cache: CacheArgs,
     #[command(flatten)]
     pub spec: SpecArgs,
-}
-
-/// Speculative decoding.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct SpecArgs {
-    /// Speculative decoding: `ngram` (prompt lookup), `draft` (a draft model, -md), `off`.
-    #[arg(long = "spec", default_value = "off", value_parser = ["off", "ngram", "draft"])]
-    pub spec: String,
-    /// The draft model for --spec draft (same vocabulary as the target).
-    #[arg(long = "model-draft", visible_alias = "md")]
-    pub model_draft: Option<String>,
-    /// Tokens drafted per verify pass at most.
-    #[arg(long = "draft-max", default_value_t = 6)]
-    pub draft_max: usize,
-    /// Shorter drafts are not verified.
-    #[arg(long = "draft-min", default_value_t = 1)]
-    pub draft_min: usize,
-    /// Prompt lookup: the shortest n-gram matched (1-token matches draft poorly).
-    #[arg(long = "spec-ngram-min", default_value_t = 2)]
-    pub ngram_min: usize,
-    /// Prompt lookup: the longest n-gram matched (longer matches are tried first).
-    #[arg(long = "spec-ngram-max", default_value_t = 6)]
-    pub ngram_max: usize,
-}
-
-impl SpecArgs {
-    /// The drafter the flags ask for (`None`: plain decoding).
-    pub fn drafter(
-        &self,
-        target: &Engine,
-        model: &crate::gen_args::ModelArgs,
-    ) -> anyhow::Result<Option<Box<dyn cera::spec::Drafter>>> {
-        match self.spec.as_str() {
-            "ngram" => Ok(Some(Box::new(cera::spec::NgramDrafter::new(
-                std::env::var("CERA_NGRAM_MIN")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(2),
-                std::env::var("CERA_NGRAM_MAX")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(6),
-            )))),
-            "draft" => {
-                let Some(m) = &self.model_draft else {
-                    bail!("--spec draft needs a draft model: -md MODEL");
-                };
-                let path = resolve_model(Some(m))?;
-                let draft = Engine::load(&path, model.engine_options())
-                    .with_context(|| format!("loading the draft model {}", path.display()))?;
-                let d = cera::spec::DraftModel::new(&draft, target, model.session_options())?;
-                Ok(Some(Box::new(d)))
-            }
-            _ => {
-                if self.model_draft.is_some() {
-                    bail!("-md is for --spec draft");
-                }
-                Ok(None)
-            }
-        }
-    }
-
-    pub fn options(&self) -> cera::spec::SpecOptions {
-        let mut o = cera::spec::SpecOptions::default();
-        o.draft_max = self.draft_max.max(1);
-        o.draft_min = self.draft_min.max(1);
-        o
-    }
 }
 
 /// Reusing prompt state across runs.
@@ -373,15 +306,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     print_summary(&summary, a.model.verbose);
     if let Some(st) = spec_stats {
-        eprintln!(
-            "cera: speculative ({}): drafted {}, accepted {} ({:.1}%), {} verify passes, {} plain steps",
-            a.spec.spec,
-            st.drafted,
-            st.accepted,
-            100.0 * st.acceptance(),
-            st.verify_steps,
-            st.plain_steps
-        );
+        crate::spec_args::print_stats(&a.spec.spec, &st);
     }
     if summary.finish == cera::session::FinishReason::ContextFull {
         eprintln!(

@@ -254,3 +254,39 @@ fn chat_checkpoint_continues_identically() {
     assert_eq!(b.phase(), Phase::Idle);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A chat that speculates (prompt lookup over the whole conversation) replies as one that
+/// does not, turn for turn, and reports what it drafted.
+#[test]
+fn speculative_chat_replies_the_same() {
+    let eng = engine(&real_model("smollm2"));
+    let mut plain = eng.session(sopts()).into_chat().unwrap();
+    let mut spec = eng.session(sopts()).into_chat().unwrap();
+    spec.set_speculation(Some((
+        cera::spec::SpecOptions::default(),
+        Box::new(cera::spec::NgramDrafter::new(2, 6)),
+    )));
+    let turns = [
+        "Repeat this sentence twice: the quick brown fox jumps over the lazy dog.",
+        "Now repeat it three times.",
+        "Repeat your first answer.",
+    ];
+    let mut drafted = 0;
+    for (i, u) in turns.iter().enumerate() {
+        plain.ingest(Message::user(*u)).unwrap();
+        spec.ingest(Message::user(*u)).unwrap();
+        let a = plain.complete(&greedy(48)).unwrap();
+        let b = spec.complete(&greedy(48)).unwrap();
+        assert_eq!(a.text, b.text, "turn {i}");
+        assert_eq!(a.summary.tokens, b.summary.tokens, "turn {i}");
+        assert!(a.spec.is_none());
+        drafted += b
+            .spec
+            .expect("a speculating chat reports its counts")
+            .drafted;
+    }
+    assert!(
+        drafted > 0,
+        "prompt lookup found nothing to draft in repeats"
+    );
+}

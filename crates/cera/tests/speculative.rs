@@ -245,3 +245,27 @@ fn grammar_and_stop_strings_hold() {
     let (t, text, _) = speculative(&s, &g, &mut NgramDrafter::new(1, 4));
     assert_eq!((t, text), want);
 }
+
+#[test]
+fn drafts_the_grammar_forbids_are_cut_before_verification() {
+    let eng = engine(&real_model("smollm2"));
+    let mut s = eng.session(sopts());
+    s.append_text("Count: one, two,", true).unwrap();
+    let mut g = greedy(24);
+    g.grammar = Some(cera::grammar::GrammarConstraint::new(std::sync::Arc::new(
+        cera::grammar::Grammar::parse("root ::= (\" one\" | \" two\" | \",\")+ \".\"").unwrap(),
+    )));
+    let want = plain(&s, &g);
+    // " three" can never follow under this grammar: every draft is cut to nothing
+    let three = eng.tokenizer().encode(" three", false, false);
+    let (t, text, st) = speculative(&s, &g, &mut Fixed(three.clone()));
+    assert_eq!((t, text), want);
+    assert!(st.grammar_cut > 0, "{st:?}");
+    assert_eq!((st.drafted, st.verify_steps), (0, 0), "{st:?}");
+    // an allowed head is kept and verified, the forbidden tail cut
+    let mut head = eng.tokenizer().encode(",", false, false);
+    head.extend(&three);
+    let (t, text, st) = speculative(&s, &g, &mut Fixed(head));
+    assert_eq!((t, text), want);
+    assert!(st.grammar_cut > 0 && st.drafted > 0, "{st:?}");
+}

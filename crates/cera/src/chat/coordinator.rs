@@ -31,6 +31,7 @@ use super::{ChatTemplate, Message, RenderOptions, ToolCall};
 use crate::error::{Error, Result};
 use crate::grammar::{GrammarConstraint, json_schema};
 use crate::session::{Control, FinishReason, GenerateOptions, PrefillReport, Session, Summary};
+use crate::spec::{Drafter, SpecOptions, SpecStats};
 use crate::state::PrefixCache;
 use crate::state::checkpoint::Kind;
 use crate::tools::{Tool, ToolFormat};
@@ -130,6 +131,8 @@ pub struct TurnResult {
     pub prefill: PrefillReport,
     /// Counts and timings of the generation.
     pub summary: Summary,
+    /// What speculation did, when the chat speculates ([`Chat::set_speculation`]).
+    pub spec: Option<SpecStats>,
 }
 
 /// A conversation over a session (see the module docs).
@@ -146,6 +149,8 @@ pub struct Chat {
     n_calls: u64,
     cache: Option<Arc<PrefixCache>>,
     last_prefill: PrefillReport,
+    /// Speculative decoding for every turn (the drafter follows the whole conversation).
+    spec: Option<(SpecOptions, Box<dyn Drafter + Send>)>,
 }
 
 impl Session {
@@ -174,7 +179,14 @@ impl Chat {
             n_calls: 0,
             cache: None,
             last_prefill: PrefillReport::default(),
+            spec: None,
         }
+    }
+
+    /// Decodes every later turn speculatively with `drafter` (`None`: plain decoding). The
+    /// replies are the same (see [`crate::spec`]); only the speed changes.
+    pub fn set_speculation(&mut self, spec: Option<(SpecOptions, Box<dyn Drafter + Send>)>) {
+        self.spec = spec;
     }
 
     pub fn phase(&self) -> Phase {
@@ -423,10 +435,18 @@ impl Chat {
             self.prepare(&opts.tool_choice)?;
         }
         self.phase = Phase::Generating;
-        let r = self
-            .session
-            .generate(&gopts, &mut |_t: u32, piece: &str| sink(piece));
-        let summary = match r {
+        let mut sink_tok = |_t: u32, piece: &str| sink(piece);
+        let r = match &mut self.spec {
+            None => self
+                .session
+                .generate(&gopts, &mut sink_tok)
+                .map(|s| (s, None)),
+            Some((so, d)) => self
+                .session
+                .generate_speculative(&gopts, so, d.as_mut(), &mut sink_tok)
+                .map(|(s, st)| (s, Some(st))),
+        };
+        let (summary, spec) = match r {
             Ok(s) => s,
             Err(e) => {
                 self.phase = if continuing {
@@ -490,6 +510,7 @@ impl Chat {
             finish: summary.finish,
             prefill: self.last_prefill,
             summary,
+            spec,
         })
     }
 

@@ -127,6 +127,30 @@ impl<'a> Constraint<'a> {
         self.allows(st, t).then_some(t)
     }
 
+    /// How many of `draft`'s tokens in a row the grammar allows from here (its state is not
+    /// changed). A lazy grammar still waiting for its trigger allows them all: where a
+    /// trigger would start it is decided when the tokens are really accepted.
+    pub(crate) fn allowed_prefix(&self, draft: &[u32]) -> usize {
+        let Some(st) = &self.state else {
+            return draft.len();
+        };
+        let mut st = st.clone();
+        for (i, &t) in draft.iter().enumerate() {
+            if self.tok.is_eog(t) {
+                return if st.is_complete() { i + 1 } else { i };
+            }
+            let bytes = self.tok.token_bytes(t);
+            match (!bytes.is_empty())
+                .then(|| st.advance_bytes(&self.grammar, bytes))
+                .flatten()
+            {
+                Some(n) => st = n,
+                None => return i,
+            }
+        }
+        draft.len()
+    }
+
     /// Feeds the chosen token; `false` when the grammar cannot continue with it.
     pub(crate) fn accept(&mut self, t: u32) -> bool {
         let t0 = Instant::now();

@@ -101,6 +101,15 @@ impl<'a> Generator<'a> {
     }
 
     /// Tokens generated so far.
+    /// How many of `draft`'s tokens in a row the grammar (if any) allows after the tokens
+    /// sampled so far: a speculative drafter's proposal is cut there before verification,
+    /// since the target could never pick a token past it.
+    pub fn grammar_allowed_prefix(&self, draft: &[u32]) -> usize {
+        self.constraint
+            .as_ref()
+            .map_or(draft.len(), |c| c.allowed_prefix(draft))
+    }
+
     pub fn n_generated(&self) -> usize {
         self.tokens.len()
     }

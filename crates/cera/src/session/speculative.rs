@@ -99,7 +99,10 @@ impl Session {
                 ctx.extend_from_slice(&self.tokens);
                 ctx.push(tok);
                 drafter.propose(&ctx, k.min(room), &mut draft)?;
-                draft.truncate(k.min(room));
+                // the grammar's state after `tok` is the generator's (it accepted `tok`)
+                let allowed = g.grammar_allowed_prefix(&draft);
+                stats.grammar_cut += draft.len().min(k.min(room)) - allowed.min(k.min(room));
+                draft.truncate(k.min(room).min(allowed));
                 if draft.len() < spec.draft_min {
                     draft.clear();
                 }

@@ -68,6 +68,8 @@ pub struct SpecStats {
     pub verify_steps: usize,
     /// Forwards of a single token (no draft, or drafting paused).
     pub plain_steps: usize,
+    /// Drafted tokens dropped before verification because the grammar forbids them.
+    pub grammar_cut: usize,
 }
 
 impl SpecStats {

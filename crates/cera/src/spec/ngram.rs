@@ -54,26 +54,73 @@ impl NgramDrafter {
     }
 }
 
+/// Earlier occurrences of an n-gram compared per proposal at most (the most recent ones).
+const SCAN: usize = 8;
+/// How far back a candidate's match is measured (tokens).
+const MATCH_CAP: usize = 64;
+
+impl NgramDrafter {
+    /// How many tokens before `p` equal the ones before `len` (at most `MATCH_CAP`).
+    fn match_len(ctx: &[u32], p: usize, len: usize) -> usize {
+        let mut m = 0;
+        while m < MATCH_CAP && m < p && ctx[p - 1 - m] == ctx[len - 1 - m] {
+            m += 1;
+        }
+        m
+    }
+}
+
 impl Drafter for NgramDrafter {
     fn propose(&mut self, ctx: &[u32], k: usize, out: &mut Vec<u32>) -> crate::Result<()> {
         out.clear();
         self.update(ctx);
         let len = ctx.len();
+        let scan: usize = std::env::var("CERA_SPEC_SCAN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(SCAN);
+        let per: usize = std::env::var("CERA_SPEC_PER")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let floor: usize = std::env::var("CERA_SPEC_FLOOR")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(usize::MAX);
         for n in (self.min_n..=self.max_n.min(len)).rev() {
             let tail = &ctx[len - n..];
             let Some(ps) = self.index[n - 1].get(&key(tail)) else {
                 continue;
             };
-            // the most recent earlier occurrence that is really this n-gram and has a
-            // continuation
+            // of the most recent earlier occurrences that are really this n-gram and have a
+            // continuation, the one whose match reaches furthest back (the most recent on a
+            // tie): in code that is copied with edits, a short n-gram recurs in many places
+            // and the longest match is the place being copied
+            let mut best: Option<(usize, usize)> = None;
+            let mut seen = 0;
             for &p in ps.iter().rev() {
                 let p = p as usize;
                 if p >= len || p < n || &ctx[p - n..p] != tail {
                     continue;
                 }
-                out.extend_from_slice(&ctx[p..(p + k).min(len)]);
-                return Ok(());
+                let m = Self::match_len(ctx, p, len);
+                if best.is_none_or(|(_, bm)| m > bm) {
+                    best = Some((p, m));
+                }
+                seen += 1;
+                if seen >= scan || m >= MATCH_CAP {
+                    break;
+                }
             }
+            let Some((p, m)) = best else { continue };
+            // a longer match earns a longer draft
+            let k = if per > 0 {
+                k.min(floor.min(k).max(m * per / 4))
+            } else {
+                k
+            };
+            out.extend_from_slice(&ctx[p..(p + k).min(len)]);
+            return Ok(());
         }
         Ok(())
     }
