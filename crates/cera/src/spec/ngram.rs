@@ -75,18 +75,6 @@ impl Drafter for NgramDrafter {
         out.clear();
         self.update(ctx);
         let len = ctx.len();
-        let scan: usize = std::env::var("CERA_SPEC_SCAN")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(SCAN);
-        let per: usize = std::env::var("CERA_SPEC_PER")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let floor: usize = std::env::var("CERA_SPEC_FLOOR")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(usize::MAX);
         for n in (self.min_n..=self.max_n.min(len)).rev() {
             let tail = &ctx[len - n..];
             let Some(ps) = self.index[n - 1].get(&key(tail)) else {
@@ -108,17 +96,11 @@ impl Drafter for NgramDrafter {
                     best = Some((p, m));
                 }
                 seen += 1;
-                if seen >= scan || m >= MATCH_CAP {
+                if seen >= SCAN || m >= MATCH_CAP {
                     break;
                 }
             }
-            let Some((p, m)) = best else { continue };
-            // a longer match earns a longer draft
-            let k = if per > 0 {
-                k.min(floor.min(k).max(m * per / 4))
-            } else {
-                k
-            };
+            let Some((p, _)) = best else { continue };
             out.extend_from_slice(&ctx[p..(p + k).min(len)]);
             return Ok(());
         }
@@ -152,5 +134,21 @@ mod tests {
         assert_eq!(out, vec![3, 4, 5, 9]);
         d.propose(&[42, 43], 4, &mut out).unwrap();
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn prefers_the_occurrence_whose_match_reaches_furthest_back() {
+        // only 2-grams are indexed: "2 3" occurs after "5 1" (then 40) and after "6" (then 50);
+        // the context ends in "5 1 2 3", so the older occurrence is the one being copied
+        let mut d = NgramDrafter::new(2, 2);
+        let ctx = [5, 1, 2, 3, 40, 41, 6, 2, 3, 50, 51, 5, 1, 2, 3];
+        let mut out = Vec::new();
+        d.propose(&ctx, 2, &mut out).unwrap();
+        assert_eq!(out, vec![40, 41]);
+        // with equal matches the most recent wins
+        let ctx = [7, 2, 3, 40, 41, 7, 2, 3, 50, 51, 7, 2, 3];
+        let mut d = NgramDrafter::new(2, 2);
+        d.propose(&ctx, 2, &mut out).unwrap();
+        assert_eq!(out, vec![50, 51]);
     }
 }
