@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Speculative decoding, side by side: for each prompt of benchmarks/spec-prompts.json (code
-edits that copy most of their input, and open-ended ones), greedy, up to N tokens (to the end of the reply), `-t 2`:
+"""Speculative decoding, side by side: for each prompt of benchmarks/spec-prompts.json (`edit`:
+small functions rewritten with a change; `file`: whole files of 40-60 lines with a small
+change, which copy most of their input; `open`: open-ended prompts), greedy, up to N tokens (to the end of the reply), `-t 2`:
 cera plain, cera --spec ngram, and llama.cpp's llama-lookup (prompt lookup) on the same
 templated prompt, alternating per prompt. Prints decode tokens/s summed over the set
 (total tokens / total decode time), the speedups and the acceptance rates.
 
-usage: scripts/bench-spec.py [-m MODEL.gguf] [-n 256] [--set edit|open|both]
+usage: scripts/bench-spec.py [-m MODEL.gguf] [-n 256] [--set edit,file,open]
        [--draft MODEL.gguf]   (also cera --spec draft and llama-speculative with that draft)
 """
 import argparse
@@ -51,12 +52,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", default=os.path.expanduser("~/.cache/cera/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"))
     ap.add_argument("-n", type=int, default=256)
-    ap.add_argument("--set", default="both")
+    ap.add_argument("--set", default="edit,file,open")
     ap.add_argument("--draft")
     a = ap.parse_args()
     bindir = subprocess.check_output(["bash", os.path.join(ROOT, "..", "shared", "tools", "build-llama-cpp.sh")], text=True).strip()
     sets = json.load(open(os.path.join(ROOT, "benchmarks", "spec-prompts.json")))
-    for name in (["edit", "open"] if a.set == "both" else [a.set]):
+    for name in a.set.split(","):
         runs = {"cera plain": [], "cera ngram": [], "llama-lookup": []}
         if a.draft:
             runs["cera draft"] = []

@@ -147,3 +147,49 @@ def test_timeout_body_limit_and_cors():
         assert "access-control-allow-origin" not in r.headers
     finally:
         s.stop()
+
+
+REPEATS = [
+    "Repeat this sentence twice: the quick brown fox jumps over the lazy dog.",
+    "Copy this list exactly: apples, pears, plums, cherries, apples, pears, plums, cherries.",
+    "Write the numbers from 1 to 20 separated by commas.",
+    "Say 'hello world' five times.",
+]
+
+
+def test_speculation_per_slot_keeps_the_replies(server):
+    """`--spec ngram`: each slot drafts by prompt lookup and verifies in the batched step. The
+    greedy replies (alone and 8 at a time on 4 slots, streamed or not, with a JSON schema) equal
+    the plain server's, and /metrics counts what was drafted and kept."""
+    spec = Server("-np", "4", "-c", "4096", "--spec", "ngram")
+    try:
+        prompts = REPEATS + PROMPTS[:4]
+        want = [greedy(server, p, 48) for p in prompts]
+        assert [greedy(spec, p, 48) for p in prompts] == want
+        with cf.ThreadPoolExecutor(8) as ex:
+            assert list(ex.map(lambda p: greedy(spec, p, 48), prompts)) == want
+        # streamed
+        r = requests.post(spec.url + "/v1/chat/completions", stream=True, timeout=120, json={
+            "messages": [{"role": "user", "content": REPEATS[0]}], "stream": True,
+            "max_tokens": 48, "temperature": 0})
+        text = ""
+        for line in r.iter_lines():
+            if line.startswith(b"data: ") and line != b"data: [DONE]":
+                d = json.loads(line[6:])
+                if d["choices"]:
+                    text += d["choices"][0]["delta"].get("content") or ""
+        assert text == want[0]
+        # a schema: drafts the grammar forbids are cut, the reply is the plain server's
+        body = {"messages": [{"role": "user", "content": "Give a person as JSON: name and age."}],
+                "temperature": 0, "max_tokens": 40,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {
+                    "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                    "required": ["name", "age"]}}}}
+        a = requests.post(server.url + "/v1/chat/completions", json=body, timeout=120).json()
+        b = requests.post(spec.url + "/v1/chat/completions", json=body, timeout=120).json()
+        assert a["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"]
+        m = spec.metrics()
+        assert m["cera_spec_drafted_tokens_total"] > 0
+        assert 0 < m["cera_spec_accepted_tokens_total"] <= m["cera_spec_drafted_tokens_total"]
+    finally:
+        spec.stop()

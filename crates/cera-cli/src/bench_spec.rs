@@ -81,10 +81,7 @@ pub fn run_test(
         if rep > 0 {
             r.plain_ns.push(plain);
             r.spec_ns.push(sp);
-            r.stats.drafted += st.drafted;
-            r.stats.accepted += st.accepted;
-            r.stats.verify_steps += st.verify_steps;
-            r.stats.plain_steps += st.plain_steps;
+            r.stats.add(&st);
             r.mismatches += sum
                 .tokens
                 .iter()

@@ -56,6 +56,8 @@ pub struct Args {
     /// No access-log line per request on stderr.
     #[arg(long = "no-access-log")]
     pub no_access_log: bool,
+    #[command(flatten)]
+    pub spec: crate::spec_args::SpecArgs,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -76,6 +78,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.shutdown_timeout = Duration::from_secs(a.shutdown_timeout);
     cfg.cache_ram = a.cache_ram << 20;
     cfg.access_log = !a.no_access_log;
+    cfg.spec = match a.spec.spec.as_str() {
+        "off" => None,
+        "ngram" => {
+            // the same checks as `cera run --spec ngram`
+            a.spec.check_ngram()?;
+            Some(cera_server::scheduler::SpecConfig {
+                options: a.spec.options(),
+                ngram_min: a.spec.ngram_min,
+                ngram_max: a.spec.ngram_max,
+            })
+        }
+        other => anyhow::bail!(
+            "--spec {other} is not available in the server yet (--spec ngram is: prompt lookup per slot)"
+        ),
+    };
     let np = cfg.n_parallel;
     eprintln!("cera: loading {} ({np} slots)", path.display());
     cera_server::run_blocking(cfg, move |url| {

@@ -47,16 +47,7 @@ impl SpecArgs {
     ) -> anyhow::Result<Option<Box<dyn cera::spec::Drafter + Send>>> {
         match self.spec.as_str() {
             "ngram" => {
-                if self.model_draft.is_some() {
-                    bail!("-md is for --spec draft, not --spec ngram");
-                }
-                if self.ngram_min == 0 || self.ngram_min > self.ngram_max {
-                    bail!(
-                        "--spec-ngram-min {} and --spec-ngram-max {}: need 1 <= min <= max",
-                        self.ngram_min,
-                        self.ngram_max
-                    );
-                }
+                self.check_ngram()?;
                 Ok(Some(Box::new(cera::spec::NgramDrafter::new(
                     self.ngram_min,
                     self.ngram_max,
@@ -79,6 +70,21 @@ impl SpecArgs {
                 Ok(None)
             }
         }
+    }
+
+    /// The n-gram flags make sense (and no draft model is given with them).
+    pub fn check_ngram(&self) -> anyhow::Result<()> {
+        if self.model_draft.is_some() {
+            bail!("-md is for --spec draft, not --spec ngram");
+        }
+        if self.ngram_min == 0 || self.ngram_min > self.ngram_max {
+            bail!(
+                "--spec-ngram-min {} and --spec-ngram-max {}: need 1 <= min <= max",
+                self.ngram_min,
+                self.ngram_max
+            );
+        }
+        Ok(())
     }
 
     pub fn options(&self) -> cera::spec::SpecOptions {

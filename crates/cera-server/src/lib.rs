@@ -71,6 +71,8 @@ pub struct ServerConfig {
     pub cache_ram: usize,
     /// One JSON access-log line per request on stderr.
     pub access_log: bool,
+    /// Prompt-lookup speculation per slot (`--spec ngram`): drafts, n-gram lengths.
+    pub spec: Option<scheduler::SpecConfig>,
 }
 
 impl ServerConfig {
@@ -92,6 +94,7 @@ impl ServerConfig {
             shutdown_timeout: Duration::from_secs(10),
             cache_ram: 512 << 20,
             access_log: true,
+            spec: None,
         }
     }
 }
@@ -301,6 +304,7 @@ fn load(st: &AppState) -> Result<(), ServerError> {
             n_batch: cfg.n_batch.max(1),
             max_queue: cfg.max_queue,
             prefix_cache,
+            spec: cfg.spec.clone(),
         },
         Arc::clone(&st.metrics),
     );

@@ -61,6 +61,9 @@ pub struct Metrics {
     pub prompt_tokens_cached: AtomicU64,
     pub generated_tokens: AtomicU64,
     pub cancelled: AtomicU64,
+    /// Speculation (`--spec ngram`): tokens drafted and verified, and of those kept.
+    pub spec_drafted: AtomicU64,
+    pub spec_accepted: AtomicU64,
     pub finished: AtomicU64,
     pub steps: AtomicU64,
     pub queue_depth: AtomicUsize,
@@ -77,6 +80,8 @@ impl Default for Metrics {
             prompt_tokens_cached: AtomicU64::new(0),
             generated_tokens: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
+            spec_drafted: AtomicU64::new(0),
+            spec_accepted: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             steps: AtomicU64::new(0),
             queue_depth: AtomicUsize::new(0),
@@ -144,6 +149,18 @@ impl Metrics {
             "cera_requests_cancelled_total",
             "Requests cancelled (client gone or timed out)",
             ld(&self.cancelled),
+        );
+        counter(
+            &mut out,
+            "cera_spec_drafted_tokens_total",
+            "Drafted tokens verified (speculative decoding)",
+            ld(&self.spec_drafted),
+        );
+        counter(
+            &mut out,
+            "cera_spec_accepted_tokens_total",
+            "Drafted tokens kept (speculative decoding)",
+            ld(&self.spec_accepted),
         );
         counter(
             &mut out,

@@ -7,6 +7,12 @@
 //! request takes the free slot whose last context shares the longest prefix with its prompt
 //! (that prefix is kept), or else restores the longest prefix from the prefix cache.
 //!
+//! With `--spec ngram` each generating slot drafts its next tokens by prompt lookup over its
+//! own context and feeds them with its decode token; the step returns logits for every row
+//! of that slot, the slot's sampler keeps the drafted tokens it agrees with (exactly as in
+//! [`Session::generate_speculative`]) and the rest are rolled back. The other slots in the
+//! step are unaffected.
+//!
 //! Requests wait in a bounded queue; a full one is refused at the door (503). A request whose
 //! client went away (its event channel closed), or whose deadline passed, is cancelled within
 //! one step and its slot freed.
@@ -20,6 +26,7 @@ use std::time::{Duration, Instant};
 use cera::engine::Engine;
 use cera::models::Logits;
 use cera::session::{FinishReason, GenerateOptions, Generator, Session, Step, TokenLogprobs};
+use cera::spec::{Adapt, Drafter, NgramDrafter, SpecOptions};
 use cera::state::PrefixCache;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -68,6 +75,24 @@ pub struct SchedulerConfig {
     pub n_batch: usize,
     pub max_queue: usize,
     pub prefix_cache: Option<Arc<PrefixCache>>,
+    pub spec: Option<SpecConfig>,
+}
+
+/// Prompt-lookup speculation in every slot.
+#[derive(Clone, Debug)]
+pub struct SpecConfig {
+    pub options: SpecOptions,
+    pub ngram_min: usize,
+    pub ngram_max: usize,
+}
+
+/// A slot's drafter and its draft-length policy (a new one per request).
+struct SlotSpec {
+    drafter: NgramDrafter,
+    adapt: Adapt,
+    /// The draft fed this step (after the decode token).
+    draft: Vec<u32>,
+    ctx: Vec<u32>,
 }
 
 /// The HTTP side's handle: submit jobs, see the load.
@@ -138,6 +163,7 @@ enum Phase<'e> {
 
 struct Slot<'e> {
     session: Session,
+    spec: Option<SlotSpec>,
     phase: Phase<'e>,
     job: Option<Job>,
     cached: usize,
@@ -153,6 +179,7 @@ fn run(engine: Engine, cfg: SchedulerConfig, rx: Receiver<Job>, h: Arc<Handle>, 
     let mut slots: Vec<Slot<'_>> = (0..cfg.n_parallel.max(1))
         .map(|_| Slot {
             session: engine.session(sopts.clone()),
+            spec: None,
             phase: Phase::Free,
             job: None,
             cached: 0,
@@ -207,7 +234,7 @@ fn run(engine: Engine, cfg: SchedulerConfig, rx: Receiver<Job>, h: Arc<Handle>, 
             &engine,
             &mut slots,
             &mut step_out,
-            cfg.n_batch,
+            &cfg,
             cache.as_deref(),
             &h,
             &m,
@@ -288,11 +315,12 @@ fn step<'e>(
     engine: &'e Engine,
     slots: &mut [Slot<'e>],
     out: &mut cera::batch::StepLogits,
-    n_batch: usize,
+    cfg: &SchedulerConfig,
     cache: Option<&PrefixCache>,
     h: &Handle,
     m: &Metrics,
 ) -> cera::Result<()> {
+    let n_batch = cfg.n_batch;
     // cancel first: a client gone, a deadline passed
     for s in slots.iter_mut() {
         let Some(job) = &s.job else { continue };
@@ -313,10 +341,20 @@ fn step<'e>(
     // what each slot feeds this step
     let mut budget = n_batch.max(1);
     let mut feeds: Vec<(usize, Vec<u32>, Logits)> = Vec::new();
-    for (i, s) in slots.iter().enumerate() {
-        if let Phase::Decode { next, .. } = &s.phase {
-            feeds.push((i, vec![*next], Logits::Last));
-            budget = budget.saturating_sub(1);
+    for (i, s) in slots.iter_mut().enumerate() {
+        if let Phase::Decode { next, g } = &s.phase {
+            let mut toks = vec![*next];
+            if let Some(sp) = &mut s.spec {
+                draft(sp, &s.session, g, *next, budget.saturating_sub(1), cfg)?;
+                toks.extend_from_slice(&sp.draft);
+            }
+            let logits = if toks.len() > 1 {
+                Logits::All
+            } else {
+                Logits::Last
+            };
+            budget = budget.saturating_sub(toks.len());
+            feeds.push((i, toks, logits));
         }
     }
     for (i, s) in slots.iter().enumerate() {
@@ -361,8 +399,12 @@ fn step<'e>(
     let dt = t0.elapsed();
     m.steps.fetch_add(1, Ordering::Relaxed);
     // sample
-    for (i, toks, logits) in feeds {
+    for (entry, (i, toks, logits)) in feeds.into_iter().enumerate() {
         let s = &mut slots[i];
+        if logits == Logits::All && matches!(s.phase, Phase::Decode { .. }) {
+            verify(s, out.get(entry), h, cache, m);
+            continue;
+        }
         match &s.phase {
             Phase::Prefill => {
                 s.prefill_time += dt;
@@ -372,6 +414,12 @@ fn step<'e>(
                     continue;
                 }
                 let job = s.job.as_ref().expect("job");
+                s.spec = cfg.spec.as_ref().map(|c| SlotSpec {
+                    drafter: NgramDrafter::new(c.ngram_min, c.ngram_max),
+                    adapt: Adapt::new(&c.options),
+                    draft: Vec::new(),
+                    ctx: Vec::new(),
+                });
                 let mut g = engine.generator(&job.opts, s.session.tokens());
                 if let Some(n) = job.logprobs {
                     g = g.with_logprobs(n);
@@ -391,10 +439,42 @@ fn step<'e>(
 
 /// Samples the slot's next token from its logits and streams it, or finishes the job.
 fn sample(s: &mut Slot<'_>, h: &Handle, cache: Option<&PrefixCache>, m: &Metrics) {
-    let Phase::Decode { g, .. } = &mut s.phase else {
+    let Some(id) = emit(s, None, h, cache, m) else {
         return;
     };
-    let r = g.step(s.session.logits_mut());
+    if s.session.tokens().len() >= s.session.n_ctx() {
+        let Phase::Decode { g, .. } = &mut s.phase else {
+            return;
+        };
+        let text = match g.stop(FinishReason::ContextFull) {
+            Step::Done { text, .. } => text,
+            Step::Token { .. } => String::new(),
+        };
+        finish(s, FinishReason::ContextFull, text, h, cache, m);
+        return;
+    }
+    if let Phase::Decode { next, .. } = &mut s.phase {
+        *next = id;
+    }
+}
+
+/// Samples a token from `logits` (the session's own when `None`) and streams it: `Some(id)`
+/// when generation goes on after it, `None` when the job finished here (EOG, a stop, the
+/// length; the slot is freed) or its client is gone (cancelled at the next step).
+fn emit(
+    s: &mut Slot<'_>,
+    logits: Option<&mut [f32]>,
+    h: &Handle,
+    cache: Option<&PrefixCache>,
+    m: &Metrics,
+) -> Option<u32> {
+    let Phase::Decode { g, .. } = &mut s.phase else {
+        return None;
+    };
+    let r = match logits {
+        Some(l) => g.step(l),
+        None => g.step(s.session.logits_mut()),
+    };
     match r {
         Step::Token { id, text } => {
             let lp = g.take_logprobs();
@@ -419,25 +499,100 @@ fn sample(s: &mut Slot<'_>, h: &Handle, cache: Option<&PrefixCache>, m: &Metrics
                     })
                     .is_ok()
             });
-            if !sent {
-                return; // cancelled at the next step
-            }
-            if s.session.tokens().len() >= s.session.n_ctx() {
-                let Phase::Decode { g, .. } = &mut s.phase else {
-                    return;
-                };
-                let text = match g.stop(FinishReason::ContextFull) {
-                    Step::Done { text, .. } => text,
-                    Step::Token { .. } => String::new(),
-                };
-                finish(s, FinishReason::ContextFull, text, h, cache, m);
-                return;
-            }
-            if let Phase::Decode { next, .. } = &mut s.phase {
-                *next = id;
-            }
+            sent.then_some(id)
         }
-        Step::Done { reason, text } => finish(s, reason, text, h, cache, m),
+        Step::Done { reason, text } => {
+            finish(s, reason, text, h, cache, m);
+            None
+        }
+    }
+}
+
+/// Drafts what follows `next` for a generating slot into `sp.draft`: within the slot's
+/// context, its token budget and the step's, cut where its grammar forbids a token.
+fn draft(
+    sp: &mut SlotSpec,
+    session: &Session,
+    g: &Generator<'_>,
+    next: u32,
+    step_room: usize,
+    cfg: &SchedulerConfig,
+) -> cera::Result<()> {
+    sp.draft.clear();
+    let Some(c) = &cfg.spec else { return Ok(()) };
+    let mut room = session
+        .n_ctx()
+        .saturating_sub(session.tokens().len() + 1)
+        .min(step_room);
+    let max = g.max_tokens();
+    if max > 0 {
+        room = room.min(max.saturating_sub(g.n_generated()));
+    }
+    let k = sp.adapt.allowed().min(room);
+    if k == 0 || k < c.options.draft_min {
+        return Ok(());
+    }
+    sp.ctx.clear();
+    sp.ctx.extend_from_slice(session.tokens());
+    sp.ctx.push(next);
+    sp.drafter.propose(&sp.ctx, k, &mut sp.draft)?;
+    sp.draft
+        .truncate(k.min(g.grammar_allowed_prefix(&sp.draft)));
+    if sp.draft.len() < c.options.draft_min {
+        sp.draft.clear();
+    }
+    Ok(())
+}
+
+/// A slot fed its decode token and a draft, with logits for every row: samples row by row
+/// while the draft agrees, streams what was kept and rolls the rest back.
+fn verify(s: &mut Slot<'_>, rows: &[f32], h: &Handle, cache: Option<&PrefixCache>, m: &Metrics) {
+    let Some(sp) = &mut s.spec else { return };
+    let draft = std::mem::take(&mut sp.draft);
+    let n_vocab = rows.len() / (draft.len() + 1);
+    // the context before this step's decode token
+    let base = s.session.tokens().len() - draft.len() - 1;
+    let mut kept = 0;
+    let mut row = Vec::with_capacity(n_vocab);
+    let mut pending = None;
+    for i in 0..=draft.len() {
+        row.clear();
+        row.extend_from_slice(&rows[i * n_vocab..(i + 1) * n_vocab]);
+        match emit(s, Some(&mut row), h, cache, m) {
+            Some(id) if i < draft.len() && id == draft[i] => kept += 1,
+            Some(id) => {
+                pending = Some(id);
+                break;
+            }
+            None => break,
+        }
+    }
+    m.spec_drafted
+        .fetch_add(draft.len() as u64, Ordering::Relaxed);
+    m.spec_accepted.fetch_add(kept as u64, Ordering::Relaxed);
+    if let Some(sp) = &mut s.spec {
+        sp.adapt.record(kept, draft.len());
+        sp.draft = draft;
+    }
+    if matches!(s.phase, Phase::Free) {
+        return; // finished (EOG, stop, length) or cancelled
+    }
+    // keep the decode token and the accepted draft
+    s.session.truncate(base + 1 + kept);
+    let Some(id) = pending else { return };
+    if s.session.tokens().len() >= s.session.n_ctx() {
+        let Phase::Decode { g, .. } = &mut s.phase else {
+            return;
+        };
+        let text = match g.stop(FinishReason::ContextFull) {
+            Step::Done { text, .. } => text,
+            Step::Token { .. } => String::new(),
+        };
+        finish(s, FinishReason::ContextFull, text, h, cache, m);
+        return;
+    }
+    if let Phase::Decode { next, .. } = &mut s.phase {
+        *next = id;
     }
 }
 

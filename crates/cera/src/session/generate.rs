@@ -110,6 +110,11 @@ impl<'a> Generator<'a> {
             .map_or(draft.len(), |c| c.allowed_prefix(draft))
     }
 
+    /// The token limit (0: none).
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
     pub fn n_generated(&self) -> usize {
         self.tokens.len()
     }

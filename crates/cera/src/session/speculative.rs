@@ -6,10 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{Control, FinishReason, GenerateOptions, Generator, Session, Sink, Step, Summary};
 use crate::error::{Error, Result};
-use crate::spec::{Drafter, SpecOptions, SpecStats};
-
-/// Plain steps drafting pauses for when acceptance falls.
-const PAUSE: usize = 16;
+use crate::spec::{Adapt, Drafter, SpecOptions, SpecStats};
 
 impl Session {
     /// [`Session::generate`] with a drafter: each round feeds the token decided last plus up to
@@ -47,8 +44,7 @@ impl Session {
         let mut stats = SpecStats::default();
         self.cancel.store(false, Ordering::Release);
         let t0 = Instant::now();
-        let draft_max = spec.draft_max.max(1);
-        let (mut k, mut recent, mut pause) = (draft_max, 1.0f64, 0usize);
+        let mut adapt = Adapt::new(spec);
         let (mut draft, mut ctx, mut rows) = (Vec::new(), Vec::new(), Vec::new());
         // a token decided (and streamed) but not fed yet
         let mut pending: Option<u32> = None;
@@ -92,9 +88,8 @@ impl Session {
                 room = room.min(opts.max_tokens.saturating_sub(g.n_generated()));
             }
             draft.clear();
-            if pause > 0 {
-                pause -= 1;
-            } else if room >= spec.draft_min {
+            let k = adapt.allowed();
+            if k > 0 && room >= spec.draft_min {
                 ctx.clear();
                 ctx.extend_from_slice(&self.tokens);
                 ctx.push(tok);
@@ -157,17 +152,7 @@ impl Session {
             if kept < draft.len() {
                 self.keep_verified(base + 1 + kept, &rows, kept, n_vocab);
             }
-            // adapt: grow after a full hit, cut back to what was kept after a miss
-            k = if kept == draft.len() {
-                (k * 2).min(draft_max)
-            } else {
-                (kept + 1).clamp(1, draft_max)
-            };
-            recent = 0.7 * recent + 0.3 * (kept as f64 / draft.len() as f64);
-            if recent < spec.min_acceptance {
-                pause = PAUSE;
-                recent = spec.min_acceptance * 2.0;
-            }
+            adapt.record(kept, draft.len());
         };
         summary.decode = t0.elapsed();
         summary.finish = finish;

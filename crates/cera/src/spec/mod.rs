@@ -56,6 +56,62 @@ impl Default for SpecOptions {
     }
 }
 
+/// Plain steps drafting pauses for when acceptance falls.
+const PAUSE: usize = 16;
+
+/// The draft length policy of one sequence: start at `draft_max`, double after a draft kept
+/// whole, cut back to what was kept (plus one) after a miss, and pause drafting for a few
+/// steps when the recent acceptance (an exponential average) falls below `min_acceptance`, so
+/// a hopeless drafter costs almost nothing. Shared by [`crate::session::Session`]'s
+/// speculative generation and schedulers that speculate per slot.
+#[derive(Clone, Debug)]
+pub struct Adapt {
+    k: usize,
+    recent: f64,
+    pause: usize,
+    draft_max: usize,
+    min_acceptance: f64,
+}
+
+impl Adapt {
+    pub fn new(opts: &SpecOptions) -> Adapt {
+        let draft_max = opts.draft_max.max(1);
+        Adapt {
+            k: draft_max,
+            recent: 1.0,
+            pause: 0,
+            draft_max,
+            min_acceptance: opts.min_acceptance,
+        }
+    }
+
+    /// Tokens to draft this step (0 while paused; each call counts as one step).
+    pub fn allowed(&mut self) -> usize {
+        if self.pause > 0 {
+            self.pause -= 1;
+            return 0;
+        }
+        self.k
+    }
+
+    /// After verifying a draft of `drafted` tokens of which `kept` were kept.
+    pub fn record(&mut self, kept: usize, drafted: usize) {
+        if drafted == 0 {
+            return;
+        }
+        self.k = if kept == drafted {
+            (self.k * 2).min(self.draft_max)
+        } else {
+            (kept + 1).clamp(1, self.draft_max)
+        };
+        self.recent = 0.7 * self.recent + 0.3 * (kept as f64 / drafted as f64);
+        if self.recent < self.min_acceptance {
+            self.pause = PAUSE;
+            self.recent = self.min_acceptance * 2.0;
+        }
+    }
+}
+
 /// What speculation did in one generation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -73,6 +129,15 @@ pub struct SpecStats {
 }
 
 impl SpecStats {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &SpecStats) {
+        self.drafted += o.drafted;
+        self.accepted += o.accepted;
+        self.verify_steps += o.verify_steps;
+        self.plain_steps += o.plain_steps;
+        self.grammar_cut += o.grammar_cut;
+    }
+
     pub fn acceptance(&self) -> f64 {
         self.accepted as f64 / self.drafted.max(1) as f64
     }
