@@ -442,6 +442,11 @@ fn sample(s: &mut Slot<'_>, h: &Handle, cache: Option<&PrefixCache>, m: &Metrics
     let Some(id) = emit(s, None, h, cache, m) else {
         return;
     };
+    feed_next(s, id, h, cache, m);
+}
+
+/// `id` is the slot's next token to feed, unless its context is full (then the job ends).
+fn feed_next(s: &mut Slot<'_>, id: u32, h: &Handle, cache: Option<&PrefixCache>, m: &Metrics) {
     if s.session.tokens().len() >= s.session.n_ctx() {
         let Phase::Decode { g, .. } = &mut s.phase else {
             return;
@@ -580,20 +585,7 @@ fn verify(s: &mut Slot<'_>, rows: &[f32], h: &Handle, cache: Option<&PrefixCache
     // keep the decode token and the accepted draft
     s.session.truncate(base + 1 + kept);
     let Some(id) = pending else { return };
-    if s.session.tokens().len() >= s.session.n_ctx() {
-        let Phase::Decode { g, .. } = &mut s.phase else {
-            return;
-        };
-        let text = match g.stop(FinishReason::ContextFull) {
-            Step::Done { text, .. } => text,
-            Step::Token { .. } => String::new(),
-        };
-        finish(s, FinishReason::ContextFull, text, h, cache, m);
-        return;
-    }
-    if let Phase::Decode { next, .. } = &mut s.phase {
-        *next = id;
-    }
+    feed_next(s, id, h, cache, m);
 }
 
 fn finish(
