@@ -719,6 +719,21 @@ fn timings(d: &Done) -> Json {
     })
 }
 
+/// The end of an SSE stream: the usage chunk when asked for (`empty`, a chunk of this stream
+/// with nothing in it, becomes it), then `[DONE]`.
+fn end_sse(
+    tx: &tokio::sync::mpsc::UnboundedSender<Result<SseEvent, Infallible>>,
+    empty: Option<Json>,
+    done: &Done,
+) {
+    if let Some(mut u) = empty {
+        u["choices"] = json!([]);
+        u["usage"] = usage(done);
+        let _ = tx.send(sse(u));
+    }
+    let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
+}
+
 fn sse(v: Json) -> Result<SseEvent, Infallible> {
     Ok(SseEvent::default().data(v.to_string()))
 }
@@ -813,13 +828,11 @@ fn chat_stream(
                     }
                     let fr = finish_reason(done.finish, !calls.is_empty());
                     let _ = tx.send(sse(chunk(json!({}), Some(fr), None)));
-                    if include_usage {
-                        let mut u = chunk(json!({}), None, None);
-                        u["choices"] = json!([]);
-                        u["usage"] = usage(&done);
-                        let _ = tx.send(sse(u));
-                    }
-                    let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
+                    end_sse(
+                        &tx,
+                        include_usage.then(|| chunk(json!({}), None, None)),
+                        &done,
+                    );
                     return;
                 }
                 Event::Error(e) => {
@@ -967,13 +980,7 @@ pub async fn completions(State(st): State<Shared>, body: Bytes) -> Result<Respon
                         Some(finish_reason(d.finish, false)),
                         Json::Null,
                     )));
-                    if include_usage {
-                        let mut u = chunk("", None, Json::Null);
-                        u["choices"] = json!([]);
-                        u["usage"] = usage(&d);
-                        let _ = tx.send(sse(u));
-                    }
-                    let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
+                    end_sse(&tx, include_usage.then(|| chunk("", None, Json::Null)), &d);
                     return;
                 }
                 Event::Error(e) => {

@@ -34,20 +34,7 @@ impl ToolSplitter {
             return out;
         }
         // keep a tail that may be the start of a marker
-        let keep = self
-            .markers
-            .iter()
-            .map(|m| {
-                (1..m.len().min(self.held.len() + 1))
-                    .rev()
-                    .find(|&k| {
-                        self.held.is_char_boundary(self.held.len() - k)
-                            && m.starts_with(&self.held[self.held.len() - k..])
-                    })
-                    .unwrap_or(0)
-            })
-            .max()
-            .unwrap_or(0);
+        let keep = cera::session::partial_match_len(&self.held, self.markers);
         let cut = self.held.len() - keep;
         let out = self.held[..cut].to_owned();
         self.held.drain(..cut);

@@ -9,33 +9,17 @@
 //! is exact: any difference is cross-talk between sequences or a wrong position, not rounding.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use cera::backend::argmax;
 use cera::engine::{Engine, EngineOptions, SessionOptions};
-use cera::fetch;
-use cera::gguf::GgufFile;
 use cera::models::Logits;
 use cera::session::Session;
 
 #[path = "common/arch_models.rs"]
 mod arch_models;
-
-fn tokenizer() -> &'static GgufFile {
-    static TOK: OnceLock<GgufFile> = OnceLock::new();
-    TOK.get_or_init(|| {
-        let entry = fetch::lookup("smollm2").unwrap();
-        let path = fetch::ensure(entry, &mut |_| {})
-            .unwrap_or_else(|e| panic!("could not fetch SmolLM2 (tokenizer source): {e}"));
-        GgufFile::open(path).unwrap()
-    })
-}
-
-fn real_model(name: &str) -> PathBuf {
-    let entry = fetch::lookup(name).unwrap();
-    fetch::ensure(entry, &mut |_| {})
-        .unwrap_or_else(|e| panic!("could not fetch test model {name}: {e}"))
-}
+#[path = "common/models.rs"]
+mod models;
+use models::{real_model, tokenizer};
 
 /// `name` written to a file of its own for test `tag` (tests run in parallel).
 fn tiny_model(name: &str, tag: &str) -> PathBuf {

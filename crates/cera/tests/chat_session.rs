@@ -6,29 +6,18 @@
 //! restored in a new chat continues identically.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use cera::chat::{Chat, ChatTemplate, Message, Phase, RenderOptions, ToolChoice, TurnOptions};
 use cera::engine::{Engine, EngineOptions, SessionOptions};
-use cera::fetch;
-use cera::gguf::GgufFile;
 use cera::sample::SamplerConfig;
 use cera::session::{Control, GenerateOptions};
 use serde_json::json;
 
 #[path = "common/arch_models.rs"]
 mod arch_models;
-
-fn real_model(name: &str) -> PathBuf {
-    let entry = fetch::lookup(name).unwrap();
-    fetch::ensure(entry, &mut |_| {})
-        .unwrap_or_else(|e| panic!("could not fetch test model {name}: {e}"))
-}
-
-fn tokenizer() -> &'static GgufFile {
-    static TOK: OnceLock<GgufFile> = OnceLock::new();
-    TOK.get_or_init(|| GgufFile::open(real_model("smollm2")).unwrap())
-}
+#[path = "common/models.rs"]
+mod models;
+use models::{real_model, tokenizer};
 
 fn lfm2_model() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cera-chat-{}", std::process::id()));

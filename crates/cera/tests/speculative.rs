@@ -5,27 +5,16 @@
 //! order), checked as token histograms over 10,000 draws too; grammars and stop strings hold.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use cera::engine::{Engine, EngineOptions, SessionOptions};
-use cera::fetch;
-use cera::gguf::GgufFile;
 use cera::session::{Control, GenerateOptions, Session};
 use cera::spec::{DraftModel, Drafter, NgramDrafter, SpecOptions};
 
 #[path = "common/arch_models.rs"]
 mod arch_models;
-
-fn real_model(name: &str) -> PathBuf {
-    let entry = fetch::lookup(name).unwrap();
-    fetch::ensure(entry, &mut |_| {})
-        .unwrap_or_else(|e| panic!("could not fetch test model {name}: {e}"))
-}
-
-fn tokenizer() -> &'static GgufFile {
-    static TOK: OnceLock<GgufFile> = OnceLock::new();
-    TOK.get_or_init(|| GgufFile::open(real_model("smollm2")).unwrap())
-}
+#[path = "common/models.rs"]
+mod models;
+use models::{real_model, tokenizer};
 
 fn engine(path: &PathBuf) -> Engine {
     let mut o = EngineOptions::default();

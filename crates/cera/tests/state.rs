@@ -6,28 +6,17 @@
 //! instead of re-prefilling; and the prefix cache restores exactly what a prefill computes.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use cera::backend::{KvType, argmax};
 use cera::engine::{Engine, EngineOptions, SessionOptions};
-use cera::fetch;
-use cera::gguf::GgufFile;
 use cera::session::Session;
 use cera::state::{PrefixCache, PrefixCacheOptions};
 
 #[path = "common/arch_models.rs"]
 mod arch_models;
-
-fn tokenizer() -> &'static GgufFile {
-    static TOK: OnceLock<GgufFile> = OnceLock::new();
-    TOK.get_or_init(|| GgufFile::open(real_model("smollm2")).unwrap())
-}
-
-fn real_model(name: &str) -> PathBuf {
-    let entry = fetch::lookup(name).unwrap();
-    fetch::ensure(entry, &mut |_| {})
-        .unwrap_or_else(|e| panic!("could not fetch test model {name}: {e}"))
-}
+#[path = "common/models.rs"]
+mod models;
+use models::{real_model, tokenizer};
 
 fn tiny_model(name: &str, tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cera-state-{}-{tag}", std::process::id()));

@@ -238,25 +238,9 @@ fn raw_logprobs(logits: &[f32], n: usize) -> (f32, Vec<(u32, f32)>) {
 impl Session {
     /// Samples and feeds tokens until a stop condition, streaming text to `sink`.
     pub fn generate(&mut self, opts: &GenerateOptions, sink: &mut dyn Sink) -> Result<Summary> {
-        if !self.logits_valid {
-            return Err(Error::Model(
-                "generate needs at least one token in the context first".into(),
-            ));
-        }
+        let mut summary = self.start_generation()?;
         let engine = Arc::clone(&self.engine);
         let mut g = Generator::new(&engine, opts, &self.tokens);
-        let mut summary = Summary {
-            prompt_tokens: std::mem::take(&mut self.pending_prompt),
-            generated_tokens: 0,
-            prefill: std::mem::take(&mut self.pending_prefill),
-            decode: Duration::ZERO,
-            finish: FinishReason::Length,
-            text: String::new(),
-            tokens: Vec::new(),
-            grammar_masked: 0,
-            grammar_time: Duration::ZERO,
-        };
-        self.cancel.store(false, Ordering::Release);
         let t0 = Instant::now();
         let finish = loop {
             if self.cancel.swap(false, Ordering::AcqRel) {
@@ -294,14 +278,68 @@ impl Session {
         };
         // an EOG token or the token that completed a stop string was sampled but not fed; keep
         // the context consistent: the logits still belong to the last fed token
-        summary.decode = t0.elapsed();
-        summary.finish = finish;
-        summary.generated_tokens = g.tokens.len();
-        (summary.grammar_masked, summary.grammar_time) = g.grammar_stats();
-        summary.tokens = std::mem::take(&mut g.tokens);
-        summary.text = std::mem::take(&mut g.text);
+        g.fill_summary(&mut summary, finish, t0.elapsed());
         Ok(summary)
     }
+
+    /// What every generation starts with: logits to sample from, the summary with the
+    /// prompt's counts of the last prefill, and the cancel flag cleared.
+    pub(super) fn start_generation(&mut self) -> Result<Summary> {
+        if !self.logits_valid {
+            return Err(Error::Model(
+                "generate needs at least one token in the context first".into(),
+            ));
+        }
+        let summary = Summary {
+            prompt_tokens: std::mem::take(&mut self.pending_prompt),
+            generated_tokens: 0,
+            prefill: std::mem::take(&mut self.pending_prefill),
+            decode: Duration::ZERO,
+            finish: FinishReason::Length,
+            text: String::new(),
+            tokens: Vec::new(),
+            grammar_masked: 0,
+            grammar_time: Duration::ZERO,
+        };
+        self.cancel.store(false, Ordering::Release);
+        Ok(summary)
+    }
+}
+
+impl Generator<'_> {
+    /// Moves the finished generation's tokens, text and counts into `summary`.
+    pub(super) fn fill_summary(
+        &mut self,
+        summary: &mut Summary,
+        finish: FinishReason,
+        decode: Duration,
+    ) {
+        summary.decode = decode;
+        summary.finish = finish;
+        summary.generated_tokens = self.tokens.len();
+        (summary.grammar_masked, summary.grammar_time) = self.grammar_stats();
+        summary.tokens = std::mem::take(&mut self.tokens);
+        summary.text = std::mem::take(&mut self.text);
+    }
+}
+
+/// The length of the longest suffix of `text` (on a char boundary, shorter than the pattern)
+/// that is the start of one of `patterns`: what a stream must hold back because it could
+/// still become a pattern (a stop string, a tool-call marker).
+pub fn partial_match_len<S: AsRef<str>>(text: &str, patterns: &[S]) -> usize {
+    patterns
+        .iter()
+        .map(|p| {
+            let p = p.as_ref();
+            (1..p.len().min(text.len() + 1))
+                .rev()
+                .find(|&k| {
+                    text.is_char_boundary(text.len() - k) && p.starts_with(&text[text.len() - k..])
+                })
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Holds back text that could still become a stop string.
@@ -336,20 +374,7 @@ impl StopMatcher {
             return (out, true);
         }
         // keep the longest suffix that is a prefix of some stop string
-        let keep = self
-            .stops
-            .iter()
-            .map(|s| {
-                (1..s.len().min(self.held.len() + 1))
-                    .rev()
-                    .find(|&k| {
-                        self.held.is_char_boundary(self.held.len() - k)
-                            && s.starts_with(&self.held[self.held.len() - k..])
-                    })
-                    .unwrap_or(0)
-            })
-            .max()
-            .unwrap_or(0);
+        let keep = partial_match_len(&self.held, &self.stops);
         let cut = self.held.len() - keep;
         let out = self.held[..cut].to_owned();
         self.held.drain(..cut);

@@ -15,7 +15,7 @@ mod speculative;
 use crate::engine::{EngineInner, SessionOptions};
 use crate::error::{Error, Result};
 pub(crate) use checkpoint::map_file;
-pub use generate::{Generator, Step, TokenLogprobs};
+pub use generate::{Generator, Step, TokenLogprobs, partial_match_len};
 pub use prefill::PrefillReport;
 
 use crate::backend::KvType;

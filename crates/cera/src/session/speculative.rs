@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{Control, FinishReason, GenerateOptions, Generator, Session, Sink, Step, Summary};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::spec::{Adapt, Drafter, SpecOptions, SpecStats};
 
 impl Session {
@@ -22,27 +22,11 @@ impl Session {
         drafter: &mut dyn Drafter,
         sink: &mut dyn Sink,
     ) -> Result<(Summary, SpecStats)> {
-        if !self.logits_valid {
-            return Err(Error::Model(
-                "generate needs at least one token in the context first".into(),
-            ));
-        }
+        let mut summary = self.start_generation()?;
         let engine = Arc::clone(&self.engine);
         let n_vocab = engine.model.n_vocab();
         let mut g = Generator::new(&engine, opts, &self.tokens);
-        let mut summary = Summary {
-            prompt_tokens: std::mem::take(&mut self.pending_prompt),
-            generated_tokens: 0,
-            prefill: std::mem::take(&mut self.pending_prefill),
-            decode: Duration::ZERO,
-            finish: FinishReason::Length,
-            text: String::new(),
-            tokens: Vec::new(),
-            grammar_masked: 0,
-            grammar_time: Duration::ZERO,
-        };
         let mut stats = SpecStats::default();
-        self.cancel.store(false, Ordering::Release);
         let t0 = Instant::now();
         let mut adapt = Adapt::new(spec);
         let (mut draft, mut ctx, mut rows) = (Vec::new(), Vec::new(), Vec::new());
@@ -93,11 +77,13 @@ impl Session {
                 ctx.clear();
                 ctx.extend_from_slice(&self.tokens);
                 ctx.push(tok);
-                drafter.propose(&ctx, k.min(room), &mut draft)?;
+                let k = k.min(room);
+                drafter.propose(&ctx, k, &mut draft)?;
+                draft.truncate(k);
                 // the grammar's state after `tok` is the generator's (it accepted `tok`)
                 let allowed = g.grammar_allowed_prefix(&draft);
-                stats.grammar_cut += draft.len().min(k.min(room)) - allowed.min(k.min(room));
-                draft.truncate(k.min(room).min(allowed));
+                stats.grammar_cut += draft.len() - allowed;
+                draft.truncate(allowed);
                 if draft.len() < spec.draft_min {
                     draft.clear();
                 }
@@ -154,12 +140,7 @@ impl Session {
             }
             adapt.record(kept, draft.len());
         };
-        summary.decode = t0.elapsed();
-        summary.finish = finish;
-        summary.generated_tokens = g.tokens.len();
-        (summary.grammar_masked, summary.grammar_time) = g.grammar_stats();
-        summary.tokens = std::mem::take(&mut g.tokens);
-        summary.text = std::mem::take(&mut g.text);
+        g.fill_summary(&mut summary, finish, t0.elapsed());
         Ok((summary, stats))
     }
 
