@@ -72,3 +72,14 @@ pub fn human_count(n: u64) -> String {
         n => n.to_string(),
     }
 }
+
+/// `cera: KV cache K q4_0 / V q4_0 (rotated), 4096 positions: 13.5 MiB, 3456 bytes per token`.
+pub fn print_kv_cache(session: &cera::session::Session) {
+    eprintln!(
+        "cera: KV cache {}, {} positions: {:.1} MiB, {:.0} bytes per token",
+        session.kv_spec(),
+        session.n_ctx(),
+        session.kv_cache_bytes() as f64 / (1024.0 * 1024.0),
+        session.kv_bytes_per_token()
+    );
+}

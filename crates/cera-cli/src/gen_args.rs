@@ -23,12 +23,17 @@ pub struct ModelArgs {
         default_value_t = 512
     )]
     pub ubatch: usize,
-    /// KV cache element type of the keys (f16, f32, q8_0).
+    /// KV cache element type of the keys: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
+    /// iq4_nl, or TurboQuant tq3 / tq4.
     #[arg(long = "cache-type-k", visible_alias = "ctk", default_value = "f16")]
     pub cache_type: KvType,
-    /// KV cache element type of the values (f16, f32, q8_0).
+    /// KV cache element type of the values (the same choices as for the keys).
     #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
     pub cache_type_v: KvType,
+    /// Walsh-Hadamard rotation of quantized (block-type) keys and values, as llama.cpp does
+    /// where the head size is a multiple of 64; TurboQuant types always rotate.
+    #[arg(long = "kv-rotate", default_value = "on", value_parser = parse_on_off)]
+    pub kv_rotate: bool,
     /// When the context fills, drop half of the tokens after the first --keep ones and go on
     /// (llama.cpp's --context-shift); without it a full context is an error or the end.
     #[arg(long = "context-shift")]
@@ -54,6 +59,7 @@ impl ModelArgs {
         o.n_ubatch = self.ubatch;
         o.kv_type = self.cache_type;
         o.kv_type_v = Some(self.cache_type_v);
+        o.kv_rotate = self.kv_rotate;
         o.context_shift = self.context_shift;
         o.n_keep = self.keep;
         o
@@ -128,5 +134,14 @@ impl SamplingArgs {
                 .unwrap_or(0)
         });
         c
+    }
+}
+
+/// `on` / `off` (also `true`/`false`, `1`/`0`).
+pub fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(format!("expected on or off, not '{s}'")),
     }
 }

@@ -224,6 +224,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let mut session = engine.session(a.model.session_options());
     cancel_on_ctrl_c(session.cancel_handle());
+    if a.model.verbose {
+        crate::common::print_kv_cache(&session);
+    }
     let toks = engine.tokenizer().encode(&prompt, true, true);
     if a.model.verbose {
         eprintln!("cera: prompt is {} tokens: {:?}", toks.len(), toks);

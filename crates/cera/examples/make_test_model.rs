@@ -7,7 +7,7 @@
 //!                                                 greedy variety, closest top-2 gap
 use std::sync::Arc;
 
-use cera::backend::{Cpu, KvType, argmax};
+use cera::backend::{Cpu, KvSpec, KvType, argmax};
 use cera::fetch;
 use cera::gguf::GgufFile;
 use cera::models::Model;
@@ -37,7 +37,7 @@ fn top2(x: &[f32]) -> (f32, f32) {
 fn check(name: &str, bytes: Vec<u8>) {
     let model = Model::load(Arc::new(GgufFile::from_bytes(bytes).unwrap())).unwrap();
     let cpu = Cpu::new(2);
-    let mut st = model.new_state(128, KvType::F16, KvType::F16);
+    let mut st = model.new_state(128, KvSpec::same(KvType::F16));
     let prompt: Vec<u32> = vec![504, 3458, 282, 4649, 314, 2114, 30, 378, 9212, 28];
     let mut logits = Vec::new();
     model

@@ -1,7 +1,7 @@
 //! Greedy-decodes a few tokens from word-level token ids (smoke test before the tokenizer).
 use std::sync::Arc;
 
-use cera::backend::{Cpu, KvType, argmax};
+use cera::backend::{Cpu, KvSpec, KvType, argmax};
 use cera::gguf::GgufFile;
 use cera::models::Model;
 
@@ -26,7 +26,7 @@ fn main() {
             .and_then(|t| t.parse().ok())
             .unwrap_or(2),
     );
-    let mut st = model.new_state(256, KvType::F16, KvType::F16);
+    let mut st = model.new_state(256, KvSpec::same(KvType::F16));
     let mut logits = Vec::new();
     let t0 = std::time::Instant::now();
     model

@@ -30,6 +30,9 @@ pub struct SessionOptions {
     pub kv_type: KvType,
     /// Element type of the cached values; `None`: the same as the keys.
     pub kv_type_v: Option<KvType>,
+    /// Store quantized keys and values after a Walsh–Hadamard rotation where the head size is a
+    /// multiple of 64 (as llama.cpp does by default); TurboQuant types always rotate.
+    pub kv_rotate: bool,
     /// When the context fills, drop half of the tokens after the first `n_keep` (plus BOS) and
     /// go on, as llama.cpp's `--context-shift`; off: an overflow is an error.
     pub context_shift: bool,
@@ -44,6 +47,7 @@ impl Default for SessionOptions {
             n_ubatch: 512,
             kv_type: KvType::F16,
             kv_type_v: None,
+            kv_rotate: true,
             context_shift: false,
             n_keep: 0,
         }

@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use cera::backend::{Cpu, KvType, argmax};
+use cera::backend::{Cpu, KvSpec, KvType, argmax};
 use cera::fetch;
 use cera::gguf::GgufFile;
 use cera::models::Model;
@@ -146,7 +146,7 @@ fn check(name: &str) {
             .map(|t| t.as_u64().unwrap() as u32)
             .collect();
         let steps = steps(&fx);
-        let mut st = model.new_state(prompt.len() + steps.len() + 8, kv_type, kv_type);
+        let mut st = model.new_state(prompt.len() + steps.len() + 8, KvSpec::same(kv_type));
         model
             .forward(&cpu, &mut st, &prompt, 0, false, &mut logits)
             .unwrap();
@@ -245,7 +245,7 @@ fn prefill_matches_decode(
     let n = toks.len();
     let vocab = model.n_vocab();
     let mut batch = Vec::new();
-    let mut st = model.new_state(n, KvType::F16, KvType::F16);
+    let mut st = model.new_state(n, KvSpec::same(KvType::F16));
     model
         .forward(cpu, &mut st, &toks, 0, true, &mut batch)
         .unwrap();
@@ -254,7 +254,7 @@ fn prefill_matches_decode(
         println!("{name}: prefill vs decode not compared (routing near-tie)");
         return 0;
     }
-    let mut st = model.new_state(n, KvType::F16, KvType::F16);
+    let mut st = model.new_state(n, KvSpec::same(KvType::F16));
     let mut one = Vec::new();
     for (p, &t) in toks.iter().enumerate() {
         model
@@ -451,7 +451,7 @@ mod lfm2 {
             let cpu = Cpu::new(2);
             // (all logits, whether routing came within ROUTE_TIE of choosing differently)
             let run = |model: &Model, toks: &[u32]| {
-                let mut st = model.new_state(64, KvType::F16, KvType::F16);
+                let mut st = model.new_state(64, KvSpec::same(KvType::F16));
                 let mut out = Vec::new();
                 model
                     .forward(&cpu, &mut st, toks, 0, true, &mut out)
@@ -490,7 +490,7 @@ mod lfm2 {
     fn convolution_state_refuses_a_gap() {
         let model = load(bytes("lfm2_f32")).unwrap();
         let cpu = Cpu::new(2);
-        let mut st = model.new_state(32, KvType::F16, KvType::F16);
+        let mut st = model.new_state(32, KvSpec::same(KvType::F16));
         let mut out = Vec::new();
         model
             .forward(&cpu, &mut st, &prompt(5), 0, false, &mut out)

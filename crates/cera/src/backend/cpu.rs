@@ -4,7 +4,7 @@
 
 use super::moe::{self, MoeScratch, MoeWeights};
 use super::{
-    Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvType, QuantizedActs,
+    Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvSpec, QuantizedActs,
     RopeConfig, SeqSpan, SyncPtr, Weight, elementwise as ew,
 };
 use crate::error::{Error, Result};
@@ -83,8 +83,8 @@ impl KvCache for KvLayer {
     fn bytes(&self) -> usize {
         KvLayer::bytes(self)
     }
-    fn types(&self) -> (KvType, KvType) {
-        KvLayer::types(self)
+    fn spec(&self) -> KvSpec {
+        KvLayer::spec(self)
     }
     fn dims(&self) -> (usize, usize, usize) {
         KvLayer::dims(self)
@@ -105,14 +105,13 @@ impl Backend for Cpu {
 
     fn new_kv(
         &self,
-        k_ty: KvType,
-        v_ty: KvType,
+        spec: KvSpec,
         n_ctx: usize,
         n_kv_head: usize,
         head_dim: usize,
         head_dim_v: usize,
     ) -> KvLayer {
-        KvLayer::with_types(k_ty, v_ty, n_ctx, n_kv_head, head_dim, head_dim_v)
+        KvLayer::with_spec(spec, n_ctx, n_kv_head, head_dim, head_dim_v)
     }
 
     fn zeros(&self, rows: usize, cols: usize) -> CpuTensor {

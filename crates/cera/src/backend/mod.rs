@@ -35,7 +35,9 @@ pub mod moe;
 pub mod reference;
 mod rope;
 
-pub use attention::{AttentionParams, AttnSeq, KvLayer, KvType};
+pub use attention::{
+    AttentionParams, AttnSeq, KvLayer, KvSpec, KvType, Rotation, round_trip, turbo,
+};
 pub use cpu::{CpuCtx, CpuTensor};
 pub use elementwise::*;
 pub use matmul::{QuantizedActs, Weight};
@@ -69,22 +71,23 @@ pub trait KvCache: Send {
     fn n_ctx(&self) -> usize;
     /// Bytes held.
     fn bytes(&self) -> usize;
+    /// The types and rotation it stores.
+    fn spec(&self) -> KvSpec;
     /// Element types of the keys and the values.
-    fn types(&self) -> (KvType, KvType);
+    fn types(&self) -> (KvType, KvType) {
+        let s = self.spec();
+        (s.k, s.v)
+    }
     /// `(n_kv_head, head_dim, head_dim_v)`.
     fn dims(&self) -> (usize, usize, usize);
     /// Bytes [`Backend::kv_save`] writes for `n` positions. The layout is the same on every
     /// backend: for the keys, then the values, each head's `n` rows in the cache's element type
-    /// (f32 or f16 little-endian, or ggml's 34-byte Q8_0 blocks).
+    /// (f32, f16 or bf16 little-endian, ggml's blocks, TurboQuant codes; rotated rows as
+    /// stored, in their rotated space).
     fn saved_len(&self, n: usize) -> usize {
         let (h, d, dv) = self.dims();
-        let bytes = |ty: KvType, n: usize| match ty {
-            KvType::F32 => n * 4,
-            KvType::F16 => n * 2,
-            KvType::Q8_0 => n / 32 * 34,
-        };
-        let (kt, vt) = self.types();
-        h * (bytes(kt, n * d) + bytes(vt, n * dv))
+        let s = self.spec();
+        h * n * (s.k.row_bytes(d) + s.v.row_bytes(dv))
     }
 }
 
@@ -107,8 +110,7 @@ pub trait Backend: Send + Sync {
     /// `head_dim_v` (values).
     fn new_kv(
         &self,
-        k_ty: KvType,
-        v_ty: KvType,
+        spec: KvSpec,
         n_ctx: usize,
         n_kv_head: usize,
         head_dim: usize,

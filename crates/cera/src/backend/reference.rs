@@ -10,8 +10,9 @@
 //!   NeoX layouts, linear `freq_scale`, per-pair `freq_factors`, YaRN's ramp and `mscale`).
 //! - Attention is a naive softmax in f64 over the whole causal (optionally windowed) range.
 //! - **KV cache rounding:** the cache holds f32, but [`Backend::kv_store`] rounds every key and
-//!   value to what the requested [`KvType`] can hold (F16: nearest even; Q8_0: ggml's reference
-//!   block quantizer, per head row of 32-element blocks) and back. Storage is part of the cache
+//!   value to what the requested [`KvType`] can hold (F16: nearest even; block types: the
+//!   quantizer per head row, after the Hadamard rotation when the spec rotates; TurboQuant:
+//!   its rotation and codebook) and back, in the original space. Storage is part of the cache
 //!   type's meaning, so every backend must round the same way; what is left for the harness'
 //!   bounds is how a backend computes with the rounded values (the CPU rounds the queries to the
 //!   key type, as llama.cpp does).
@@ -20,9 +21,11 @@
 
 use std::collections::HashMap;
 
+use super::attention::kvtype as kv_codec;
 use super::moe::{Gating, MoeWeights};
 use super::{
-    Act, AttentionParams, Backend, KvCache, KvType, RopeConfig, RopeKind, SeqSpan, Weight,
+    Act, AttentionParams, Backend, KvCache, KvSpec, KvType, RopeConfig, RopeKind, Rotation,
+    SeqSpan, Weight,
 };
 use crate::error::{Error, Result};
 use crate::quant::{self, GgmlType};
@@ -61,16 +64,70 @@ impl RefTensor {
 /// module docs), and which positions were ever stored.
 #[derive(Clone, Debug)]
 pub struct RefKv {
-    k_ty: KvType,
-    v_ty: KvType,
+    spec: KvSpec,
+    k_rot: Rotation,
+    v_rot: Rotation,
     n_ctx: usize,
     n_kv_head: usize,
     head_dim: usize,
     head_dim_v: usize,
-    /// `k[(pos * n_kv_head + g) * head_dim ..][..head_dim]`
+    /// `k[(pos * n_kv_head + g) * head_dim ..][..head_dim]`, as the cache holds them (decoded,
+    /// unrotated)
     k: Vec<f32>,
     v: Vec<f32>,
+    /// the same rows in the cache type's bytes (what a snapshot saves), so a save and load is
+    /// exact for every type
+    kb: Vec<u8>,
+    vb: Vec<u8>,
     stored: Vec<bool>,
+}
+
+/// One side of a [`RefKv`]: its type, rotation and row width.
+struct RefSide {
+    ty: KvType,
+    rot: Rotation,
+    w: usize,
+}
+
+impl RefKv {
+    fn side(&self, keys: bool) -> RefSide {
+        if keys {
+            RefSide {
+                ty: self.spec.k,
+                rot: self.k_rot,
+                w: self.head_dim,
+            }
+        } else {
+            RefSide {
+                ty: self.spec.v,
+                rot: self.v_rot,
+                w: self.head_dim_v,
+            }
+        }
+    }
+
+    /// Row `r` (position-major: `pos * n_kv_head + head`) from its bytes.
+    fn put_bytes(&mut self, keys: bool, r: usize, bytes: &[u8]) {
+        let s = self.side(keys);
+        let rb = s.ty.row_bytes(s.w);
+        let vals = decode_row(s.ty, &s.rot, bytes, s.w);
+        let (buf, vals_buf) = if keys {
+            (&mut self.kb, &mut self.k)
+        } else {
+            (&mut self.vb, &mut self.v)
+        };
+        buf[r * rb..(r + 1) * rb].copy_from_slice(bytes);
+        vals_buf[r * s.w..(r + 1) * s.w].copy_from_slice(&vals);
+    }
+
+    /// Row `r` stored from f32 values: encoded in the type (rotated first where the side
+    /// rotates), then held as decoded.
+    fn put_values(&mut self, keys: bool, r: usize, x: &[f32]) {
+        let s = self.side(keys);
+        let mut bytes = Vec::new();
+        encode_row(s.ty, &s.rot, x, &mut bytes);
+        self.put_bytes(keys, r, &bytes);
+    }
 }
 
 impl KvCache for RefKv {
@@ -80,50 +137,42 @@ impl KvCache for RefKv {
     fn bytes(&self) -> usize {
         (self.k.len() + self.v.len()) * 4
     }
-    fn types(&self) -> (KvType, KvType) {
-        (self.k_ty, self.v_ty)
+    fn spec(&self) -> KvSpec {
+        self.spec
     }
     fn dims(&self) -> (usize, usize, usize) {
         (self.n_kv_head, self.head_dim, self.head_dim_v)
     }
 }
 
-/// `x` as a cache of type `ty` holds it.
-fn round_to(ty: KvType, x: &[f32]) -> Vec<f32> {
-    let gty = match ty {
-        KvType::F32 => return x.to_vec(),
-        KvType::F16 => GgmlType::F16,
-        KvType::Q8_0 => GgmlType::Q8_0,
-    };
-    let q = quant::quantize_to_vec(gty, x).expect("KV rows are whole blocks");
-    quant::dequantize_to_vec(gty, &q, x.len()).expect("KV rows are whole blocks")
-}
-
-/// `x` in the cache type's bytes (the layout of [`KvCache::saved_len`]).
-fn encode(ty: KvType, x: &[f32]) -> Vec<u8> {
+/// One row `x` of a side of type `ty` rotated by `rot`, in the cache type's bytes (the layout of
+/// [`KvCache::saved_len`]).
+fn encode_row(ty: KvType, rot: &Rotation, x: &[f32], out: &mut Vec<u8>) {
     match ty {
-        KvType::F32 => x.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        KvType::F16 => quant::quantize_to_vec(GgmlType::F16, x).expect("f16"),
-        KvType::Q8_0 => quant::quantize_to_vec(GgmlType::Q8_0, x).expect("whole blocks"),
+        KvType::F32 => out.extend(x.iter().flat_map(|v| v.to_le_bytes())),
+        KvType::F16 => out.extend(quant::quantize_to_vec(GgmlType::F16, x).expect("f16")),
+        t => {
+            let at = out.len();
+            out.resize(at + t.row_bytes(x.len()), 0);
+            kv_codec::encode_row(t, rot, x, &mut out[at..]);
+        }
     }
 }
 
-fn encoded_len(ty: KvType, n: usize) -> usize {
-    match ty {
-        KvType::F32 => n * 4,
-        KvType::F16 => n * 2,
-        KvType::Q8_0 => n / 32 * 34,
-    }
-}
-
-fn decode(ty: KvType, b: &[u8], n: usize) -> Vec<f32> {
+/// One row of `d` from its bytes, unrotated.
+fn decode_row(ty: KvType, rot: &Rotation, b: &[u8], d: usize) -> Vec<f32> {
     match ty {
         KvType::F32 => b
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
-        KvType::F16 => quant::dequantize_to_vec(GgmlType::F16, b, n).expect("f16"),
-        KvType::Q8_0 => quant::dequantize_to_vec(GgmlType::Q8_0, b, n).expect("whole blocks"),
+        KvType::F16 => quant::dequantize_to_vec(GgmlType::F16, b, d).expect("f16"),
+        t => {
+            let mut y = vec![0f32; d];
+            kv_codec::decode_rows(t, rot.n, d, b, &mut y);
+            rot.inverse(&mut y);
+            y
+        }
     }
 }
 
@@ -257,24 +306,25 @@ impl Backend for Reference {
 
     fn new_kv(
         &self,
-        k_ty: KvType,
-        v_ty: KvType,
+        spec: KvSpec,
         n_ctx: usize,
         n_kv_head: usize,
         head_dim: usize,
         head_dim_v: usize,
     ) -> RefKv {
-        assert!(k_ty != KvType::Q8_0 || head_dim.is_multiple_of(32));
-        assert!(v_ty != KvType::Q8_0 || head_dim_v.is_multiple_of(32));
+        assert_eq!(spec.for_dims(head_dim, head_dim_v), spec);
         RefKv {
-            k_ty,
-            v_ty,
+            spec,
+            k_rot: Rotation::for_side(spec.k, head_dim, spec.rotate, true),
+            v_rot: Rotation::for_side(spec.v, head_dim_v, spec.rotate, false),
             n_ctx,
             n_kv_head,
             head_dim,
             head_dim_v,
             k: vec![0.0; n_ctx * n_kv_head * head_dim],
             v: vec![0.0; n_ctx * n_kv_head * head_dim_v],
+            kb: vec![0; n_ctx * n_kv_head * spec.k.row_bytes(head_dim)],
+            vb: vec![0; n_ctx * n_kv_head * spec.v.row_bytes(head_dim_v)],
             stored: vec![false; n_ctx],
         }
     }
@@ -471,12 +521,14 @@ impl Backend for Reference {
 
     fn kv_save(&self, kv: &RefKv, n: usize, out: &mut Vec<u8>) {
         let (h, d, dv) = (kv.n_kv_head, kv.head_dim, kv.head_dim_v);
-        for (buf, ty, w) in [(&kv.k, kv.k_ty, d), (&kv.v, kv.v_ty, dv)] {
+        for (bytes, rb) in [
+            (&kv.kb, kv.spec.k.row_bytes(d)),
+            (&kv.vb, kv.spec.v.row_bytes(dv)),
+        ] {
             for g in 0..h {
-                let rows: Vec<f32> = (0..n)
-                    .flat_map(|p| buf[(p * h + g) * w..][..w].iter().copied())
-                    .collect();
-                out.extend_from_slice(&encode(ty, &rows));
+                for p in 0..n {
+                    out.extend_from_slice(&bytes[(p * h + g) * rb..][..rb]);
+                }
             }
         }
     }
@@ -491,16 +543,15 @@ impl Backend for Reference {
                 kv.n_ctx
             )));
         }
-        let (h, d, dv) = (kv.n_kv_head, kv.head_dim, kv.head_dim_v);
+        let h = kv.n_kv_head;
         let mut at = 0;
-        for (is_k, ty, w) in [(true, kv.k_ty, d), (false, kv.v_ty, dv)] {
+        for is_k in [true, false] {
+            let side = kv.side(is_k);
+            let rb = side.ty.row_bytes(side.w);
             for g in 0..h {
-                let len = encoded_len(ty, n * w);
-                let rows = decode(ty, &src[at..at + len], n * w);
-                at += len;
-                let buf = if is_k { &mut kv.k } else { &mut kv.v };
                 for p in 0..n {
-                    buf[(p * h + g) * w..][..w].copy_from_slice(&rows[p * w..][..w]);
+                    kv.put_bytes(is_k, p * h + g, &src[at..at + rb]);
+                    at += rb;
                 }
             }
         }
@@ -521,16 +572,20 @@ impl Backend for Reference {
         assert!(keep + n_discard <= n_past && n_past <= kv.n_ctx);
         let (h, d, dv) = (kv.n_kv_head, kv.head_dim, kv.head_dim_v);
         let cs = rope.map(|r| rope_angles(r, -(n_discard as i64)));
+        let (rk, rv) = (kv.spec.k.row_bytes(d), kv.spec.v.row_bytes(dv));
         for p in keep..n_past - n_discard {
             let from = p + n_discard;
             kv.k.copy_within(from * h * d..(from + 1) * h * d, p * h * d);
             kv.v.copy_within(from * h * dv..(from + 1) * h * dv, p * h * dv);
+            kv.kb
+                .copy_within(from * h * rk..(from + 1) * h * rk, p * h * rk);
+            kv.vb
+                .copy_within(from * h * rv..(from + 1) * h * rv, p * h * rv);
             if let (Some(r), Some(cs)) = (rope, &cs) {
                 for g in 0..h {
-                    let head = &mut kv.k[(p * h + g) * d..][..d];
-                    rotate(r, head, cs);
-                    let rounded = round_to(kv.k_ty, head);
-                    head.copy_from_slice(&rounded);
+                    let mut head = kv.k[(p * h + g) * d..][..d].to_vec();
+                    rotate(r, &mut head, cs);
+                    kv.put_values(true, p * h + g, &head);
                 }
             }
         }
@@ -548,10 +603,8 @@ impl Backend for Reference {
         for t in 0..s.n {
             let p = s.pos0 + t;
             for g in 0..h {
-                let src = &k.row(s.row0 + t)[g * d..(g + 1) * d];
-                kv.k[(p * h + g) * d..][..d].copy_from_slice(&round_to(kv.k_ty, src));
-                let src = &v.row(s.row0 + t)[g * dv..(g + 1) * dv];
-                kv.v[(p * h + g) * dv..][..dv].copy_from_slice(&round_to(kv.v_ty, src));
+                kv.put_values(true, p * h + g, &k.row(s.row0 + t)[g * d..(g + 1) * d]);
+                kv.put_values(false, p * h + g, &v.row(s.row0 + t)[g * dv..(g + 1) * dv]);
             }
             kv.stored[p] = true;
         }
@@ -746,7 +799,7 @@ mod tests {
         assert!((c - 0.5 * 2f64.cos()).abs() < 1e-12 && (s - 0.5 * 2f64.sin()).abs() < 1e-12);
 
         // attention: two equal scores average the values; a window of 1 sees only the last key
-        let mut kv = r.new_kv(KvType::F32, KvType::F32, 2, 1, 2, 1);
+        let mut kv = r.new_kv(KvSpec::same(KvType::F32), 2, 1, 2, 1);
         let k = t(&[1.0, 0.0, 1.0, 0.0], 2, 2);
         let v = t(&[2.0, 4.0], 2, 1);
         let span = SeqSpan {

@@ -26,7 +26,7 @@ use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
 use super::step::{LogitsPost, SeqInput, Workspace, attend, logits_out};
 use crate::backend::moe::{Gating, MoeWeights};
-use crate::backend::{Act, AttentionParams, Backend, KvType, RopeConfig, RopeKind, Weight};
+use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, RopeKind, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
@@ -316,19 +316,13 @@ impl MoeHparams {
 
 impl Lfm2 {
     /// KV cache per layer: convolution layers get an empty one.
-    pub fn new_kv<B: Backend>(
-        &self,
-        be: &B,
-        n_ctx: usize,
-        k_ty: KvType,
-        v_ty: KvType,
-    ) -> Vec<B::Kv> {
+    pub fn new_kv<B: Backend>(&self, be: &B, n_ctx: usize, spec: KvSpec) -> Vec<B::Kv> {
         let hd = self.cfg.head_dim;
-        let (k_ty, v_ty) = (k_ty.for_head_dim(hd), v_ty.for_head_dim(hd));
+        let spec = spec.for_dims(hd, hd);
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| be.new_kv(k_ty, v_ty, n_ctx, kv, hd, hd))
+            .map(|&kv| be.new_kv(spec, n_ctx, kv, hd, hd))
             .collect()
     }
 

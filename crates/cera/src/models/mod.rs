@@ -15,7 +15,7 @@ pub mod step;
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, Cpu, KvType, RopeConfig, RopeKind, RopeScaling};
+use crate::backend::{Backend, Cpu, KvSpec, RopeConfig, RopeKind, RopeScaling};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
@@ -173,23 +173,17 @@ impl Model {
         }
     }
 
-    /// A fresh sequence state on backend `be`: KV cache of `n_ctx` positions with keys of
-    /// `k_type` and values of `v_type`.
-    pub fn new_seq<B: Backend>(
-        &self,
-        be: &B,
-        n_ctx: usize,
-        k_type: KvType,
-        v_type: KvType,
-    ) -> SeqState<B> {
+    /// A fresh sequence state on backend `be`: KV cache of `n_ctx` positions of the types
+    /// `spec` asks for (per layer, as its head sizes allow).
+    pub fn new_seq<B: Backend>(&self, be: &B, n_ctx: usize, spec: KvSpec) -> SeqState<B> {
         match self {
             Model::Decoder(d) => SeqState {
-                kv: d.new_kv(be, n_ctx, k_type, v_type),
+                kv: d.new_kv(be, n_ctx, spec),
                 conv: ConvState::default(),
                 n_ctx,
             },
             Model::Lfm2(m) => SeqState {
-                kv: m.new_kv(be, n_ctx, k_type, v_type),
+                kv: m.new_kv(be, n_ctx, spec),
                 conv: m.new_conv_state(be),
                 n_ctx,
             },
@@ -197,11 +191,11 @@ impl Model {
     }
 
     /// A fresh CPU sequence state with its own working buffers.
-    pub fn new_state(&self, n_ctx: usize, k_type: KvType, v_type: KvType) -> ModelState {
+    pub fn new_state(&self, n_ctx: usize, spec: KvSpec) -> ModelState {
         // the state's memory does not depend on the pool: any CPU backend makes the same
         let cpu = Cpu::new(1);
         ModelState {
-            seq: self.new_seq(&cpu, n_ctx, k_type, v_type),
+            seq: self.new_seq(&cpu, n_ctx, spec),
             ws: Workspace::default(),
         }
     }

@@ -18,7 +18,7 @@ pub(crate) use checkpoint::map_file;
 pub use generate::{Generator, Step, TokenLogprobs, partial_match_len};
 pub use prefill::PrefillReport;
 
-use crate::backend::KvType;
+use crate::backend::KvSpec;
 use crate::models::ModelState;
 use crate::sample::SamplerConfig;
 
@@ -133,8 +133,8 @@ pub struct Session {
     pub(crate) logits_valid: bool,
     n_ctx: usize,
     n_ubatch: usize,
-    /// The KV cache types asked for (layers whose heads Q8_0 cannot hold keep f16).
-    pub(crate) kv_types: (KvType, KvType),
+    /// The KV cache types asked for (layers whose heads a block type cannot hold keep f16).
+    pub(crate) kv_types: KvSpec,
     cancel: Arc<AtomicBool>,
     pending_prompt: usize,
     pending_prefill: Duration,
@@ -158,8 +158,9 @@ impl Session {
         } else {
             opts.n_ctx
         };
-        let v_type = opts.kv_type_v.unwrap_or(opts.kv_type);
-        let state = engine.model.new_state(n_ctx, opts.kv_type, v_type);
+        let spec = KvSpec::new(opts.kv_type, opts.kv_type_v.unwrap_or(opts.kv_type))
+            .with_rotation(opts.kv_rotate);
+        let state = engine.model.new_state(n_ctx, spec);
         Session {
             engine,
             state,
@@ -169,7 +170,7 @@ impl Session {
             logits_valid: false,
             n_ctx,
             n_ubatch: opts.n_ubatch.max(1),
-            kv_types: (opts.kv_type, v_type),
+            kv_types: spec,
             cancel: Arc::new(AtomicBool::new(false)),
             pending_prompt: 0,
             pending_prefill: Duration::ZERO,
@@ -207,6 +208,22 @@ impl Session {
     /// Times the context shift has made room in this session.
     pub fn n_shifts(&self) -> usize {
         self.n_shifts
+    }
+
+    /// The KV cache types and rotation asked for (a layer whose heads a type cannot hold keeps
+    /// f16; see [`KvType::for_head_dim`](crate::backend::KvType::for_head_dim)).
+    pub fn kv_spec(&self) -> KvSpec {
+        self.kv_types
+    }
+
+    /// Bytes the KV cache holds (all layers, the whole context).
+    pub fn kv_cache_bytes(&self) -> usize {
+        self.state.seq.kv.iter().map(|l| l.bytes()).sum()
+    }
+
+    /// KV cache bytes per token of context.
+    pub fn kv_bytes_per_token(&self) -> f64 {
+        self.kv_cache_bytes() as f64 / self.n_ctx.max(1) as f64
     }
 
     pub fn cancel_handle(&self) -> CancelHandle {

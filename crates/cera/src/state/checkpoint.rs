@@ -21,8 +21,8 @@
 
 use super::Fingerprint;
 use super::codec::{Reader, Writer};
-use super::snapshot::{kv_type_from_id, kv_type_id, kv_type_name};
-use crate::backend::KvType;
+use super::snapshot::{kv_spec_from_ids, kv_spec_ids};
+use crate::backend::KvSpec;
 use crate::error::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"CERACKPT";
@@ -60,7 +60,7 @@ pub struct Header {
     pub version: u32,
     pub kind: Kind,
     pub fingerprint: Fingerprint,
-    pub kv_types: (KvType, KvType),
+    pub kv_types: KvSpec,
     pub n_ctx: usize,
     pub n_tokens: usize,
     pub logits_valid: bool,
@@ -77,8 +77,9 @@ pub(crate) fn begin(h: &Header) -> Writer {
     w.u32(FORMAT_VERSION);
     w.u32(h.kind.id());
     w.raw(&h.fingerprint.0);
-    w.u8(kv_type_id(h.kv_types.0));
-    w.u8(kv_type_id(h.kv_types.1));
+    let (kt, vt) = kv_spec_ids(h.kv_types);
+    w.u8(kt);
+    w.u8(vt);
     w.u64(h.n_ctx as u64);
     w.u64(h.n_tokens as u64);
     let mut flags = 0;
@@ -141,7 +142,7 @@ pub(crate) fn open<'a>(bytes: &'a [u8], what: &'a str) -> Result<(Header, Reader
     let mut fp = [0u8; 16];
     fp.copy_from_slice(r.raw(16, "model fingerprint")?);
     let (kt, vt) = (r.u8("key type")?, r.u8("value type")?);
-    let (Some(kt), Some(vt)) = (kv_type_from_id(kt), kv_type_from_id(vt)) else {
+    let Some(kv_types) = kv_spec_from_ids(kt, vt) else {
         return Err(err(format!("unknown KV cache type ids {kt}/{vt}")));
     };
     let n_ctx = r.len("n_ctx", u32::MAX as usize)?;
@@ -152,7 +153,7 @@ pub(crate) fn open<'a>(bytes: &'a [u8], what: &'a str) -> Result<(Header, Reader
             version,
             kind,
             fingerprint: Fingerprint(fp),
-            kv_types: (kt, vt),
+            kv_types,
             n_ctx,
             n_tokens,
             logits_valid: flags & FLAG_LOGITS != 0,
@@ -172,7 +173,7 @@ pub(crate) fn check_fits(
     h: &Header,
     what: &str,
     fingerprint: Fingerprint,
-    kv_types: (KvType, KvType),
+    kv_types: KvSpec,
     n_ctx: usize,
 ) -> Result<()> {
     let err = |reason: String| Error::State {
@@ -187,12 +188,9 @@ pub(crate) fn check_fits(
     }
     if h.kv_types != kv_types {
         return Err(err(format!(
-            "the KV cache type is {}/{} (keys/values) in the checkpoint, {}/{} in this session \
-             (pass the same --cache-type-k/--cache-type-v)",
-            kv_type_name(h.kv_types.0),
-            kv_type_name(h.kv_types.1),
-            kv_type_name(kv_types.0),
-            kv_type_name(kv_types.1)
+            "the KV cache is {} in the checkpoint, {kv_types} in this session (pass the same \
+             --cache-type-k/--cache-type-v/--kv-rotate)",
+            h.kv_types
         )));
     }
     if h.n_tokens > n_ctx {

@@ -6,33 +6,21 @@
 //! its position, then per layer a presence byte and the values.
 
 use super::codec::{Reader, Writer};
-use crate::backend::{Backend, KvCache, KvType};
+use crate::backend::{Backend, KvCache, KvSpec, KvType};
 use crate::error::Result;
 use crate::models::ConvSnapshot;
 
-pub(crate) fn kv_type_id(t: KvType) -> u8 {
-    match t {
-        KvType::F32 => 0,
-        KvType::F16 => 1,
-        KvType::Q8_0 => 2,
-    }
+/// The two type bytes of a KV spec: the keys' and the values' type ids, the rotation in the key
+/// byte's top bit (so states written before rotation existed read as unrotated).
+pub(crate) fn kv_spec_ids(s: KvSpec) -> (u8, u8) {
+    (s.k.id() | if s.rotate { 0x80 } else { 0 }, s.v.id())
 }
 
-pub(crate) fn kv_type_from_id(id: u8) -> Option<KvType> {
-    Some(match id {
-        0 => KvType::F32,
-        1 => KvType::F16,
-        2 => KvType::Q8_0,
-        _ => return None,
-    })
-}
-
-pub(crate) fn kv_type_name(t: KvType) -> &'static str {
-    match t {
-        KvType::F32 => "f32",
-        KvType::F16 => "f16",
-        KvType::Q8_0 => "q8_0",
-    }
+pub(crate) fn kv_spec_from_ids(k: u8, v: u8) -> Option<KvSpec> {
+    let (kt, vt) = (KvType::from_id(k & 0x7f)?, KvType::from_id(v)?);
+    let spec = KvSpec::new(kt, vt).with_rotation(k & 0x80 != 0);
+    // a rotation bit on types that cannot rotate is not something we wrote
+    (spec.rotate == (k & 0x80 != 0)).then_some(spec)
 }
 
 /// Appends positions `0..n` of every layer.
@@ -41,10 +29,10 @@ pub(crate) fn write_kv<B: Backend>(be: &B, kv: &[B::Kv], n: usize, w: &mut Write
     w.buf
         .reserve(kv.iter().map(|l| l.saved_len(n) + 24).sum::<usize>());
     for l in kv {
-        let (kt, vt) = l.types();
+        let (kt, vt) = kv_spec_ids(l.spec());
         let (h, d, dv) = l.dims();
-        w.u8(kv_type_id(kt));
-        w.u8(kv_type_id(vt));
+        w.u8(kt);
+        w.u8(vt);
         w.u32(h as u32);
         w.u32(d as u32);
         w.u32(dv as u32);
@@ -75,7 +63,7 @@ pub(crate) fn read_kv<B: Backend>(
     for (il, l) in kv.iter_mut().enumerate() {
         let kt = r.u8("key type")?;
         let vt = r.u8("value type")?;
-        let (Some(kt), Some(vt)) = (kv_type_from_id(kt), kv_type_from_id(vt)) else {
+        let Some(saved) = kv_spec_from_ids(kt, vt) else {
             return Err(r.error(format!("layer {il}: unknown KV cache type ids {kt}/{vt}")));
         };
         let dims = (
@@ -83,15 +71,10 @@ pub(crate) fn read_kv<B: Backend>(
             r.u32("key head size")? as usize,
             r.u32("value head size")? as usize,
         );
-        let (lk, lv) = l.types();
-        if (kt, vt) != (lk, lv) {
+        if saved != l.spec() {
             return Err(r.error(format!(
-                "layer {il}: the KV cache type is {}/{} (keys/values) in the saved state, {}/{} \
-                 in this session",
-                kv_type_name(kt),
-                kv_type_name(vt),
-                kv_type_name(lk),
-                kv_type_name(lv)
+                "layer {il}: the KV cache is {saved} in the saved state, {} in this session",
+                l.spec()
             )));
         }
         if dims != l.dims() {

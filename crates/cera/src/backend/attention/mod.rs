@@ -3,7 +3,9 @@
 //! score matrix is stored, and vectorised per CPU tier (`simd.rs`).
 
 mod kv;
+pub(crate) mod kvtype;
 mod simd;
+pub mod turbo;
 
 use half::f16;
 
@@ -13,7 +15,8 @@ use crate::kernels::CpuTier;
 use crate::quant::q8_0::{self, BlockQ8_0};
 
 use self::kv::KvBuf;
-pub use self::kv::{KvLayer, KvType};
+pub use self::kv::KvLayer;
+pub use self::kvtype::{KvSpec, KvType, Rotation, round_trip};
 
 #[derive(Clone, Debug)]
 pub struct AttentionParams {
@@ -29,7 +32,7 @@ pub struct AttentionParams {
     pub window: Option<usize>,
 }
 
-const MAX_HEAD_DIM: usize = 512;
+pub(crate) const MAX_HEAD_DIM: usize = 512;
 
 /// Query rows (token × head of one GQA group) per tile: enough to amortise converting a key
 /// tile, few enough that the accumulators stay in L1.
@@ -216,6 +219,8 @@ impl Cpu {
                 for (d, &a) in o.iter_mut().zip(&sc.acc[i * dv..(i + 1) * dv]) {
                     *d = a * inv;
                 }
+                // values summed in their rotated space: the output rotated back once
+                seqs[it.s].kv.v.rot.inverse(o);
             }
         };
         // split shares: the tiles' rows end to end (every tile has `rows` of its own, at most
@@ -316,8 +321,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
     let (kv, pos0, row0) = (seq.kv, seq.pos0, seq.row0);
     let (d, dv, group) = (p.head_dim, p.head_dim_v, ctx.group);
     let rows = it.r1 - it.r0;
-    let f16_keys = matches!(kv.k, KvBuf::F16(_));
-    let q8_keys = matches!(kv.k, KvBuf::Q8_0(_));
+    let kty = kv.k.ty;
     sc.q.resize(rows * d, 0.0);
     sc.k.resize(BK * d, 0.0);
     sc.v.resize(BK * dv, 0.0);
@@ -332,23 +336,34 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
         let (t, h) = (row0 + it.t0 + rr / group, it.g * group + rr % group);
         let src = &ctx.q[(t * p.n_head + h) * d..][..d];
         let dst = &mut sc.q[r * d..(r + 1) * d];
-        if f16_keys {
+        dst.copy_from_slice(src);
+        // keys stored rotated: the query rotated once instead (q·k = Rq·Rk)
+        kv.k.rot.forward(dst);
+        match kty {
             // q is rounded to f16 for the product with f16 keys, as llama.cpp does
-            for (o, &x) in dst.iter_mut().zip(src) {
-                *o = f16::from_f32(x).to_f32();
+            KvType::F16 => {
+                for o in dst.iter_mut() {
+                    *o = f16::from_f32(*o).to_f32();
+                }
             }
-        } else if q8_keys {
-            // and to Q8_0 for Q8_0 keys (llama.cpp takes their dot product in Q8_0)
-            let mut blk = [BlockQ8_0 {
-                d: [0; 2],
-                qs: [0; 32],
-            }];
-            for (o, x) in dst.chunks_exact_mut(32).zip(src.chunks_exact(32)) {
-                q8_0::quantize_act(x, &mut blk);
-                q8_0::dequantize(&blk, o);
+            KvType::BF16 => {
+                for o in dst.iter_mut() {
+                    *o = half::bf16::from_f32(*o).to_f32();
+                }
             }
-        } else {
-            dst.copy_from_slice(src);
+            // and to Q8_0 for block-quantized keys (llama.cpp takes their dot products in
+            // Q8_0 or Q8_1, whose codes are the same)
+            t if t.is_quantized() && t.turbo_bits().is_none() => {
+                let mut blk = [BlockQ8_0 {
+                    d: [0; 2],
+                    qs: [0; 32],
+                }];
+                for o in dst.chunks_exact_mut(32) {
+                    q8_0::quantize_act(o, &mut blk);
+                    q8_0::dequantize(&blk, o);
+                }
+            }
+            _ => {}
         }
     }
     let n_ctx = kv.n_ctx;
@@ -360,20 +375,21 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
     while kt0 < k_hi {
         let kb = (k_hi - kt0).min(BK);
         // keys and values of this tile to f32, once for all the rows (contiguous per head)
-        let (at, n) = ((it.g * n_ctx + kt0) * d, kb * d);
+        let row = it.g * n_ctx + kt0;
+        let (at, n) = (row * d, kb * d);
         let dst = &mut sc.k[..n];
-        match &kv.k {
+        match &kv.k.buf {
             // SAFETY (all `O::` calls): `tile` runs only under the tier's features.
             KvBuf::F16(k) => unsafe { O::cvt(&k[at..at + n], dst) },
             KvBuf::F32(k) => dst.copy_from_slice(&k[at..at + n]),
-            KvBuf::Q8_0(k) => q8_0::dequantize(&k[at / 32..(at + n) / 32], dst),
+            KvBuf::Packed(_) => kv.k.decode_packed(row, dst),
         }
-        let (at, n) = ((it.g * n_ctx + kt0) * dv, kb * dv);
+        let (at, n) = (row * dv, kb * dv);
         let dst = &mut sc.v[..n];
-        match &kv.v {
+        match &kv.v.buf {
             KvBuf::F16(v) => unsafe { O::cvt(&v[at..at + n], dst) },
             KvBuf::F32(v) => dst.copy_from_slice(&v[at..at + n]),
-            KvBuf::Q8_0(v) => q8_0::dequantize(&v[at / 32..(at + n) / 32], dst),
+            KvBuf::Packed(_) => kv.v.decode_packed(row, dst),
         }
         for r in 0..rows {
             let qpos = pos0 + it.t0 + (it.r0 + r) / group;
@@ -503,7 +519,7 @@ mod tests {
                 let mut seed = 7u32;
                 for &(nh, nkv, hd, hdv, pos0, n) in &shapes {
                     for (window, softcap) in [(None, None), (Some(37), None), (None, Some(5.0))] {
-                        for ty in [KvType::F32, KvType::F16, KvType::Q8_0] {
+                        for ty in KvType::ALL {
                             if ty.for_head_dim(hd) != ty || ty.for_head_dim(hdv) != ty {
                                 continue;
                             }
@@ -528,13 +544,27 @@ mod tests {
                                     *x = f16::from_f32(*x).to_f32();
                                 }
                             }
-                            let mut kv = KvLayer::new(ty, n_ctx, nkv, hd, hdv);
+                            let spec = KvSpec::same(ty);
+                            let mut kv = KvLayer::with_spec(spec, n_ctx, nkv, hd, hdv);
                             kv.store(0, &k, &v);
+                            // the reference attends over what the cache holds (decoded and
+                            // rotated back), so compressed keys are checked against their
+                            // dequantized values
+                            let (rk, rv) = (kv.k.rot, kv.v.rot);
+                            let kd: Vec<f32> =
+                                k.chunks(hd).flat_map(|r| round_trip(ty, &rk, r)).collect();
+                            let vd: Vec<f32> =
+                                v.chunks(hdv).flat_map(|r| round_trip(ty, &rv, r)).collect();
                             let mut out = vec![0f32; n * nh * hdv];
                             cpu.attention(&q, &kv, pos0, n, &p, &mut out);
-                            let want = reference(&q, &k, &v, pos0, n, &p);
-                            // Q8_0 keeps about 2-3 significant digits of K, V and q
-                            let tol = if ty == KvType::Q8_0 { 3e-2 } else { 2e-5 };
+                            let want = reference(&q, &kd, &vd, pos0, n, &p);
+                            // block types and bf16 round the query as llama.cpp does (Q8_0:
+                            // 2-3 significant digits); floats and TurboQuant do not
+                            let tol = match ty {
+                                KvType::F32 | KvType::F16 => 2e-5,
+                                KvType::TQ3 | KvType::TQ4 => 1e-4,
+                                _ => 3e-2,
+                            };
                             for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                                 assert!(
                                     (a - b).abs() < tol,

@@ -3,7 +3,7 @@
 //! [`DecoderConfig`]; the forward pass is written once, here, against the backend ops, for a
 //! step of any number of sequences.
 
-use crate::backend::{Act, AttentionParams, Backend, KvType, RopeConfig, Weight};
+use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, Weight};
 use crate::error::Result;
 use crate::models::step::{Buf, LogitsPost, SeqInput, Workspace, attend, dump, logits_out};
 
@@ -131,27 +131,12 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    pub fn new_kv<B: Backend>(
-        &self,
-        be: &B,
-        n_ctx: usize,
-        k_ty: KvType,
-        v_ty: KvType,
-    ) -> Vec<B::Kv> {
+    pub fn new_kv<B: Backend>(&self, be: &B, n_ctx: usize, spec: KvSpec) -> Vec<B::Kv> {
         let (hd, hdv) = (self.cfg.head_dim, self.cfg.head_dim_v);
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| {
-                be.new_kv(
-                    k_ty.for_head_dim(hd),
-                    v_ty.for_head_dim(hdv),
-                    n_ctx,
-                    kv,
-                    hd,
-                    hdv,
-                )
-            })
+            .map(|&kv| be.new_kv(spec.for_dims(hd, hdv), n_ctx, kv, hd, hdv))
             .collect()
     }
 

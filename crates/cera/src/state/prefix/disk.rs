@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::Namespace;
 use crate::state::codec::{Reader, Writer};
-use crate::state::snapshot::{kv_type_from_id, kv_type_id};
+use crate::state::snapshot::{kv_spec_from_ids, kv_spec_ids};
 use crate::state::{Fingerprint, atomic_write};
 
 const MAGIC: &[u8; 8] = b"CERAPFX\0";
@@ -97,7 +97,7 @@ fn read_header(path: &Path) -> Result<(Namespace, Vec<u32>, Vec<usize>, u64), St
     let mut fp = [0u8; 16];
     fp.copy_from_slice(r.raw(16, "fingerprint").map_err(bad)?);
     let kv_types = (r.u8("k").map_err(bad)?, r.u8("v").map_err(bad)?);
-    if kv_type_from_id(kv_types.0).is_none() || kv_type_from_id(kv_types.1).is_none() {
+    if kv_spec_from_ids(kv_types.0, kv_types.1).is_none() {
         return Err(format!("unknown KV types {kv_types:?}"));
     }
     let n = r.u64("tokens").map_err(bad)?;
@@ -215,6 +215,6 @@ pub(crate) fn read_body(e: &DiskEntry) -> Result<Vec<u8>, String> {
     parse(&mut r).map_err(|err| err.to_string())
 }
 
-pub(crate) fn kv_ids(t: (crate::backend::KvType, crate::backend::KvType)) -> (u8, u8) {
-    (kv_type_id(t.0), kv_type_id(t.1))
+pub(crate) fn kv_ids(s: crate::backend::KvSpec) -> (u8, u8) {
+    kv_spec_ids(s)
 }

@@ -29,15 +29,12 @@ use super::Fingerprint;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Namespace {
     pub fingerprint: Fingerprint,
-    /// KV cache type ids of keys and values.
+    /// KV cache type ids of keys and values (the rotation in the key byte's top bit).
     pub kv_types: (u8, u8),
 }
 
 impl Namespace {
-    pub(crate) fn new(
-        fp: Fingerprint,
-        kv: (crate::backend::KvType, crate::backend::KvType),
-    ) -> Self {
+    pub(crate) fn new(fp: Fingerprint, kv: crate::backend::KvSpec) -> Self {
         Namespace {
             fingerprint: fp,
             kv_types: disk::kv_ids(kv),

@@ -27,7 +27,8 @@ pub(super) fn memory<B: Backend>(h: &mut H<B>) {
         }
     }
     for (n_ctx, hd) in [(1, 8), (37, 64)] {
-        let kv = h.be.new_kv(KvType::F16, KvType::F32, n_ctx, 2, hd, 24);
+        let kv =
+            h.be.new_kv(KvSpec::new(KvType::F16, KvType::F32), n_ctx, 2, hd, 24);
         if kv.n_ctx() != n_ctx {
             h.fail("new_kv", &format!("{n_ctx}"), "n_ctx");
         }
@@ -384,6 +385,11 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
         (KvType::F16, KvType::F16),
         (KvType::Q8_0, KvType::Q8_0),
         (KvType::Q8_0, KvType::F16),
+        (KvType::Q4_0, KvType::Q4_0),
+        (KvType::Q5_1, KvType::IQ4_NL),
+        (KvType::BF16, KvType::Q4_1),
+        (KvType::TQ3, KvType::TQ3),
+        (KvType::TQ4, KvType::Q5_0),
     ];
     for (ci, (nkv, group, hd, hdv, window, softcap)) in cases.into_iter().enumerate() {
         let p = AttentionParams {
@@ -397,7 +403,8 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
         };
         let mut seen = Vec::new();
         for (kt, vt) in kv_types {
-            let (kt, vt) = (kt.for_head_dim(hd), vt.for_head_dim(hdv));
+            let spec = KvSpec::new(kt, vt).for_dims(hd, hdv);
+            let (kt, vt) = (spec.k, spec.v);
             if seen.contains(&(kt, vt)) {
                 continue;
             }
@@ -407,7 +414,7 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
                 if pi > 0 && ci % 2 == 1 {
                     continue;
                 }
-                attention_plan(h, &p, kt, vt, plan);
+                attention_plan(h, &p, spec, plan);
             }
         }
     }
@@ -418,8 +425,7 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
 fn attention_plan<B: Backend>(
     h: &mut H<B>,
     p: &AttentionParams,
-    kt: KvType,
-    vt: KvType,
+    spec: KvSpec,
     plan: &[Vec<usize>],
 ) {
     let (nh, nkv, hd, hdv) = (p.n_head, p.n_kv_head, p.head_dim, p.head_dim_v);
@@ -427,8 +433,8 @@ fn attention_plan<B: Backend>(
     let mut caches: Vec<_> = (0..n_seq)
         .map(|s| {
             let n_ctx = plan.iter().map(|st| st[s]).sum::<usize>() + 2;
-            let b = h.be.new_kv(kt, vt, n_ctx, nkv, hd, hdv);
-            let r = h.r.new_kv(kt, vt, n_ctx, nkv, hd, hdv);
+            let b = h.be.new_kv(spec, n_ctx, nkv, hd, hdv);
+            let r = h.r.new_kv(spec, n_ctx, nkv, hd, hdv);
             (b, r)
         })
         .collect();
@@ -478,6 +484,7 @@ fn attention_plan<B: Backend>(
         let (mut o, mut or) = h.garbage();
         h.be.attention(&mut h.cx, &qt, &cb, &spans, p, &mut o);
         h.r.attention(&mut (), &qr, &cr, &spans, p, &mut or);
+        let (kt, vt) = (spec.k, spec.v);
         let op = format!("attention {kt:?}/{vt:?}");
         h.check(&op, &case, &o, &or, bounds::attention(kt, vt));
     }
@@ -641,16 +648,21 @@ pub(super) fn moe<B: Backend>(h: &mut H<B>) {
 /// rotate the moved keys back) then attention agrees with the reference; a wrong length is an
 /// error.
 pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
-    let cases: [(usize, usize, usize, KvType, RopeKind); 5] = [
+    let cases: [(usize, usize, usize, KvType, RopeKind); 9] = [
         (2, 2, 64, KvType::F16, RopeKind::Neox),
         (1, 3, 32, KvType::F32, RopeKind::Normal),
         (2, 1, 64, KvType::Q8_0, RopeKind::Neox),
         (3, 2, 40, KvType::F16, RopeKind::Normal),
         (1, 1, 128, KvType::Q8_0, RopeKind::Normal),
+        (2, 2, 64, KvType::Q4_0, RopeKind::Neox),
+        (1, 2, 128, KvType::BF16, RopeKind::Normal),
+        (2, 1, 64, KvType::TQ3, RopeKind::Neox),
+        (1, 2, 96, KvType::TQ4, RopeKind::Normal),
     ];
     let (n, n_ctx) = (50, 64);
     for (nkv, group, hd, ty, kind) in cases {
         let ty = ty.for_head_dim(hd);
+        let spec = KvSpec::same(ty);
         let p = AttentionParams {
             n_head: nkv * group,
             n_kv_head: nkv,
@@ -661,8 +673,8 @@ pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
             window: None,
         };
         let case = format!("{nkv}x{group} heads of {hd} {ty:?} {kind:?}");
-        let mut cb = h.be.new_kv(ty, ty, n_ctx, nkv, hd, hd);
-        let mut cr = h.r.new_kv(ty, ty, n_ctx, nkv, hd, hd);
+        let mut cb = h.be.new_kv(spec, n_ctx, nkv, hd, hd);
+        let mut cr = h.r.new_kv(spec, n_ctx, nkv, hd, hd);
         let k = h.rng.vec(n * nkv * hd, 1.0);
         let v = h.rng.vec(n * nkv * hd, 1.0);
         let (kb, kr) = h.up(&k, n, nkv * hd);
@@ -684,8 +696,8 @@ pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
         }
         let mut rbytes = Vec::new();
         h.r.kv_save(&cr, n, &mut rbytes);
-        let mut cb2 = h.be.new_kv(ty, ty, n_ctx + 30, nkv, hd, hd);
-        let mut cr2 = h.r.new_kv(ty, ty, n_ctx, nkv, hd, hd);
+        let mut cb2 = h.be.new_kv(spec, n_ctx + 30, nkv, hd, hd);
+        let mut cr2 = h.r.new_kv(spec, n_ctx, nkv, hd, hd);
         if let Err(e) = h.be.kv_load(&mut cb2, n, &rbytes) {
             h.fail("kv_load", &case, &format!("reference bytes: {e}"));
             continue;

@@ -49,8 +49,8 @@ use std::sync::Arc;
 use cera::backend::moe::{Gating, MoeWeights};
 use cera::backend::reference::{RefKv, RefTensor, Reference};
 use cera::backend::{
-    Act, AttentionParams, Backend, KvCache, KvType, RopeConfig, RopeKind, RopeScaling, SeqSpan,
-    Weight,
+    Act, AttentionParams, Backend, KvCache, KvSpec, KvType, RopeConfig, RopeKind, RopeScaling,
+    SeqSpan, Weight,
 };
 use cera::gguf::{GgufFile, GgufWriter};
 use cera::kernels::KernelTable;
@@ -170,6 +170,11 @@ pub mod bounds {
             KvType::F16 => Bound {
                 nmse: 1e-6,
                 max_rel: 3e-3,
+            },
+            // TurboQuant leaves the query unrounded: only the rotation's f32 error is left
+            KvType::TQ3 | KvType::TQ4 => Bound {
+                nmse: 1e-9,
+                max_rel: 1e-4,
             },
             _ => Bound {
                 nmse: 1e-4,
