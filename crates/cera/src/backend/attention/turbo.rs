@@ -102,24 +102,26 @@ pub fn lloyd_max(bits: u32, b: usize) -> Codebook {
     Codebook { centroids, bounds }
 }
 
+/// Values computed once per key and kept for the process (a handful of block sizes).
+type Memo<K, V> = OnceLock<std::sync::Mutex<Vec<(K, &'static V)>>>;
+
 /// The codebook for `bits` per coordinate and rotation blocks of `b` (computed once).
 pub fn codebook(bits: u32, b: usize) -> &'static Codebook {
-    static BOOKS: OnceLock<std::sync::Mutex<Vec<(u32, usize, &'static Codebook)>>> =
-        OnceLock::new();
+    static BOOKS: Memo<(u32, usize), Codebook> = OnceLock::new();
     let books = BOOKS.get_or_init(Default::default);
     let mut books = books.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, _, cb)) = books.iter().find(|e| e.0 == bits && e.1 == b) {
+    if let Some(&(_, cb)) = books.iter().find(|e| e.0 == (bits, b)) {
         return cb;
     }
     let cb: &'static Codebook = Box::leak(Box::new(lloyd_max(bits, b)));
-    books.push((bits, b, cb));
+    books.push(((bits, b), cb));
     cb
 }
 
 /// The fixed random signs of rotation blocks of `b` (±1.0): the top bit of successive
 /// SplitMix64 outputs seeded with `0x7475_7262_6f00 + b` ("turbo").
 pub fn signs(b: usize) -> &'static [f32] {
-    static SIGNS: OnceLock<std::sync::Mutex<Vec<(usize, &'static [f32])>>> = OnceLock::new();
+    static SIGNS: Memo<usize, [f32]> = OnceLock::new();
     let all = SIGNS.get_or_init(Default::default);
     let mut all = all.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, s)) = all.iter().find(|e| e.0 == b) {
