@@ -32,7 +32,7 @@ pub struct ModelArgs {
     pub cache_type_v: KvType,
     /// Walsh-Hadamard rotation of quantized (block-type) keys and values, as llama.cpp does
     /// where the head size is a multiple of 64; TurboQuant types always rotate.
-    #[arg(long = "kv-rotate", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long = "kv-rotate", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub kv_rotate: bool,
     /// When the context fills, drop half of the tokens after the first --keep ones and go on
     /// (llama.cpp's --context-shift); without it a full context is an error or the end.

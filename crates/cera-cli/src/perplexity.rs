@@ -18,6 +18,12 @@ pub struct Args {
     /// Score at most this many chunks (default: all).
     #[arg(long = "chunks")]
     pub chunks: Option<usize>,
+    /// Also run every chunk with a baseline KV cache of this type (keys and values, e.g. f16)
+    /// and report the mean KL divergence of the tested cache's token distributions from the
+    /// baseline's and how often both rank the same token first (llama-perplexity's
+    /// --kl-divergence statistics, without the logits file).
+    #[arg(long = "kl-base-cache")]
+    pub kl_base: Option<cera::backend::KvType>,
 }
 
 /// Per-chunk perplexities and the final estimate.
@@ -25,6 +31,39 @@ pub struct Perplexity {
     pub chunk_ppl: Vec<f64>,
     pub ppl: f64,
     pub tokens_scored: usize,
+    /// Against the baseline cache, when one was asked for.
+    pub kl: Option<KlStats>,
+}
+
+/// How far the tested run's next-token distributions are from the baseline's.
+pub struct KlStats {
+    pub base_ppl: f64,
+    /// Mean of `Σ p_base · (log p_base − log p_test)` over the scored positions (nats).
+    pub mean_kl: f64,
+    /// Fraction of scored positions whose most likely token is the same in both.
+    pub same_top: f64,
+}
+
+/// Log-softmax of one logits row, in f64.
+fn log_softmax(row: &[f32]) -> Vec<f64> {
+    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let lse = row
+        .iter()
+        .map(|&l| (l as f64 - max).exp())
+        .sum::<f64>()
+        .ln()
+        + max;
+    row.iter().map(|&l| l as f64 - lse).collect()
+}
+
+fn argmax(row: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best
 }
 
 pub fn perplexity(
@@ -33,6 +72,7 @@ pub fn perplexity(
     n_ctx: usize,
     max_chunks: Option<usize>,
     mut opts: cera::engine::SessionOptions,
+    kl_base: Option<cera::backend::KvType>,
     mut on_chunk: impl FnMut(usize, f64),
 ) -> anyhow::Result<Perplexity> {
     let tok = engine.tokenizer();
@@ -55,6 +95,13 @@ pub fn perplexity(
     let mut chunk_ppl = Vec::new();
     opts.n_ctx = n_ctx;
     opts.n_ubatch = n_ctx;
+    let mut base = kl_base.map(|t| {
+        let mut o = opts.clone();
+        o.kv_type = t;
+        o.kv_type_v = Some(t);
+        engine.session(o)
+    });
+    let (mut base_nll, mut kl, mut same) = (0f64, 0f64, 0usize);
     let mut session = engine.session(opts);
     for c in 0..n_chunks {
         let mut batch = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
@@ -65,27 +112,45 @@ pub fn perplexity(
         }
         session.reset();
         let logits = session.append_tokens_all_logits(&batch)?;
+        let base_logits = match base.as_mut() {
+            Some(b) => {
+                b.reset();
+                Some(b.append_tokens_all_logits(&batch)?)
+            }
+            None => None,
+        };
         for j in first..n_ctx - 1 {
             let row = &logits[j * n_vocab..(j + 1) * n_vocab];
-            let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
-            let lse = row
-                .iter()
-                .map(|&l| (l as f64 - max).exp())
-                .sum::<f64>()
-                .ln()
-                + max;
+            let lp = log_softmax(row);
             let target = tokens[c * n_ctx + j + 1] as usize;
-            nll += lse - row[target] as f64;
+            nll -= lp[target];
             count += 1;
+            if let Some(bl) = &base_logits {
+                let brow = &bl[j * n_vocab..(j + 1) * n_vocab];
+                let blp = log_softmax(brow);
+                base_nll -= blp[target];
+                kl += blp
+                    .iter()
+                    .zip(&lp)
+                    .map(|(&b, &t)| b.exp() * (b - t))
+                    .sum::<f64>();
+                same += (argmax(brow) == argmax(row)) as usize;
+            }
         }
         let p = (nll / count as f64).exp();
         chunk_ppl.push(p);
         on_chunk(c, p);
     }
+    let kl = base.is_some().then(|| KlStats {
+        base_ppl: (base_nll / count as f64).exp(),
+        mean_kl: kl / count as f64,
+        same_top: same as f64 / count as f64,
+    });
     Ok(Perplexity {
         ppl: (nll / count as f64).exp(),
         chunk_ppl,
         tokens_scored: count,
+        kl,
     })
 }
 
@@ -100,8 +165,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.model.ctx_size
     };
     let t0 = std::time::Instant::now();
-    let opts = a.model.session_options();
-    let r = perplexity(&engine, &text, n_ctx, a.chunks, opts, |c, p| {
+    let mut opts = a.model.session_options();
+    opts.n_ctx = n_ctx;
+    {
+        let s = engine.session(opts.clone());
+        eprintln!(
+            "cera: KV cache {}: {:.0} bytes per token, {:.3} bits per element",
+            s.kv_spec(),
+            s.kv_bytes_per_token(),
+            s.kv_bytes_per_token() * 8.0 / s.kv_elements_per_token().max(1) as f64
+        );
+    }
+    let r = perplexity(&engine, &text, n_ctx, a.chunks, opts, a.kl_base, |c, p| {
         eprint!("[{}]{p:.4},", c + 1);
     })?;
     eprintln!();
@@ -112,5 +187,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         r.tokens_scored,
         t0.elapsed().as_secs_f64()
     );
+    if let (Some(k), Some(t)) = (&r.kl, a.kl_base) {
+        println!(
+            "KL divergence from a {t} cache: mean {:.6}, same top token {:.2}%, baseline PPL = \
+             {:.4}",
+            k.mean_kl,
+            100.0 * k.same_top,
+            k.base_ppl
+        );
+    }
     Ok(())
 }

@@ -221,6 +221,19 @@ impl Session {
         self.state.seq.kv.iter().map(|l| l.bytes()).sum()
     }
 
+    /// Keys and values stored per token of context (every attention layer's heads).
+    pub fn kv_elements_per_token(&self) -> usize {
+        self.state
+            .seq
+            .kv
+            .iter()
+            .map(|l| {
+                let (h, d, dv) = l.dims();
+                h * (d + dv)
+            })
+            .sum()
+    }
+
     /// KV cache bytes per token of context.
     pub fn kv_bytes_per_token(&self) -> f64 {
         self.kv_cache_bytes() as f64 / self.n_ctx.max(1) as f64
