@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use cera::backend::{KvSpec, KvType};
 use cera::engine::{Engine, EngineOptions, SessionOptions};
 use cera::sample::Rng;
 use cera::session::Session;
@@ -55,6 +56,25 @@ pub struct Args {
     /// `@FILE` reads a file), plainly and speculatively, and report both and the acceptance.
     #[arg(long = "spec-prompt")]
     spec_prompt: Option<String>,
+    /// KV cache types of the keys (comma-separated list allowed, as llama-bench's -ctk).
+    #[arg(
+        long = "cache-type-k",
+        visible_alias = "ctk",
+        value_delimiter = ',',
+        default_value = "f16"
+    )]
+    cache_type_k: Vec<KvType>,
+    /// KV cache types of the values (comma-separated list allowed).
+    #[arg(
+        long = "cache-type-v",
+        visible_alias = "ctv",
+        value_delimiter = ',',
+        default_value = "f16"
+    )]
+    cache_type_v: Vec<KvType>,
+    /// Hadamard rotation of quantized caches (on, off).
+    #[arg(long = "kv-rotate", default_value = "on", value_parser = crate::gen_args::parse_on_off, action = clap::ArgAction::Set)]
+    kv_rotate: bool,
     #[command(flatten)]
     spec: SpecArgs,
 }
@@ -64,6 +84,9 @@ struct TestResult {
     n_gen: usize,
     n_depth: usize,
     n_threads: usize,
+    kv: KvSpec,
+    /// KV cache bytes per token of context
+    kv_bytes_per_token: f64,
     samples_ns: Vec<u64>,
 }
 
@@ -160,18 +183,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let engine =
             Engine::load(&path, eo).with_context(|| format!("loading {}", path.display()))?;
         let mut tests = Vec::new();
-        for &d in &a.depth {
-            for &p in a.n_prompt.iter().filter(|&&p| p > 0) {
-                tests.push((p, 0, d));
-            }
-            for &n in a.n_gen.iter().filter(|&&n| n > 0) {
-                tests.push((0, n, d));
+        for &kt in &a.cache_type_k {
+            for &vt in &a.cache_type_v {
+                for &d in &a.depth {
+                    for &p in a.n_prompt.iter().filter(|&&p| p > 0) {
+                        tests.push((p, 0, d, kt, vt));
+                    }
+                    for &n in a.n_gen.iter().filter(|&&n| n > 0) {
+                        tests.push((0, n, d, kt, vt));
+                    }
+                }
             }
         }
-        for (p, n, d) in tests {
+        for (p, n, d, kt, vt) in tests {
             // one session per test, reset between repetitions (as llama-bench keeps one context)
             let mut opts = SessionOptions::default();
             opts.n_ctx = d + p + n + 1;
+            opts.kv_type = kt;
+            opts.kv_type_v = Some(vt);
+            opts.kv_rotate = a.kv_rotate;
             let mut s = engine.session(opts);
             // warm-up run, not recorded (page in and pack the weights, size the buffers)
             run_once(&engine, &mut s, p.min(16), n.min(4), d.min(16), &mut rng)?;
@@ -184,13 +214,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 n_gen: n,
                 n_depth: d,
                 n_threads: t,
+                kv: s.kv_spec(),
+                kv_bytes_per_token: s.kv_bytes_per_token(),
                 samples_ns: samples,
             };
+            // llama-bench shows the cache types only when they are not the default
+            let kv_cols = a.cache_type_k != [KvType::F16] || a.cache_type_v != [KvType::F16];
             if a.output == "md" && results.is_empty() {
-                print_md_header();
+                print_md_header(kv_cols);
             }
             if a.output == "md" {
-                print_md_row(&engine, &r);
+                print_md_row(&engine, &r, kv_cols);
             }
             results.push((engine.clone(), r));
         }
@@ -354,19 +388,37 @@ fn n_params(e: &Engine) -> u64 {
     e.gguf().tensors.iter().map(|t| t.n_elements()).sum()
 }
 
-fn print_md_header() {
+fn print_md_header(kv_cols: bool) {
+    let (kv_h, kv_r) = if kv_cols {
+        (
+            " type_k | type_v | KV B/tok |",
+            " -----: | -----: | -------: |",
+        )
+    } else {
+        ("", "")
+    };
     println!(
-        "| model                          |       size |     params | backend    | threads |            test |                  t/s |"
+        "| model                          |       size |     params | backend    | threads |{kv_h}            test |                  t/s |"
     );
     println!(
-        "| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | -------------------: |"
+        "| ------------------------------ | ---------: | ---------: | ---------- | ------: |{kv_r} --------------: | -------------------: |"
     );
 }
 
-fn print_md_row(e: &Engine, r: &TestResult) {
+fn print_md_row(e: &Engine, r: &TestResult, kv_cols: bool) {
     let (m, s) = mean_std(&r.samples_ts());
+    let kv = if kv_cols {
+        format!(
+            " {:>6} | {:>6} | {:>8.0} |",
+            r.kv.k.name(),
+            r.kv.v.name(),
+            r.kv_bytes_per_token
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |",
+        "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} |{kv} {:>15} | {:>20} |",
         model_type(e),
         human_bytes(model_size(e)),
         human_count(n_params(e)),
@@ -394,6 +446,10 @@ fn record(e: &Engine, r: &TestResult) -> serde_json::Value {
         "n_prompt": r.n_prompt,
         "n_gen": r.n_gen,
         "n_depth": r.n_depth,
+        "type_k": r.kv.k.name(),
+        "type_v": r.kv.v.name(),
+        "kv_rotate": r.kv.rotate,
+        "kv_bytes_per_token": r.kv_bytes_per_token,
         "test": r.name(),
         "avg_ns": avg_ns as u64,
         "stddev_ns": stddev_ns as u64,

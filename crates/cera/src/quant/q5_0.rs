@@ -27,6 +27,7 @@ unsafe impl Block for BlockQ5_0 {
 
 /// Decodes whole blocks into `out` (`blocks.len() * ELEMS` values), in the float operation
 /// order of gguf's numpy reference so the results match it bit for bit.
+#[inline]
 pub fn dequantize(blocks: &[BlockQ5_0], out: &mut [f32]) {
     for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK)) {
         let d = f16_to_f32(b.d);

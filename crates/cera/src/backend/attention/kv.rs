@@ -72,6 +72,24 @@ impl KvSide {
         kvtype::decode_rows(self.ty, self.rot.n, self.d, &b[r * rb..(r + n) * rb], dst);
     }
 
+    /// [`KvSide::decode_packed`] inlined into a tier's attention tile (its vector loops).
+    #[inline(always)]
+    pub(super) fn decode_packed_in<O: super::simd::Ops>(&self, r: usize, dst: &mut [f32]) {
+        let n = dst.len() / self.d;
+        let KvBuf::Packed(b) = &self.buf else {
+            unreachable!("decode_packed on a float cache")
+        };
+        let rb = self.row_bytes;
+        let src = &b[r * rb..(r + n) * rb];
+        // SAFETY: `O` is the tier the tile runs under, whose features the host has
+        let group = |bits: u32, p: &[u8], lut: &[f32; 16], o: &mut [f32]| unsafe {
+            O::tq_group(bits, p, lut, o)
+        };
+        // SAFETY: as above
+        let lut16 = |c: &[u8; 16], lut: &[f32; 16], o: &mut [f32]| unsafe { O::lut16(c, lut, o) };
+        kvtype::decode_rows_with(self.ty, self.rot.n, self.d, src, dst, group, lut16);
+    }
+
     /// Row `r`, unrotated, as f32.
     fn read(&self, r: usize, row: &mut [f32]) {
         let d = self.d;

@@ -343,21 +343,111 @@ pub fn encode_row(ty: KvType, rot: &Rotation, x: &[f32], out: &mut [u8]) {
 /// Decodes `dst.len() / d` rows of `d` from `src` into the rotated space they are stored in
 /// (what attention reads).
 pub fn decode_rows(ty: KvType, rot_n: usize, d: usize, src: &[u8], dst: &mut [f32]) {
+    let lut16 = |c: &[u8; 16], lut: &[f32; 16], o: &mut [f32]| {
+        for (o, &c) in o.iter_mut().zip(c) {
+            *o = lut[c as usize];
+        }
+    };
+    decode_rows_with(ty, rot_n, d, src, dst, turbo::decode_group_scalar, lut16)
+}
+
+/// [`decode_rows`], inlined into the caller so the per-format loops compile with its target
+/// features (the attention tiles are instantiated per CPU tier), with `group` expanding one
+/// TurboQuant group of 16 codes (the tier's vector version).
+#[inline(always)]
+pub(super) fn decode_rows_with(
+    ty: KvType,
+    rot_n: usize,
+    d: usize,
+    src: &[u8],
+    dst: &mut [f32],
+    group: impl Fn(u32, &[u8], &[f32; 16], &mut [f32]),
+    lut16: impl Fn(&[u8; 16], &[f32; 16], &mut [f32]),
+) {
+    use crate::quant::{as_blocks, iq4_nl, q4_0, q4_1, q5_0, q5_1};
+    debug_assert_eq!(dst.len() % d, 0);
     match ty {
-        KvType::BF16 => quant::dequantize(GgmlType::BF16, src, dst).expect("bf16 rows"),
+        KvType::BF16 => {
+            for (o, c) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16);
+            }
+        }
+        KvType::Q8_0 => q8_0::dequantize(as_blocks(src), dst),
+        KvType::Q4_0 => q4_0::dequantize(as_blocks(src), dst),
+        KvType::Q4_1 => q4_1::dequantize(as_blocks(src), dst),
+        // the fifth bits gathered into whole codes first, so the loops vectorize (the same values
+        // as the formats' scalar dequantizers)
+        KvType::Q5_0 => {
+            let blocks: &[q5_0::BlockQ5_0] = as_blocks(src);
+            for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(32)) {
+                let c = q5_codes(&b.qs, u32::from_le_bytes(b.qh));
+                let d = crate::quant::f16_to_f32(b.d);
+                for (o, &q) in y.iter_mut().zip(&c) {
+                    *o = d * (q - 16) as f32;
+                }
+            }
+        }
+        KvType::Q5_1 => {
+            let blocks: &[q5_1::BlockQ5_1] = as_blocks(src);
+            for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(32)) {
+                let c = q5_codes(&b.qs, u32::from_le_bytes(b.qh));
+                let (d, m) = (crate::quant::f16_to_f32(b.d), crate::quant::f16_to_f32(b.m));
+                for (o, &q) in y.iter_mut().zip(&c) {
+                    *o = d * q as f32 + m;
+                }
+            }
+        }
+        KvType::IQ4_NL => {
+            let blocks: &[iq4_nl::BlockIQ4_NL] = as_blocks(src);
+            for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(32)) {
+                let d = crate::quant::f16_to_f32(b.d);
+                let mut lut = [0f32; 16];
+                for (l, &k) in lut.iter_mut().zip(&iq4_nl::KVALUES_IQ4NL) {
+                    *l = d * k as f32;
+                }
+                let (mut lo, mut hi) = ([0u8; 16], [0u8; 16]);
+                for ((l, h), &q) in lo.iter_mut().zip(&mut hi).zip(&b.qs) {
+                    *l = q & 0x0F;
+                    *h = q >> 4;
+                }
+                let (y0, y1) = y.split_at_mut(16);
+                lut16(&lo, &lut, y0);
+                lut16(&hi, &lut, y1);
+            }
+        }
         KvType::TQ3 | KvType::TQ4 => {
             let bits = ty.turbo_bits().expect("turbo");
             let bb = turbo::block_bytes(bits, rot_n);
-            debug_assert_eq!(dst.len() % d, 0);
+            let cb = turbo::codebook(bits, rot_n);
+            let gb = 2 * bits as usize;
             for (o, s) in dst.chunks_exact_mut(rot_n).zip(src.chunks_exact(bb)) {
-                turbo::decode_block(bits, s, o);
+                let scale = crate::quant::f16_to_f32([s[0], s[1]]);
+                let mut lut = [0f32; 16];
+                for (l, c) in lut.iter_mut().zip(&cb.centroids) {
+                    *l = c * scale;
+                }
+                for (og, sg) in o
+                    .chunks_exact_mut(turbo::GROUP)
+                    .zip(s[2..].chunks_exact(gb))
+                {
+                    group(bits, sg, &lut, og);
+                }
             }
         }
-        t => {
-            let g = t.ggml_block().expect("a packed KV type");
-            quant::dequantize(g, src, dst).expect("KV rows are whole blocks");
-        }
+        KvType::F32 | KvType::F16 => unreachable!("float caches are not packed"),
     }
+}
+
+/// The 32 five-bit codes of a Q5_0/Q5_1 block: nibbles (element `j` low, `j + 16` high) and
+/// bit `j` of `qh` as each element's fifth bit.
+#[inline(always)]
+fn q5_codes(qs: &[u8; 16], qh: u32) -> [i32; 32] {
+    let mut c = [0i32; 32];
+    for j in 0..16 {
+        c[j] = (qs[j] & 0x0F) as i32 | (((qh >> j) & 1) << 4) as i32;
+        c[j + 16] = (qs[j] >> 4) as i32 | (((qh >> (j + 16)) & 1) << 4) as i32;
+    }
+    c
 }
 
 /// `x` as a cache of `ty` holds it, in the original (unrotated) space: what the reference

@@ -382,14 +382,14 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
             // SAFETY (all `O::` calls): `tile` runs only under the tier's features.
             KvBuf::F16(k) => unsafe { O::cvt(&k[at..at + n], dst) },
             KvBuf::F32(k) => dst.copy_from_slice(&k[at..at + n]),
-            KvBuf::Packed(_) => kv.k.decode_packed(row, dst),
+            KvBuf::Packed(_) => kv.k.decode_packed_in::<O>(row, dst),
         }
         let (at, n) = (row * dv, kb * dv);
         let dst = &mut sc.v[..n];
         match &kv.v.buf {
             KvBuf::F16(v) => unsafe { O::cvt(&v[at..at + n], dst) },
             KvBuf::F32(v) => dst.copy_from_slice(&v[at..at + n]),
-            KvBuf::Packed(_) => kv.v.decode_packed(row, dst),
+            KvBuf::Packed(_) => kv.v.decode_packed_in::<O>(row, dst),
         }
         for r in 0..rows {
             let qpos = pos0 + it.t0 + (it.r0 + r) / group;

@@ -22,6 +22,20 @@ pub(super) trait Ops {
     /// f16 to f32, `dst.len()` values.
     unsafe fn cvt(src: &[f16], dst: &mut [f32]);
 
+    /// `out[j] = lut[codes[j]]` for 16 codes below 16 (IQ4_NL's non-linear levels).
+    #[inline(always)]
+    unsafe fn lut16(codes: &[u8; 16], lut: &[f32; 16], out: &mut [f32]) {
+        for (o, &c) in out.iter_mut().zip(codes) {
+            *o = lut[c as usize & 15];
+        }
+    }
+
+    /// One TurboQuant group: 16 codes from `bits` u16 planes to `lut[code]`.
+    #[inline(always)]
+    unsafe fn tq_group(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
+        super::turbo::decode_group_scalar(bits, planes, lut, out)
+    }
+
     /// `s[j] = q · k[j·d..(j+1)·d]` for at least the keys `jl..jh` of a tile (`k`: `BK` rows of
     /// `d`); other entries may be left with any value. A key's score must not depend on
     /// `jl`/`jh` (which differ between the rows of a tile), so that a token decoded alone gets
@@ -108,6 +122,10 @@ mod x86 {
     }
 
     impl Ops for Avx2 {
+        #[inline(always)]
+        unsafe fn tq_group(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
+            crate::backend::turbo::decode_group_avx2(bits, planes, lut, out)
+        }
         #[inline(always)]
         unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
             let n = a.len().min(b.len());
@@ -227,6 +245,17 @@ mod x86 {
     pub(in super::super) struct Avx512;
 
     impl Ops for Avx512 {
+        #[inline(always)]
+        unsafe fn lut16(codes: &[u8; 16], lut: &[f32; 16], out: &mut [f32]) {
+            assert!(out.len() >= 16);
+            let idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(codes.as_ptr().cast()));
+            let v = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(lut.as_ptr()));
+            _mm512_storeu_ps(out.as_mut_ptr(), v);
+        }
+        #[inline(always)]
+        unsafe fn tq_group(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
+            crate::backend::turbo::decode_group_avx512(bits, planes, lut, out)
+        }
         #[inline(always)]
         unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
             let n = a.len().min(b.len());

@@ -177,17 +177,20 @@ pub fn encode_block(bits: u32, x: &[f32], out: &mut [u8]) {
     let b = x.len();
     let cb = codebook(bits, b);
     let norm = x.iter().map(|v| v * v).sum::<f32>().sqrt();
-    out[..2].copy_from_slice(&f32_to_f16(norm));
     let inv = if norm > 0.0 {
         (b as f32).sqrt() / norm
     } else {
         0.0
     };
     let planes = &mut out[2..];
+    let (mut xc, mut cc) = (0f32, 0f32);
     for (g, xs) in x.chunks_exact(GROUP).enumerate() {
         let mut p = [0u16; 4];
         for (j, &v) in xs.iter().enumerate() {
             let code = cb.index(v * inv);
+            let c = cb.centroids[code];
+            xc += v * c;
+            cc += c * c;
             for (k, pk) in p.iter_mut().enumerate().take(bits as usize) {
                 *pk |= (((code >> k) & 1) as u16) << j;
             }
@@ -197,31 +200,99 @@ pub fn encode_block(bits: u32, x: &[f32], out: &mut [u8]) {
             planes[at + 2 * k..at + 2 * k + 2].copy_from_slice(&p[k].to_le_bytes());
         }
     }
+    let scale = if std::env::var_os("CERA_TQ_NORM").is_some() {
+        norm / (b as f32).sqrt()
+    } else if cc > 0.0 {
+        xc / cc
+    } else {
+        0.0
+    };
+    out[..2].copy_from_slice(&f32_to_f16(scale));
 }
 
-/// Decodes one block into rotated-space values `norm · c[code] / √b` (`out.len()` = `b`).
+/// Decodes one block into rotated-space values `scale · c[code]` (`out.len()` = `b`).
 pub fn decode_block(bits: u32, src: &[u8], out: &mut [f32]) {
     let b = out.len();
     let cb = codebook(bits, b);
-    let scale = f16_to_f32([src[0], src[1]]) / (b as f32).sqrt();
+    let scale = f16_to_f32([src[0], src[1]]);
     let mut lut = [0f32; 16];
     for (l, c) in lut.iter_mut().zip(&cb.centroids) {
         *l = c * scale;
     }
-    let planes = &src[2..];
+    let gb = 2 * bits as usize;
+    for (o, s) in out.chunks_exact_mut(GROUP).zip(src[2..].chunks_exact(gb)) {
+        decode_group_scalar(bits, s, &lut, o);
+    }
+}
+
+/// One group of 16 codes (`bits` u16 planes in `planes`) to `lut[code]` in `out`.
+pub fn decode_group_scalar(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
     let nb = bits as usize;
-    for (g, o) in out.chunks_exact_mut(GROUP).enumerate() {
-        let at = g * 2 * nb;
-        let mut p = [0u16; 4];
-        for (k, pk) in p.iter_mut().enumerate().take(nb) {
-            *pk = u16::from_le_bytes([planes[at + 2 * k], planes[at + 2 * k + 1]]);
+    let mut p = [0u16; 4];
+    for (k, pk) in p.iter_mut().enumerate().take(nb) {
+        *pk = u16::from_le_bytes([planes[2 * k], planes[2 * k + 1]]);
+    }
+    for (j, oj) in out.iter_mut().enumerate().take(GROUP) {
+        let mut code = 0usize;
+        for (k, pk) in p.iter().enumerate().take(nb) {
+            code |= (((pk >> j) & 1) as usize) << k;
         }
-        for (j, oj) in o.iter_mut().enumerate() {
-            let mut code = 0usize;
-            for (k, pk) in p.iter().enumerate().take(nb) {
-                code |= (((pk >> j) & 1) as usize) << k;
+        *oj = lut[code];
+    }
+}
+
+/// [`decode_group_scalar`] with AVX-512: each plane is a lane mask, the codes are OR-ed from
+/// masked constants and the 16-entry table is one permute.
+///
+/// # Safety
+/// The host must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn decode_group_avx512(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    assert!(planes.len() >= 2 * bits as usize && out.len() >= GROUP);
+    // SAFETY: the lengths are checked above; unaligned loads and stores
+    unsafe {
+        let table = _mm512_loadu_ps(lut.as_ptr());
+        let mut idx = _mm512_setzero_si512();
+        for k in 0..bits as usize {
+            let m = u16::from_le_bytes([planes[2 * k], planes[2 * k + 1]]);
+            idx = _mm512_or_si512(idx, _mm512_maskz_set1_epi32(m, 1 << k));
+        }
+        _mm512_storeu_ps(out.as_mut_ptr(), _mm512_permutexvar_ps(idx, table));
+    }
+}
+
+/// [`decode_group_scalar`] with AVX2: per 8 lanes, each plane's bits shifted into place, and the
+/// 16-entry table as two 8-entry permutes blended on the code's top bit.
+///
+/// # Safety
+/// The host must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+pub unsafe fn decode_group_avx2(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    assert!(planes.len() >= 2 * bits as usize && out.len() >= GROUP);
+    // SAFETY: the lengths are checked above; unaligned loads and stores
+    unsafe {
+        let lo = _mm256_loadu_ps(lut.as_ptr());
+        let hi = _mm256_loadu_ps(lut.as_ptr().add(8));
+        let one = _mm256_set1_epi32(1);
+        for half in 0..2 {
+            let shifts = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            let mut idx = _mm256_setzero_si256();
+            for k in 0..bits as usize {
+                let m = u16::from_le_bytes([planes[2 * k], planes[2 * k + 1]]) as i32 >> (8 * half);
+                let b = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(m), shifts), one);
+                idx = _mm256_or_si256(idx, _mm256_sllv_epi32(b, _mm256_set1_epi32(k as i32)));
             }
-            *oj = lut[code];
+            let a = _mm256_permutevar8x32_ps(lo, idx);
+            let b = _mm256_permutevar8x32_ps(hi, idx);
+            let top = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(idx));
+            let v = _mm256_blendv_ps(a, b, top);
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * half), v);
         }
     }
 }
