@@ -157,7 +157,8 @@ fn without_the_flag_a_full_context_is_reported() {
         .unwrap();
     assert_eq!(sum.finish, FinishReason::ContextFull);
     assert_eq!(s.tokens().len(), 64);
-    for kv in [KvType::F16, KvType::Q8_0] {
+    // quantized caches re-rotate keys by decoding, re-roping and storing again
+    for kv in [KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::TQ3] {
         let mut s = session(&eng, 64, kv);
         s.set_context_shift(Some(4));
         // a batch bigger than the whole context cannot be made room for

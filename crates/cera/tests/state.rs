@@ -85,13 +85,15 @@ fn checkpoint_roundtrip(eng: &Engine, kv: KvType) {
 #[test]
 fn checkpoints_restore_bit_identically() {
     let smol = engine(&real_model("smollm2"));
-    for kv in [KvType::F16, KvType::Q8_0, KvType::F32] {
+    // every cache type keeps its own precision through a checkpoint (rotated rows as stored)
+    for kv in KvType::ALL {
         checkpoint_roundtrip(&smol, kv);
     }
     for name in ["lfm2_f32", "lfm2_swa_f32", "gemma2_f32", "gemma3_f32"] {
         let eng = engine(&tiny_model(name, "ckpt"));
-        checkpoint_roundtrip(&eng, KvType::F16);
-        checkpoint_roundtrip(&eng, KvType::Q8_0);
+        for kv in [KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::TQ3] {
+            checkpoint_roundtrip(&eng, kv);
+        }
     }
 }
 
@@ -141,9 +143,21 @@ fn hostile_checkpoints_are_refused() {
     let mut q = eng.session(opts(128, KvType::Q8_0));
     let e = q.restore(&good).unwrap_err().to_string();
     assert!(
-        e.contains("KV cache type is f16/f16") && e.contains("q8_0"),
+        e.contains("K f16 / V f16 in the checkpoint") && e.contains("K q8_0 / V q8_0 (rotated)"),
         "{e}"
     );
+    // the same quantized type with and without the rotation is not the same cache
+    let mut rot = eng.session(opts(128, KvType::Q4_0));
+    rot.append_tokens(&prompt(&eng, 20)).unwrap();
+    let rotated = rot.checkpoint().unwrap();
+    let mut o = opts(128, KvType::Q4_0);
+    o.kv_rotate = false;
+    let mut plain = eng.session(o);
+    let e = plain.restore(&rotated).unwrap_err().to_string();
+    assert!(e.contains("(rotated) in the checkpoint, K q4_0 / V q4_0 in"), "{e}");
+    let mut tq = eng.session(opts(128, KvType::TQ3));
+    let e = tq.restore(&rotated).unwrap_err().to_string();
+    assert!(e.contains("K tq3 / V tq3 in this session"), "{e}");
     let mut small = eng.session(opts(10, KvType::F16));
     let e = small.restore(&good).unwrap_err().to_string();
     assert!(e.contains("do not fit"), "{e}");
@@ -188,23 +202,26 @@ fn prefix_cache_restores_what_prefill_computes() {
         (tiny_model("lfm2_f32", "prefix"), "lfm2"),
         (tiny_model("gemma3_f32", "prefix"), "gemma3"),
     ];
-    for (path, name) in names {
+    for ((path, name), kv) in names.into_iter().zip([KvType::Q4_0, KvType::TQ3, KvType::F16]) {
         let eng = engine(&path);
         let cache = PrefixCache::in_memory(1 << 30);
+        // another cache type's entries are never used
+        let mut other = eng.session(opts(256, KvType::Q8_0));
+        other.prefill_cached(&prompt(&eng, 70), &cache).unwrap();
         let shared = prompt(&eng, 64);
         let mut p1 = shared.clone();
         p1.extend([100, 200, 300]);
         let mut p2 = shared.clone();
         p2.extend([400, 500]);
-        let mut a = eng.session(opts(256, KvType::F16));
+        let mut a = eng.session(opts(256, kv));
         let r1 = a.prefill_cached(&p1, &cache).unwrap();
         assert_eq!(r1.from_cache, 0);
-        let mut b = eng.session(opts(256, KvType::F16));
+        let mut b = eng.session(opts(256, kv));
         let r2 = b.prefill_cached(&p2, &cache).unwrap();
         // recurrent: the last chunk end (16-token chunks) at or before the shared part
-        assert_eq!(r2.from_cache, 64, "{name}: {r2:?}");
+        assert_eq!(r2.from_cache, 64, "{name} {kv}: {r2:?}");
         assert_eq!(r2.prefilled, 2, "{name}");
-        let mut c = eng.session(opts(256, KvType::F16));
+        let mut c = eng.session(opts(256, kv));
         c.append_tokens(&p2).unwrap();
         assert_eq!(b.logits(), c.logits(), "{name}: restored prefix differs");
         assert_eq!(greedy(&mut b, 6), greedy(&mut c, 6), "{name}");

@@ -35,7 +35,7 @@ pub enum KvType {
     Q5_1,
     /// 4.5 bits per element, non-linear levels.
     IQ4_NL,
-    /// TurboQuant, 3 bits per coordinate plus an f16 norm per rotation block (3.25 bits per
+    /// TurboQuant, 3 bits per coordinate plus an f16 scale per rotation block (3.25 bits per
     /// element at head size 64); heads must be multiples of 16.
     TQ3,
     /// TurboQuant, 4 bits per coordinate (4.25 bits per element at head size 64).
@@ -533,6 +533,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The attention tiles' decoders give the formats' own dequantized values, bit for bit.
+    #[test]
+    fn tile_decoders_equal_the_format_dequantizers() {
+        let mut seed = 9u32;
+        let x: Vec<f32> = rows(&mut seed, 8, 64).concat();
+        for ty in KvType::ALL.into_iter().filter(|t| t.ggml_block().is_some()) {
+            let g = ty.ggml_block().unwrap();
+            let bytes = quant::quantize_to_vec(g, &x).unwrap();
+            let want = quant::dequantize_to_vec(g, &bytes, x.len()).unwrap();
+            let mut got = vec![0f32; x.len()];
+            decode_rows(ty, 0, 64, &bytes, &mut got);
+            assert_eq!(got, want, "{ty}");
+        }
+        let mut got = vec![0f32; x.len()];
+        let bf: Vec<u8> = quant::quantize_to_vec(GgmlType::BF16, &x).unwrap();
+        decode_rows(KvType::BF16, 0, 64, &bf, &mut got);
+        assert_eq!(got, quant::dequantize_to_vec(GgmlType::BF16, &bf, x.len()).unwrap());
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! TurboQuant (Zandieh et al., arXiv 2504.19874), the MSE variant, for KV cache rows: each
 //! rotation block of `b` values is multiplied by a fixed random orthogonal matrix (a
-//! Walsh–Hadamard transform after random sign flips), its norm is kept (f16), and every
+//! Walsh–Hadamard transform after random sign flips), a scale is kept (f16), and every
 //! rotated coordinate is snapped to the Lloyd–Max codebook of the distribution a coordinate
 //! of a uniformly random unit vector in `b` dimensions has, `∝ (1 − x²)^((b−3)/2)`. No
-//! calibration: the rotation makes every input look like that distribution.
+//! calibration: the rotation makes every input look like that distribution. One departure:
+//! the scale stored per block is the least-squares fit `⟨y, c⟩ / ⟨c, c⟩` of the chosen
+//! centroids `c`, not the norm (lower error, measured).
 //!
 //! Attention never rotates a key back: scores are taken in the rotated space (the query is
 //! rotated once per row), and values are summed there and the output rotated back once.
 //!
-//! Row layout, per rotation block: the norm (f16), then per group of 16 coordinates `bits`
+//! Row layout, per rotation block: the scale (f16), then per group of 16 coordinates `bits`
 //! little-endian u16 bit planes (bit `j` of plane `p` is bit `p` of coordinate `j`'s code), so
 //! a vector unit expands 16 codes from a few words.
 
@@ -200,13 +202,9 @@ pub fn encode_block(bits: u32, x: &[f32], out: &mut [u8]) {
             planes[at + 2 * k..at + 2 * k + 2].copy_from_slice(&p[k].to_le_bytes());
         }
     }
-    let scale = if std::env::var_os("CERA_TQ_NORM").is_some() {
-        norm / (b as f32).sqrt()
-    } else if cc > 0.0 {
-        xc / cc
-    } else {
-        0.0
-    };
+    // the least-squares scale of the chosen codes rather than the paper's norm: a lower
+    // reconstruction error, and lower KL divergence measured on SmolLM2 (benchmarks/README.md)
+    let scale = if cc > 0.0 { xc / cc } else { 0.0 };
     out[..2].copy_from_slice(&f32_to_f16(scale));
 }
 
