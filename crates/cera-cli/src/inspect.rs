@@ -37,6 +37,15 @@ struct TypeStat {
 struct MemoryEstimate {
     weights: u64,
     kv_cache: Option<(u64, u64)>, // (n_ctx, bytes)
+    /// KV heads per layer and the key and value head sizes
+    kv_dims: Option<(Vec<u32>, u64, u64)>,
+}
+
+/// KV cache bytes per token of a cache of `ty` (keys and values), as the engine lays it out
+/// (a layer whose heads the type cannot hold keeps f16).
+fn kv_bytes_per_token(ty: cera::backend::KvType, heads: &[u32], hk: u64, hv: u64) -> u64 {
+    let row = |d: u64| ty.for_head_dim(d as usize).row_bytes(d as usize) as u64;
+    heads.iter().map(|&h| h as u64 * (row(hk) + row(hv))).sum()
 }
 
 fn estimate_memory(g: &GgufFile, ctx: Option<u64>) -> MemoryEstimate {
@@ -62,15 +71,17 @@ fn estimate_memory(g: &GgufFile, ctx: Option<u64>) -> MemoryEstimate {
             .ok()?
             .unwrap_or(4096);
         let n_ctx = ctx.unwrap_or(n_ctx_train.min(4096));
-        let per_token: u64 = kv_heads
-            .iter()
-            .map(|&h| h as u64 * (head_k + head_v) * 2)
-            .sum();
-        Some((n_ctx, per_token.checked_mul(n_ctx)?))
+        let per_token = kv_bytes_per_token(cera::backend::KvType::F16, &kv_heads, head_k, head_v);
+        Some((
+            n_ctx,
+            per_token.checked_mul(n_ctx)?,
+            (kv_heads, head_k, head_v),
+        ))
     })();
     MemoryEstimate {
         weights,
-        kv_cache: kv,
+        kv_cache: kv.as_ref().map(|k| (k.0, k.1)),
+        kv_dims: kv.map(|k| k.2),
     }
 }
 
@@ -171,6 +182,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             human_bytes(mem.weights + kv)
         ),
         None => println!(),
+    }
+    if let Some((heads, hk, hv)) = &mem.kv_dims {
+        use cera::backend::KvType;
+        let per: Vec<String> = KvType::ALL
+            .iter()
+            .filter(|&&t| t != KvType::F32)
+            .map(|&t| format!("{t} {}", kv_bytes_per_token(t, heads, *hk, *hv)))
+            .collect();
+        println!("KV bytes/token: {} (-ctk/-ctv)", per.join(", "));
     }
 
     println!("\nmetadata ({} keys):", g.metadata.len());

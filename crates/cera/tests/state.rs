@@ -154,7 +154,10 @@ fn hostile_checkpoints_are_refused() {
     o.kv_rotate = false;
     let mut plain = eng.session(o);
     let e = plain.restore(&rotated).unwrap_err().to_string();
-    assert!(e.contains("(rotated) in the checkpoint, K q4_0 / V q4_0 in"), "{e}");
+    assert!(
+        e.contains("(rotated) in the checkpoint, K q4_0 / V q4_0 in"),
+        "{e}"
+    );
     let mut tq = eng.session(opts(128, KvType::TQ3));
     let e = tq.restore(&rotated).unwrap_err().to_string();
     assert!(e.contains("K tq3 / V tq3 in this session"), "{e}");
@@ -202,7 +205,10 @@ fn prefix_cache_restores_what_prefill_computes() {
         (tiny_model("lfm2_f32", "prefix"), "lfm2"),
         (tiny_model("gemma3_f32", "prefix"), "gemma3"),
     ];
-    for ((path, name), kv) in names.into_iter().zip([KvType::Q4_0, KvType::TQ3, KvType::F16]) {
+    for ((path, name), kv) in names
+        .into_iter()
+        .zip([KvType::Q4_0, KvType::TQ3, KvType::F16])
+    {
         let eng = engine(&path);
         let cache = PrefixCache::in_memory(1 << 30);
         // another cache type's entries are never used

@@ -59,7 +59,10 @@ fn encoded_vectors_match_the_numpy_reference() {
     let fx = fixture();
     let (mut total, mut differ) = (0, 0);
     for v in fx["vectors"].as_array().unwrap() {
-        let (bits, b) = (v["bits"].as_u64().unwrap() as u32, v["b"].as_u64().unwrap() as usize);
+        let (bits, b) = (
+            v["bits"].as_u64().unwrap() as u32,
+            v["b"].as_u64().unwrap() as usize,
+        );
         let cb = turbo::codebook(bits, b);
         let y = floats(&v["rotated"]);
         let mut bytes = vec![0u8; turbo::block_bytes(bits, b)];
@@ -83,5 +86,8 @@ fn encoded_vectors_match_the_numpy_reference() {
         }
     }
     // a coordinate within float rounding of a decision boundary may fall either way
-    assert!(differ * 200 <= total, "{differ} of {total} coordinates differ");
+    assert!(
+        differ * 200 <= total,
+        "{differ} of {total} coordinates differ"
+    );
 }

@@ -551,7 +551,10 @@ mod tests {
         let mut got = vec![0f32; x.len()];
         let bf: Vec<u8> = quant::quantize_to_vec(GgmlType::BF16, &x).unwrap();
         decode_rows(KvType::BF16, 0, 64, &bf, &mut got);
-        assert_eq!(got, quant::dequantize_to_vec(GgmlType::BF16, &bf, x.len()).unwrap());
+        assert_eq!(
+            got,
+            quant::dequantize_to_vec(GgmlType::BF16, &bf, x.len()).unwrap()
+        );
     }
 
     #[test]
