@@ -19,11 +19,12 @@ if [ ${#models[@]} -eq 0 ]; then
   models=("$HOME/.cache/cera/models/SmolLM2-135M-Instruct.Q4_1.gguf"
           "$HOME/.cache/cera/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf")
 fi
-# K/V rotate
+# K/V rotate (CONFIGS="q8_0 q8_0 on;q4_0 q4_0 off" to pick some)
 configs=("f32 f32 on" "bf16 bf16 on"
          "q8_0 q8_0 on" "q8_0 q8_0 off" "q5_1 q5_1 on" "q5_1 q5_1 off" "q5_0 q5_0 on" "q5_0 q5_0 off"
          "q4_1 q4_1 on" "q4_1 q4_1 off" "q4_0 q4_0 on" "q4_0 q4_0 off" "iq4_nl iq4_nl on" "iq4_nl iq4_nl off"
          "tq4 tq4 on" "tq3 tq3 on" "q8_0 q4_0 on" "q8_0 tq3 on" "tq4 tq3 on")
+if [ -n "${CONFIGS:-}" ]; then IFS=';' read -r -a configs <<< "$CONFIGS"; fi
 llama_types="bf16 q8_0 q5_1 q5_0 q4_1 q4_0 iq4_nl"
 
 for m in "${models[@]}"; do

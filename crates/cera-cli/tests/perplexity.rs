@@ -131,7 +131,11 @@ fn kv_cache_types_match_llama_cpp() {
         let want = case["ppl"].as_f64().unwrap();
         let rel = (ppl - want).abs() / want;
         eprintln!("{ty} rotation {rotate}: cera {ppl:.4} (KL {kl:.5}), llama.cpp {want:.4}");
-        let tol = if rotate == "on" || ty == "q8_0" { 0.01 } else { 0.03 };
+        let tol = if rotate == "on" || ty == "q8_0" {
+            0.01
+        } else {
+            0.03
+        };
         assert!(
             rel < tol,
             "{ty} rotation {rotate}: perplexity {ppl} vs llama.cpp {want} ({:.2}% apart)",
