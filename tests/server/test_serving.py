@@ -4,12 +4,13 @@ traffic on loopback."""
 import concurrent.futures as cf
 import json
 import signal
+import subprocess
 import threading
 import time
 
 import requests
 
-from conftest import Server
+from conftest import BIN, Server
 
 PROMPTS = [f"Tell me one fact about the number {i}." for i in range(16)]
 
@@ -193,3 +194,21 @@ def test_speculation_per_slot_keeps_the_replies(server):
         assert 0 < m["cera_spec_accepted_tokens_total"] <= m["cera_spec_drafted_tokens_total"]
     finally:
         spec.stop()
+
+
+def test_quantized_kv_cache_slots():
+    """`-ctk q8_0 -ctv q4_0`: every slot holds a quantized, rotated cache; replies computed four
+    at a time equal the same server's replies one at a time (the batched step reads each slot's
+    own compressed cache), and an unknown cache type stops the server with a message naming it."""
+    s = Server("-np", "4", "-c", "4096", "-ctk", "q8_0", "-ctv", "q4_0")
+    try:
+        alone = [greedy(s, p, 32) for p in PROMPTS[:8]]
+        assert all(alone), alone
+        with cf.ThreadPoolExecutor(8) as ex:
+            together = list(ex.map(lambda p: greedy(s, p, 32), PROMPTS[:8]))
+        assert together == alone
+    finally:
+        s.stop()
+    bad = subprocess.run([BIN, "serve", "-m", "smollm2", "--port", "1", "-ctk", "q3_k"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "unsupported KV cache type 'q3_k'" in bad.stderr, bad.stderr

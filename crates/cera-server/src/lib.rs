@@ -73,6 +73,8 @@ pub struct ServerConfig {
     pub access_log: bool,
     /// Prompt-lookup speculation per slot (`--spec ngram`): drafts, n-gram lengths.
     pub spec: Option<scheduler::SpecConfig>,
+    /// KV cache types of every slot (f16 by default; `-ctk/-ctv`, `--kv-rotate`).
+    pub kv: cera::backend::KvSpec,
 }
 
 impl ServerConfig {
@@ -95,6 +97,7 @@ impl ServerConfig {
             cache_ram: 512 << 20,
             access_log: true,
             spec: None,
+            kv: cera::backend::KvSpec::default(),
         }
     }
 }
@@ -305,6 +308,7 @@ fn load(st: &AppState) -> Result<(), ServerError> {
             max_queue: cfg.max_queue,
             prefix_cache,
             spec: cfg.spec.clone(),
+            kv: cfg.kv,
         },
         Arc::clone(&st.metrics),
     );

@@ -76,6 +76,8 @@ pub struct SchedulerConfig {
     pub max_queue: usize,
     pub prefix_cache: Option<Arc<PrefixCache>>,
     pub spec: Option<SpecConfig>,
+    /// Every slot's KV cache types and rotation.
+    pub kv: cera::backend::KvSpec,
 }
 
 /// Prompt-lookup speculation in every slot.
@@ -176,6 +178,9 @@ struct Slot<'e> {
 fn run(engine: Engine, cfg: SchedulerConfig, rx: Receiver<Job>, h: Arc<Handle>, m: Arc<Metrics>) {
     let mut sopts = cera::engine::SessionOptions::default();
     sopts.n_ctx = cfg.n_ctx_slot;
+    sopts.kv_type = cfg.kv.k;
+    sopts.kv_type_v = Some(cfg.kv.v);
+    sopts.kv_rotate = cfg.kv.rotate;
     let mut slots: Vec<Slot<'_>> = (0..cfg.n_parallel.max(1))
         .map(|_| Slot {
             session: engine.session(sopts.clone()),
