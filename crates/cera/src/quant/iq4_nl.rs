@@ -52,8 +52,18 @@ pub fn dequantize(blocks: &[BlockIQ4_NL], out: &mut [f32]) {
 /// ggml's `quantize_row_iq4_nl_impl` for one 32-element block without importance weights:
 /// scale search, then each element takes the nearest table entry under that scale.
 pub fn quantize(src: &[f32], out: &mut [BlockIQ4_NL]) {
+    quantize_with(src, out, NTRY)
+}
+
+/// ggml's `quantize_row_iq4_nl_ref` (what its CPU backend stores KV cache rows with): the same
+/// without the scale search (`ntry = -1`: the initial scale and one least-squares refinement).
+pub fn quantize_row_ref(src: &[f32], out: &mut [BlockIQ4_NL]) {
+    quantize_with(src, out, -1)
+}
+
+fn quantize_with(src: &[f32], out: &mut [BlockIQ4_NL], ntry: i32) {
     for (x, b) in src.chunks_exact(QK).zip(out.iter_mut()) {
-        let d = iq4_block_scale(&KVALUES_IQ4NL, x, NTRY);
+        let d = iq4_block_scale(&KVALUES_IQ4NL, x, ntry);
         b.d = f32_to_f16(d);
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let q = |v: f32| best_index_int8(&KVALUES_IQ4NL, id * v) as u8;

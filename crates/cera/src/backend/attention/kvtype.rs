@@ -326,6 +326,8 @@ pub fn encode_row(ty: KvType, rot: &Rotation, x: &[f32], out: &mut [u8]) {
         KvType::BF16 => quant::quantize(GgmlType::BF16, y, out).expect("bf16 row"),
         // quantized as ggml's CPU quantizes Q8_0 activations (and its KV rows)
         KvType::Q8_0 => q8_0::quantize_act(y, quant::as_blocks_mut(out)),
+        // and IQ4_NL KV rows without the scale search llama-quantize does for weights
+        KvType::IQ4_NL => quant::iq4_nl::quantize_row_ref(y, quant::as_blocks_mut(out)),
         KvType::TQ3 | KvType::TQ4 => {
             let bits = ty.turbo_bits().expect("turbo");
             let bb = turbo::block_bytes(bits, rot.n);
