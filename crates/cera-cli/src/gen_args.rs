@@ -23,17 +23,8 @@ pub struct ModelArgs {
         default_value_t = 512
     )]
     pub ubatch: usize,
-    /// KV cache element type of the keys: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
-    /// iq4_nl, or TurboQuant tq3 / tq4.
-    #[arg(long = "cache-type-k", visible_alias = "ctk", default_value = "f16")]
-    pub cache_type: KvType,
-    /// KV cache element type of the values (the same choices as for the keys).
-    #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
-    pub cache_type_v: KvType,
-    /// Walsh-Hadamard rotation of quantized (block-type) keys and values, as llama.cpp does
-    /// where the head size is a multiple of 64; TurboQuant types always rotate.
-    #[arg(long = "kv-rotate", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
-    pub kv_rotate: bool,
+    #[command(flatten)]
+    pub kv: KvArgs,
     /// When the context fills, drop half of the tokens after the first --keep ones and go on
     /// (llama.cpp's --context-shift); without it a full context is an error or the end.
     #[arg(long = "context-shift")]
@@ -57,9 +48,10 @@ impl ModelArgs {
         let mut o = SessionOptions::default();
         o.n_ctx = self.ctx_size;
         o.n_ubatch = self.ubatch;
-        o.kv_type = self.cache_type;
-        o.kv_type_v = Some(self.cache_type_v);
-        o.kv_rotate = self.kv_rotate;
+        let kv = self.kv.spec();
+        o.kv_type = kv.k;
+        o.kv_type_v = Some(kv.v);
+        o.kv_rotate = kv.rotate;
         o.context_shift = self.context_shift;
         o.n_keep = self.keep;
         o
@@ -143,5 +135,28 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
         "on" | "true" | "1" => Ok(true),
         "off" | "false" | "0" => Ok(false),
         _ => Err(format!("expected on or off, not '{s}'")),
+    }
+}
+
+/// The KV cache flags of every command that runs a session (`run`, `chat`, `perplexity`,
+/// `serve`'s slots).
+#[derive(clap::Args, Debug, Clone)]
+pub struct KvArgs {
+    /// KV cache element type of the keys: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
+    /// iq4_nl, or TurboQuant tq3 / tq4.
+    #[arg(long = "cache-type-k", visible_alias = "ctk", default_value = "f16")]
+    pub cache_type: KvType,
+    /// KV cache element type of the values (the same choices as for the keys).
+    #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
+    pub cache_type_v: KvType,
+    /// Walsh-Hadamard rotation of quantized (block-type) keys and values, as llama.cpp does
+    /// where the head size is a multiple of 64; TurboQuant types always rotate.
+    #[arg(long = "kv-rotate", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub kv_rotate: bool,
+}
+
+impl KvArgs {
+    pub fn spec(&self) -> cera::backend::KvSpec {
+        cera::backend::KvSpec::new(self.cache_type, self.cache_type_v).with_rotation(self.kv_rotate)
     }
 }

@@ -58,15 +58,8 @@ pub struct Args {
     pub no_access_log: bool,
     #[command(flatten)]
     pub spec: crate::spec_args::SpecArgs,
-    /// KV cache type of the keys in every slot (the choices of `cera run -ctk`).
-    #[arg(long = "cache-type-k", visible_alias = "ctk", default_value = "f16")]
-    pub cache_type_k: cera::backend::KvType,
-    /// KV cache type of the values in every slot.
-    #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
-    pub cache_type_v: cera::backend::KvType,
-    /// Hadamard rotation of quantized caches (on, off).
-    #[arg(long = "kv-rotate", default_value = "on", value_parser = crate::gen_args::parse_on_off, action = clap::ArgAction::Set)]
-    pub kv_rotate: bool,
+    #[command(flatten)]
+    pub kv: crate::gen_args::KvArgs,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -86,7 +79,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.body_limit = a.body_limit;
     cfg.shutdown_timeout = Duration::from_secs(a.shutdown_timeout);
     cfg.cache_ram = a.cache_ram << 20;
-    cfg.kv = cera::backend::KvSpec::new(a.cache_type_k, a.cache_type_v).with_rotation(a.kv_rotate);
+    cfg.kv = a.kv.spec();
     cfg.access_log = !a.no_access_log;
     cfg.spec = match a.spec.spec.as_str() {
         "off" => None,
