@@ -1,7 +1,8 @@
 // Reference dumper for Cera's generation fixtures, linked against a llama.cpp build.
 // For one prompt: tokenizes it as llama-simple does (add special, parse special), prefills it,
 // writes the last-position logits (all of them, f32 LE) and then greedy-decodes N tokens,
-// recording each token and the top-2 logits at that step.
+// recording each token and the top-2 logits at that step. CERA_REF_LORA names a LoRA adapter to
+// apply (see below).
 //
 //   dump_ref MODEL PROMPT_FILE N_PREDICT OUT_PREFIX
 //   -> OUT_PREFIX.logits (f32 LE, n_vocab values), OUT_PREFIX.json
@@ -65,6 +66,14 @@ int main(int argc, char ** argv) {
     if (getenv("CERA_REF_KV_F32")) { cp.type_k = GGML_TYPE_F32; cp.type_v = GGML_TYPE_F32; }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot create context\n"); return 1; }
+
+    // CERA_REF_LORA=ADAPTER.gguf (and CERA_REF_LORA_SCALE, default 1): run with that LoRA adapter
+    if (const char * lp = getenv("CERA_REF_LORA")) {
+        llama_adapter_lora * ad = llama_adapter_lora_init(model, lp);
+        if (!ad) { fprintf(stderr, "cannot load adapter %s\n", lp); return 1; }
+        float sc = getenv("CERA_REF_LORA_SCALE") ? (float) atof(getenv("CERA_REF_LORA_SCALE")) : 1.0f;
+        if (llama_set_adapters_lora(ctx, &ad, 1, &sc)) { fprintf(stderr, "cannot set adapter\n"); return 1; }
+    }
 
     llama_batch_ext * batch = llama_batch_ext_init(ctx);
     set_tokens(batch, toks.data(), n_prompt, 0);

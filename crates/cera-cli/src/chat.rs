@@ -54,7 +54,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let engine = Engine::load(&path, a.model.engine_options())
         .with_context(|| format!("loading {}", path.display()))?;
     let tools = a.structured.tools(&engine, a.model.verbose)?;
-    let session = engine.session(a.model.session_options());
+    let adapters = a.model.lora.load(&engine, a.model.verbose)?;
+    let mut session = engine.session(a.model.session_options());
+    crate::gen_args::attach(&mut session, &adapters)?;
     cancel_on_ctrl_c(session.cancel_handle());
     let mut chat = session.into_chat()?;
     let cache = CacheArgs {

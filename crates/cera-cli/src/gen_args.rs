@@ -25,6 +25,8 @@ pub struct ModelArgs {
     pub ubatch: usize,
     #[command(flatten)]
     pub kv: KvArgs,
+    #[command(flatten)]
+    pub lora: LoraArgs,
     /// When the context fills, drop half of the tokens after the first --keep ones and go on
     /// (llama.cpp's --context-shift); without it a full context is an error or the end.
     #[arg(long = "context-shift")]
@@ -136,6 +138,70 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
         "off" | "false" | "0" => Ok(false),
         _ => Err(format!("expected on or off, not '{s}'")),
     }
+}
+
+/// LoRA adapters applied to the command's sessions (llama.cpp's flags).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LoraArgs {
+    /// A LoRA adapter applied at scale 1: a llama.cpp GGUF adapter or a PEFT directory
+    /// (adapter_config.json + adapter_model.safetensors). Repeatable.
+    #[arg(long = "lora", value_name = "FILE")]
+    pub lora: Vec<std::path::PathBuf>,
+    /// A LoRA adapter at a scale, FILE:SCALE (e.g. `--lora-scaled style.gguf:0.5`). Repeatable.
+    #[arg(long = "lora-scaled", value_name = "FILE:SCALE", value_parser = parse_lora_scaled)]
+    pub lora_scaled: Vec<(std::path::PathBuf, f32)>,
+}
+
+fn parse_lora_scaled(s: &str) -> Result<(std::path::PathBuf, f32), String> {
+    let (file, scale) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("'{s}': expected FILE:SCALE"))?;
+    let scale: f32 = scale
+        .parse()
+        .ok()
+        .filter(|v: &f32| v.is_finite())
+        .ok_or_else(|| format!("'{s}': '{scale}' is not a scale"))?;
+    if file.is_empty() {
+        return Err(format!("'{s}': no file before the scale"));
+    }
+    Ok((file.into(), scale))
+}
+
+/// Loaded adapters and their scales, attached to each session a command opens.
+pub type Adapters = Vec<(std::sync::Arc<cera::lora::LoraAdapter>, f32)>;
+
+impl LoraArgs {
+    /// Loads every adapter named, in the order given (`--lora` ones first).
+    pub fn load(&self, engine: &cera::engine::Engine, verbose: bool) -> anyhow::Result<Adapters> {
+        let all = self
+            .lora
+            .iter()
+            .map(|p| (p.clone(), 1.0))
+            .chain(self.lora_scaled.iter().cloned());
+        let mut out = Vec::new();
+        for (path, scale) in all {
+            let a = engine.load_lora(&path)?;
+            if verbose {
+                eprintln!(
+                    "cera: LoRA {} (alpha {}, rank up to {}, {} projections) at scale {scale}",
+                    path.display(),
+                    a.alpha,
+                    a.max_rank(),
+                    a.n_projections()
+                );
+            }
+            out.push((a, scale));
+        }
+        Ok(out)
+    }
+}
+
+/// Attaches `adapters` to `session`.
+pub fn attach(session: &mut cera::session::Session, adapters: &Adapters) -> anyhow::Result<()> {
+    for (a, s) in adapters {
+        session.attach_lora(a, *s)?;
+    }
+    Ok(())
 }
 
 /// The KV cache flags of every command that runs a session (`run`, `chat`, `perplexity`,

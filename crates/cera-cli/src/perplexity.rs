@@ -66,6 +66,7 @@ fn argmax(row: &[f32]) -> usize {
     best
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn perplexity(
     engine: &Engine,
     text: &str,
@@ -73,6 +74,7 @@ pub fn perplexity(
     max_chunks: Option<usize>,
     mut opts: cera::engine::SessionOptions,
     kl_base: Option<cera::backend::KvType>,
+    adapters: &crate::gen_args::Adapters,
     mut on_chunk: impl FnMut(usize, f64),
 ) -> anyhow::Result<Perplexity> {
     let tok = engine.tokenizer();
@@ -95,14 +97,20 @@ pub fn perplexity(
     let mut chunk_ppl = Vec::new();
     opts.n_ctx = n_ctx;
     opts.n_ubatch = n_ctx;
-    let mut base = kl_base.map(|t| {
-        let mut o = opts.clone();
-        o.kv_type = t;
-        o.kv_type_v = Some(t);
-        engine.session(o)
-    });
+    let mut base = match kl_base {
+        Some(t) => {
+            let mut o = opts.clone();
+            o.kv_type = t;
+            o.kv_type_v = Some(t);
+            let mut s = engine.session(o);
+            crate::gen_args::attach(&mut s, adapters)?;
+            Some(s)
+        }
+        None => None,
+    };
     let (mut base_nll, mut kl, mut same) = (0f64, 0f64, 0usize);
     let mut session = engine.session(opts);
+    crate::gen_args::attach(&mut session, adapters)?;
     for c in 0..n_chunks {
         let mut batch = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
         if tok.add_bos() {
@@ -176,9 +184,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             s.kv_bytes_per_token() * 8.0 / s.kv_elements_per_token().max(1) as f64
         );
     }
-    let r = perplexity(&engine, &text, n_ctx, a.chunks, opts, a.kl_base, |c, p| {
-        eprint!("[{}]{p:.4},", c + 1);
-    })?;
+    let adapters = a.model.lora.load(&engine, a.model.verbose)?;
+    let r = perplexity(
+        &engine,
+        &text,
+        n_ctx,
+        a.chunks,
+        opts,
+        a.kl_base,
+        &adapters,
+        |c, p| {
+            eprint!("[{}]{p:.4},", c + 1);
+        },
+    )?;
     eprintln!();
     println!(
         "Final estimate: PPL = {:.4} ({} chunks of {n_ctx}, {} tokens scored, {:.1} s)",

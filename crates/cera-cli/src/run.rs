@@ -222,7 +222,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         )?,
         (None, false) => chat_prompt(&engine, a.system.as_deref(), &text)?,
     };
+    let adapters = a.model.lora.load(&engine, a.model.verbose)?;
     let mut session = engine.session(a.model.session_options());
+    crate::gen_args::attach(&mut session, &adapters)?;
     cancel_on_ctrl_c(session.cancel_handle());
     if a.model.verbose {
         crate::common::print_kv_cache(&session);

@@ -163,6 +163,7 @@ impl<'s> Batch<'s> {
                 tokens: e.tokens,
                 logits: e.logits,
                 state: &mut e.session.state.seq,
+                lora: &e.session.lora,
             })
             .collect();
         let r = engine

@@ -125,6 +125,14 @@ impl Engine {
         })
     }
 
+    /// Loads a LoRA adapter for this model: a llama.cpp GGUF adapter or a PEFT directory
+    /// (`adapter_config.json` + `adapter_model.safetensors`). Attach it to sessions with
+    /// [`Session::attach_lora`]; one loaded adapter can serve any number of sessions.
+    pub fn load_lora(&self, path: impl AsRef<Path>) -> Result<Arc<crate::lora::LoraAdapter>> {
+        let a = crate::lora::LoraAdapter::open(path, &self.inner.model, &self.inner.file)?;
+        Ok(Arc::new(a))
+    }
+
     /// A new, empty session.
     pub fn session(&self, opts: SessionOptions) -> Session {
         Session::new(Arc::clone(&self.inner), opts)

@@ -110,6 +110,11 @@ pub enum Error {
     #[error("unknown model '{name}'; known models: {known}")]
     UnknownModel { name: String, known: String },
 
+    // ---- adapters ----
+    /// A LoRA adapter that cannot be read or does not fit the model; `adapter` names the file.
+    #[error("LoRA adapter {adapter}: {reason}")]
+    Lora { adapter: String, reason: String },
+
     // ---- chat templates ----
     /// A chat template failed to compile or render; `reason` names the construct this engine
     /// lacks when that is the cause (`unsupported filter: ...`).

@@ -3,6 +3,10 @@
 
 pub const GENERAL_ARCHITECTURE: &str = "general.architecture";
 pub const GENERAL_NAME: &str = "general.name";
+pub const GENERAL_TYPE: &str = "general.type";
+pub const ADAPTER_TYPE: &str = "adapter.type";
+pub const ADAPTER_LORA_ALPHA: &str = "adapter.lora.alpha";
+pub const ADAPTER_ALORA_INVOCATION_TOKENS: &str = "adapter.alora.invocation_tokens";
 pub const GENERAL_ALIGNMENT: &str = "general.alignment";
 pub const GENERAL_FILE_TYPE: &str = "general.file_type";
 pub const GENERAL_QUANTIZATION_VERSION: &str = "general.quantization_version";

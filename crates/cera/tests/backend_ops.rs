@@ -157,6 +157,16 @@ impl Backend for Faulty {
     fn add(&self, cx: &mut CpuCtx, x: &mut CpuTensor, y: &CpuTensor) {
         self.cpu.add(cx, x, y)
     }
+    fn add_rows_scaled(
+        &self,
+        cx: &mut CpuCtx,
+        dst: &mut CpuTensor,
+        rows: Option<&[usize]>,
+        src: &CpuTensor,
+        s: f32,
+    ) {
+        self.cpu.add_rows_scaled(cx, dst, rows, src, s)
+    }
     fn scale(&self, cx: &mut CpuCtx, x: &mut CpuTensor, s: f32) {
         self.cpu.scale(cx, x, s)
     }

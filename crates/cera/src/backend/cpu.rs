@@ -195,6 +195,31 @@ impl Backend for Cpu {
         ew::add_inplace(x.data_mut(), y.data());
     }
 
+    fn add_rows_scaled(
+        &self,
+        _cx: &mut CpuCtx,
+        dst: &mut CpuTensor,
+        rows: Option<&[usize]>,
+        src: &CpuTensor,
+        s: f32,
+    ) {
+        let w = dst.cols;
+        assert_eq!(src.cols, w, "add_rows_scaled: widths differ");
+        let n = src.rows;
+        assert!(
+            rows.map_or(n == dst.rows, |r| r.len() == n),
+            "add_rows_scaled: rows"
+        );
+        let (d, x) = (dst.data_mut(), src.data());
+        for i in 0..n {
+            let r = rows.map_or(i, |r| r[i]);
+            // the product is rounded before the add, as a scale op followed by an add
+            for (a, &b) in d[r * w..(r + 1) * w].iter_mut().zip(&x[i * w..(i + 1) * w]) {
+                *a += s * b;
+            }
+        }
+    }
+
     fn scale(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, s: f32) {
         ew::scale_inplace(x.data_mut(), s);
     }

@@ -35,6 +35,9 @@ pub struct Weight {
     /// The x8-packed copy the GEMM kernels read (`kernels::pack`), made on first use and
     /// shared by clones; `None` inside when the format has no packed kernel.
     packed: Arc<OnceLock<Option<Vec<u8>>>>,
+    /// For a part of a fused projection ([`Weight::slice_rows`]): the whole tensor's name and
+    /// the part's first row (what a LoRA adapter for the fused tensor is matched by).
+    part_of: Option<Arc<(String, usize)>>,
 }
 
 impl std::fmt::Debug for Weight {
@@ -59,7 +62,18 @@ impl Weight {
             rows: rows as usize,
             cols: cols as usize,
             packed: Arc::default(),
+            part_of: None,
         }
+    }
+
+    /// The name a LoRA adapter names this weight by: the fused tensor's for a part of one.
+    pub fn lora_key(&self) -> &str {
+        self.part_of.as_ref().map_or(&self.name, |p| &p.0)
+    }
+
+    /// For a part of a fused tensor: the fused tensor's name and this part's first row.
+    pub fn lora_part(&self) -> Option<(usize, &str)> {
+        self.part_of.as_ref().map(|p| (p.1, p.0.as_str()))
     }
 
     /// The x8-packed weights when the kernel table reads this format packed. Packed on first
@@ -136,6 +150,10 @@ impl Weight {
             rows: n,
             cols: self.cols,
             packed: Arc::default(),
+            part_of: Some(Arc::new(match &self.part_of {
+                Some(p) => (p.0.clone(), p.1 + start),
+                None => (self.name.clone(), start),
+            })),
         }
     }
 

@@ -171,6 +171,16 @@ pub trait Backend: Send + Sync {
     fn rms_norm_inplace(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, w: &[f32], eps: f32);
     /// `x += y`.
     fn add(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, y: &Self::Tensor);
+    /// `dst[rows[i]] += s · src[i]` for each row of `src` (`rows` `None`: row `i` of `dst`):
+    /// a LoRA delta added to its sequences' rows of a projection.
+    fn add_rows_scaled(
+        &self,
+        cx: &mut Self::Ctx,
+        dst: &mut Self::Tensor,
+        rows: Option<&[usize]>,
+        src: &Self::Tensor,
+        s: f32,
+    );
     /// `x *= s`.
     fn scale(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, s: f32);
     /// Adds `bias` to every row.

@@ -443,6 +443,25 @@ impl Backend for Reference {
         }
     }
 
+    fn add_rows_scaled(
+        &self,
+        _cx: &mut (),
+        dst: &mut RefTensor,
+        rows: Option<&[usize]>,
+        src: &RefTensor,
+        s: f32,
+    ) {
+        assert_eq!(src.cols, dst.cols, "add_rows_scaled: widths differ");
+        for i in 0..src.rows {
+            let r = rows.map_or(i, |r| r[i]);
+            assert!(r < dst.rows, "add_rows_scaled: row {r} of {}", dst.rows);
+            let x = src.row(i).to_vec();
+            for (a, b) in dst.row_mut(r).iter_mut().zip(x) {
+                *a = (*a as f64 + s as f64 * b as f64) as f32;
+            }
+        }
+    }
+
     fn scale(&self, _cx: &mut (), x: &mut RefTensor, s: f32) {
         for a in &mut x.data {
             *a = (*a as f64 * s as f64) as f32;

@@ -24,7 +24,7 @@ use super::common::shortconv::ConvState;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
-use super::step::{LogitsPost, SeqInput, Workspace, attend, logits_out};
+use super::step::{LogitsPost, SeqInput, Workspace, attend, logits_out, project};
 use crate::backend::moe::{Gating, MoeWeights};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, RopeKind, Weight};
 use crate::error::{Error, Result};
@@ -401,7 +401,13 @@ impl Lfm2 {
         ws: &mut Workspace<B>,
     ) -> Result<()> {
         let cx = &mut ws.cx;
-        be.matmul(cx, &mut [(&w.in_proj, &mut ws.bcx)], &ws.h)?;
+        project(
+            be,
+            cx,
+            &mut ws.lora,
+            &mut [(&w.in_proj, &mut ws.bcx)],
+            &ws.h,
+        )?;
         be.reshape(&mut ws.conv, ws.tokens.len(), self.cfg.n_embd);
         for (s, span) in seqs.iter_mut().zip(&ws.spans) {
             let state = s.state.conv.layers[il]
@@ -409,7 +415,13 @@ impl Lfm2 {
                 .expect("a convolution layer has convolution state");
             be.short_conv(cx, &ws.bcx, &w.kernel, state, *span, &mut ws.conv);
         }
-        be.matmul(cx, &mut [(&w.out_proj, &mut ws.o)], &ws.conv)
+        project(
+            be,
+            cx,
+            &mut ws.lora,
+            &mut [(&w.out_proj, &mut ws.o)],
+            &ws.conv,
+        )
     }
 
     /// `o = attention(h)` with per-head Q/K norms and NeoX RoPE.
@@ -424,8 +436,10 @@ impl Lfm2 {
         let c = &self.cfg;
         let n_kv = c.n_head_kv[il];
         let cx = &mut ws.cx;
-        be.matmul(
+        project(
+            be,
             cx,
+            &mut ws.lora,
             &mut [(&w.wq, &mut ws.q), (&w.wk, &mut ws.k), (&w.wv, &mut ws.v)],
             &ws.h,
         )?;
@@ -443,7 +457,13 @@ impl Lfm2 {
             window: c.window,
         };
         attend(be, il, seqs, ws, &params);
-        be.matmul(&mut ws.cx, &mut [(&w.wo, &mut ws.o)], &ws.att)
+        project(
+            be,
+            &mut ws.cx,
+            &mut ws.lora,
+            &mut [(&w.wo, &mut ws.o)],
+            &ws.att,
+        )
     }
 
     /// `o = ffn(h)`: SwiGLU, dense or routed (the step's tokens of every sequence grouped by
@@ -452,9 +472,15 @@ impl Lfm2 {
         let cx = &mut ws.cx;
         match f {
             Ffn::Dense { gate, up, down } => {
-                be.matmul(cx, &mut [(gate, &mut ws.gate), (up, &mut ws.up)], &ws.h)?;
+                project(
+                    be,
+                    cx,
+                    &mut ws.lora,
+                    &mut [(gate, &mut ws.gate), (up, &mut ws.up)],
+                    &ws.h,
+                )?;
                 be.glu(cx, &mut ws.gate, &ws.up, Act::Silu);
-                be.matmul(cx, &mut [(down, &mut ws.o)], &ws.gate)
+                project(be, cx, &mut ws.lora, &mut [(down, &mut ws.o)], &ws.gate)
             }
             Ffn::Moe(m) => be.moe(cx, m, &ws.h, &mut ws.o),
         }

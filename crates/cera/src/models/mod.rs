@@ -15,10 +15,11 @@ pub mod step;
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, Cpu, KvSpec, RopeConfig, RopeKind, RopeScaling};
+use crate::backend::{Backend, Cpu, KvSpec, RopeConfig, RopeKind, RopeScaling, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
+use crate::lora::LoraSet;
 pub use common::shortconv::ConvSnapshot;
 use common::shortconv::ConvState;
 pub use names::Arch;
@@ -144,6 +145,39 @@ impl Model {
         })
     }
 
+    /// The projections a LoRA adapter may change: every matrix the forward pass multiplies
+    /// by except token embeddings (and a tied output, which is the embedding table) and MoE
+    /// routers and experts.
+    pub fn lora_targets(&self) -> Vec<&Weight> {
+        let mut v: Vec<&Weight> = Vec::new();
+        let (token_embd, output) = match self {
+            Model::Decoder(d) => {
+                for l in &d.layers {
+                    v.extend([&l.wq, &l.wk, &l.wv, &l.wo]);
+                    v.extend(l.ffn_gate.as_ref());
+                    v.extend([&l.ffn_up, &l.ffn_down]);
+                }
+                (&d.token_embd, &d.output)
+            }
+            Model::Lfm2(m) => {
+                for l in &m.layers {
+                    match &l.mixer {
+                        lfm2::Mixer::Conv(c) => v.extend([&c.in_proj, &c.out_proj]),
+                        lfm2::Mixer::Attention(a) => v.extend([&a.wq, &a.wk, &a.wv, &a.wo]),
+                    }
+                    if let lfm2::Ffn::Dense { gate, up, down } = &l.ffn {
+                        v.extend([gate, up, down]);
+                    }
+                }
+                (&m.token_embd, &m.output)
+            }
+        };
+        if output.name != token_embd.name {
+            v.push(output);
+        }
+        v
+    }
+
     pub fn n_vocab(&self) -> usize {
         match self {
             Model::Decoder(d) => d.cfg.n_vocab,
@@ -237,6 +271,21 @@ impl Model {
         all_logits: bool,
         logits: &mut Vec<f32>,
     ) -> Result<()> {
+        self.forward_with(be, st, tokens, pos0, all_logits, &LoraSet::NONE, logits)
+    }
+
+    /// [`Model::forward`] with the LoRA adapters `lora` applied.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_with<B: Backend>(
+        &self,
+        be: &B,
+        st: &mut ModelState<B>,
+        tokens: &[u32],
+        pos0: usize,
+        all_logits: bool,
+        lora: &LoraSet,
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
         let mut seq = [SeqInput {
             state: &mut st.seq,
             tokens,
@@ -246,6 +295,7 @@ impl Model {
             } else {
                 Logits::Last
             },
+            lora,
         }];
         self.forward_batch(be, &mut st.ws, &mut seq, logits)
     }

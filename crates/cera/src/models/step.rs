@@ -5,6 +5,7 @@
 use super::SeqState;
 use crate::backend::{AttentionParams, Backend, Cpu, SeqSpan, Weight};
 use crate::error::{Error, Result};
+use crate::lora::LoraSet;
 
 /// Which of a sequence's rows in a step produce logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +36,133 @@ pub struct SeqInput<'a, B: Backend = Cpu> {
     pub tokens: &'a [u32],
     pub pos0: usize,
     pub logits: Logits,
+    /// The LoRA adapters this sequence applies (none: the base model).
+    pub lora: &'a LoraSet,
+}
+
+/// Rows of a step that apply one set of adapters (`None`: every row).
+type LoraGroup = (LoraSet, Option<Vec<usize>>);
+
+/// Which rows of a step apply which adapters, and the buffers their deltas use.
+pub(crate) struct StepLora<B: Backend> {
+    /// Per distinct set of adapters: the set and its rows, in step order.
+    groups: Vec<LoraGroup>,
+    /// The groups again for the rows that want logits (indices into those rows).
+    out_groups: Vec<LoraGroup>,
+    bufs: LoraBufs<B>,
+}
+
+/// `[rows, in]` a group's input rows; `[rows, rank]` `A·x`; `[rows, out]` `B·(A·x)`.
+struct LoraBufs<B: Backend> {
+    xs: B::Tensor,
+    t: B::Tensor,
+    d: B::Tensor,
+}
+
+impl<B: Backend> Default for StepLora<B> {
+    fn default() -> Self {
+        StepLora {
+            groups: Vec::new(),
+            out_groups: Vec::new(),
+            bufs: LoraBufs {
+                xs: Default::default(),
+                t: Default::default(),
+                d: Default::default(),
+            },
+        }
+    }
+}
+
+impl<B: Backend> StepLora<B> {
+    /// Groups the sequences by their adapter sets.
+    fn plan(&mut self, seqs: &[SeqInput<'_, B>], spans: &[SeqSpan], n: usize, out_rows: &[usize]) {
+        self.groups.clear();
+        self.out_groups.clear();
+        for (s, span) in seqs.iter().zip(spans) {
+            if s.lora.is_empty() {
+                continue;
+            }
+            let rows = span.row0..span.row0 + span.n;
+            match self.groups.iter_mut().find(|(g, _)| g.same_as(s.lora)) {
+                Some((_, r)) => r.get_or_insert_with(Vec::new).extend(rows),
+                None => self.groups.push((s.lora.clone(), Some(rows.collect()))),
+            }
+        }
+        for (set, rows) in &self.groups {
+            let rows = rows.as_deref().expect("filled above");
+            // positions among the logits rows (both lists ascend)
+            let at: Vec<usize> = out_rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| rows.binary_search(r).is_ok())
+                .map(|(i, _)| i)
+                .collect();
+            if !at.is_empty() {
+                self.out_groups.push((set.clone(), Some(at)));
+            }
+        }
+        // one set over every row needs no gathering
+        for (groups, len) in [
+            (&mut self.groups, n),
+            (&mut self.out_groups, out_rows.len()),
+        ] {
+            if let [(_, rows)] = &mut groups[..]
+                && rows.as_ref().is_some_and(|r| r.len() == len)
+            {
+                *rows = None;
+            }
+        }
+    }
+}
+
+/// `out = x · wᵀ` for each `(w, out)` as [`Backend::matmul`], plus each attached adapter's
+/// `s · B(A·x)` on the rows of the sequences that attached it (added after the product and
+/// before any bias, as llama.cpp orders it). `x` holds every row of the step.
+pub(crate) fn project<B: Backend>(
+    be: &B,
+    cx: &mut B::Ctx,
+    lo: &mut StepLora<B>,
+    ops: &mut [(&Weight, &mut B::Tensor)],
+    x: &B::Tensor,
+) -> Result<()> {
+    be.matmul(cx, ops, x)?;
+    add_deltas(be, cx, &lo.groups, &mut lo.bufs, ops, x)
+}
+
+fn add_deltas<B: Backend>(
+    be: &B,
+    cx: &mut B::Ctx,
+    groups: &[LoraGroup],
+    bufs: &mut LoraBufs<B>,
+    ops: &mut [(&Weight, &mut B::Tensor)],
+    x: &B::Tensor,
+) -> Result<()> {
+    let LoraBufs { xs, t, d } = bufs;
+    for (set, rows) in groups {
+        let mut gathered = false;
+        for (w, out) in ops.iter_mut() {
+            for att in set.iter() {
+                let Some(pair) = att.adapter.pair(w) else {
+                    continue;
+                };
+                let input = match rows {
+                    None => x,
+                    Some(r) => {
+                        if !gathered {
+                            be.gather_rows(cx, x, r, xs);
+                            gathered = true;
+                        }
+                        &*xs
+                    }
+                };
+                be.matmul(cx, &mut [(&pair.a, &mut *t)], input)?;
+                be.matmul(cx, &mut [(&pair.b, &mut *d)], t)?;
+                let s = att.adapter.scale(pair, att.scale);
+                be.add_rows_scaled(cx, out, rows.as_deref(), d, s);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The working buffers of a step, reused across steps so steady-state decoding allocates
@@ -69,6 +197,8 @@ pub struct Workspace<B: Backend = Cpu> {
     pub(crate) spans: Vec<SeqSpan>,
     /// The rows whose logits are returned, in output order.
     pub(crate) out_rows: Vec<usize>,
+    /// The step's LoRA groups.
+    pub(crate) lora: StepLora<B>,
 }
 
 impl<B: Backend> Default for Workspace<B> {
@@ -93,6 +223,7 @@ impl<B: Backend> Default for Workspace<B> {
             pos: Vec::new(),
             spans: Vec::new(),
             out_rows: Vec::new(),
+            lora: StepLora::default(),
         }
     }
 }
@@ -136,6 +267,8 @@ impl<B: Backend> Workspace<B> {
             let r = s.logits.rows(n);
             self.out_rows.extend(row0 + n - r..row0 + n);
         }
+        self.lora
+            .plan(seqs, &self.spans, self.tokens.len(), &self.out_rows);
         Ok(())
     }
 
@@ -217,6 +350,15 @@ pub(crate) fn logits_out<B: Backend>(
     }
     dump(be, ws, "result_norm", None, Buf::Hn);
     be.matmul(&mut ws.cx, &mut [(output, &mut ws.lg)], &ws.hn)?;
+    let lo = &mut ws.lora;
+    add_deltas(
+        be,
+        &mut ws.cx,
+        &lo.out_groups,
+        &mut lo.bufs,
+        &mut [(output, &mut ws.lg)],
+        &ws.hn,
+    )?;
     if post.divisor != 1.0 {
         be.scale(&mut ws.cx, &mut ws.lg, 1.0 / post.divisor);
     }

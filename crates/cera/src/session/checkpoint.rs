@@ -30,7 +30,7 @@ impl Session {
         let h = Header {
             version: checkpoint::FORMAT_VERSION,
             kind,
-            fingerprint: self.engine.fingerprint(),
+            fingerprint: self.state_fingerprint(),
             kv_types: self.kv_types,
             n_ctx: self.n_ctx(),
             n_tokens: n,
@@ -83,7 +83,7 @@ impl Session {
         checkpoint::check_fits(
             &h,
             what,
-            self.engine.fingerprint(),
+            self.state_fingerprint(),
             self.kv_types,
             self.n_ctx(),
         )?;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 mod checkpoint;
 mod generate;
+mod lora;
 mod prefill;
 mod rewind;
 mod shift;
@@ -19,6 +20,7 @@ pub use generate::{Generator, Step, TokenLogprobs, partial_match_len};
 pub use prefill::PrefillReport;
 
 use crate::backend::KvSpec;
+use crate::lora::LoraSet;
 use crate::models::ModelState;
 use crate::sample::SamplerConfig;
 
@@ -149,6 +151,8 @@ pub struct Session {
     /// Times the context was shifted; a shifted state is not what a plain prefill of `tokens`
     /// gives, so it is never shared through a prefix cache.
     pub(crate) n_shifts: usize,
+    /// The LoRA adapters applied to every forward pass of this session.
+    pub(crate) lora: LoraSet,
 }
 
 impl Session {
@@ -178,6 +182,7 @@ impl Session {
             snaps: Default::default(),
             shift_keep: opts.context_shift.then_some(opts.n_keep),
             n_shifts: 0,
+            lora: LoraSet::default(),
         }
     }
 
@@ -267,6 +272,7 @@ impl Session {
             snaps: self.snaps.clone(),
             shift_keep: self.shift_keep,
             n_shifts: self.n_shifts,
+            lora: self.lora.clone(),
         }
     }
 
@@ -365,8 +371,15 @@ impl Session {
     pub(crate) fn forward(&mut self, chunk: &[u32], all: bool) -> Result<()> {
         let pos0 = self.tokens.len();
         let e = &self.engine;
-        e.model
-            .forward(&e.cpu, &mut self.state, chunk, pos0, all, &mut self.logits)?;
+        e.model.forward_with(
+            &e.cpu,
+            &mut self.state,
+            chunk,
+            pos0,
+            all,
+            &self.lora,
+            &mut self.logits,
+        )?;
         self.tokens.extend_from_slice(chunk);
         self.logits_valid = true;
         self.after_forward();

@@ -124,7 +124,7 @@ impl Session {
     }
 
     fn namespace(&self) -> Namespace {
-        Namespace::new(self.engine.fingerprint(), self.kv_types)
+        Namespace::new(self.state_fingerprint(), self.kv_types)
     }
 
     /// Stores the current context in `cache` (not a shifted one: its state is not what the

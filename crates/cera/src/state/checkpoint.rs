@@ -182,7 +182,7 @@ pub(crate) fn check_fits(
     };
     if h.fingerprint != fingerprint {
         return Err(err(format!(
-            "made with another model (fingerprint {}; this model is {fingerprint})",
+            "made with another model or other LoRA adapters (fingerprint {}; this model is {fingerprint})",
             h.fingerprint
         )));
     }

@@ -5,7 +5,9 @@
 
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, Weight};
 use crate::error::Result;
-use crate::models::step::{Buf, LogitsPost, SeqInput, Workspace, attend, dump, logits_out};
+use crate::models::step::{
+    Buf, LogitsPost, SeqInput, Workspace, attend, dump, logits_out, project,
+};
 
 /// Where the RMS norms sit around attention and the FFN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,8 +198,10 @@ impl Decoder {
             Some(w) => be.rms_norm(cx, &ws.x, w, c.rms_eps, &mut ws.h),
             None => be.copy_cols(cx, &ws.x, 0, c.n_embd, &mut ws.h),
         }
-        be.matmul(
+        project(
+            be,
             cx,
+            &mut ws.lora,
             &mut [
                 (&lw.wq, &mut ws.q),
                 (&lw.wk, &mut ws.k),
@@ -242,7 +246,13 @@ impl Decoder {
         };
         attend(be, il, seqs, ws, &params);
         dump(be, ws, "kqv_out", Some(il), Buf::Att);
-        be.matmul(&mut ws.cx, &mut [(&lw.wo, &mut ws.o)], &ws.att)?;
+        project(
+            be,
+            &mut ws.cx,
+            &mut ws.lora,
+            &mut [(&lw.wo, &mut ws.o)],
+            &ws.att,
+        )?;
         if let Some(b) = &lw.bo {
             be.add_bias(&mut ws.cx, &mut ws.o, b);
         }
@@ -282,8 +292,10 @@ impl Decoder {
         let cx = &mut ws.cx;
         match &lw.ffn_gate {
             Some(gate_w) => {
-                be.matmul(
+                project(
+                    be,
                     cx,
+                    &mut ws.lora,
                     &mut [(gate_w, &mut ws.gate), (&lw.ffn_up, &mut ws.up)],
                     &ws.h,
                 )?;
@@ -291,7 +303,7 @@ impl Decoder {
             None => {
                 // fused [gate; up] rows: the first n_ff outputs are the gate; `o` holds both
                 // for a moment (it is free until the down projection)
-                be.matmul(cx, &mut [(&lw.ffn_up, &mut ws.o)], &ws.h)?;
+                project(be, cx, &mut ws.lora, &mut [(&lw.ffn_up, &mut ws.o)], &ws.h)?;
                 be.copy_cols(cx, &ws.o, 0, ff, &mut ws.gate);
                 be.copy_cols(cx, &ws.o, ff, ff, &mut ws.up);
             }
@@ -304,7 +316,13 @@ impl Decoder {
         dump(be, ws, "ffn_up", Some(il), Buf::Up);
         be.glu(&mut ws.cx, &mut ws.gate, &ws.up, act);
         dump(be, ws, "ffn_swiglu", Some(il), Buf::Gate);
-        be.matmul(&mut ws.cx, &mut [(&lw.ffn_down, &mut ws.o)], &ws.gate)?;
+        project(
+            be,
+            &mut ws.cx,
+            &mut ws.lora,
+            &mut [(&lw.ffn_down, &mut ws.o)],
+            &ws.gate,
+        )?;
         dump(be, ws, "ffn_out", Some(il), Buf::O);
         self.residual(be, lw.ffn_post_norm.as_deref(), ws);
         Ok(())

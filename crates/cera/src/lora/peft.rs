@@ -1,0 +1,297 @@
+//! PEFT LoRA adapters read directly: `adapter_config.json` and `adapter_model.safetensors`
+//! become the GGUF adapter llama.cpp's `convert_lora_to_gguf.py` would write for the same
+//! base model (tensor names mapped to GGUF's, the llama Q/K row permutation applied to the B
+//! matrices, `lora_alpha` as `adapter.lora.alpha`), so both forms load through one path.
+//!
+//! PEFT scales a delta by `lora_alpha / r` (`lora_alpha / sqrt(r)` with `use_rslora`); the GGUF
+//! form stores one alpha that llama.cpp divides by each pair's rank, so an rsLoRA adapter is
+//! written with `alpha · sqrt(r)`. What the GGUF form cannot express is refused: DoRA,
+//! `modules_to_save` and trained biases (full-weight extras), per-module alphas, embedding
+//! adapters, Conv1D-style (`fan_in_fan_out`) weights.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::gguf::{GgufFile, GgufWriter};
+use crate::keys::{self, arch as k, arch_key};
+use crate::models::Arch;
+use crate::quant::GgmlType;
+use crate::safetensors::{Dtype, SafeTensors};
+
+/// Converts the PEFT adapter in `dir` for the model in `base` to a GGUF adapter image.
+pub fn to_gguf(dir: &Path, base: &GgufFile) -> Result<Vec<u8>> {
+    let name = dir.display().to_string();
+    let err = |reason: String| Error::Lora {
+        adapter: name.clone(),
+        reason,
+    };
+    let cfg_path = dir.join("adapter_config.json");
+    let text = std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?;
+    let cfg: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| err(format!("adapter_config.json is not JSON: {e}")))?;
+    let get = |key: &str| cfg.get(key).filter(|v| !v.is_null());
+    if let Some(t) = get("peft_type").and_then(|v| v.as_str())
+        && t != "LORA"
+    {
+        return Err(err(format!(
+            "peft_type is '{t}'; only LORA adapters are supported"
+        )));
+    }
+    let truthy = |key: &str| get(key).and_then(|v| v.as_bool()).unwrap_or(false);
+    if truthy("use_dora") {
+        return Err(err(
+            "DoRA adapters (use_dora) are not supported: their magnitude vectors rescale the \
+             merged weight"
+                .into(),
+        ));
+    }
+    if truthy("fan_in_fan_out") {
+        return Err(err(
+            "fan_in_fan_out adapters (Conv1D weights) are not supported".into(),
+        ));
+    }
+    if let Some(m) = get("modules_to_save").and_then(|v| v.as_array())
+        && !m.is_empty()
+    {
+        return Err(err(format!(
+            "modules_to_save ({}) holds full-weight copies, which are not supported",
+            m.iter()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if let Some(b) = get("bias").and_then(|v| v.as_str())
+        && b != "none"
+    {
+        return Err(err(format!(
+            "bias = '{b}' trains biases (full-weight extras), which are not supported"
+        )));
+    }
+    if let Some(p) = get("alpha_pattern").and_then(|v| v.as_object())
+        && !p.is_empty()
+    {
+        return Err(err(
+            "alpha_pattern (a different alpha per module) is not supported".into(),
+        ));
+    }
+    let r = get("r")
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| err("adapter_config.json has no rank 'r'".into()))? as usize;
+    let alpha = get("lora_alpha")
+        .and_then(|v| v.as_f64())
+        .ok_or_else(|| err("adapter_config.json has no 'lora_alpha'".into()))?
+        as f32;
+    let rslora = truthy("use_rslora");
+    let has_rank_pattern = get("rank_pattern")
+        .and_then(|v| v.as_object())
+        .is_some_and(|p| !p.is_empty());
+    if rslora && has_rank_pattern {
+        return Err(err(
+            "use_rslora with a rank_pattern cannot be expressed with one alpha".into(),
+        ));
+    }
+    // llama.cpp divides alpha by each pair's rank; rsLoRA divides by its square root
+    let gguf_alpha = if rslora {
+        alpha * (r as f32).sqrt()
+    } else {
+        alpha
+    };
+
+    let st_path = dir.join("adapter_model.safetensors");
+    if !st_path.exists() && dir.join("adapter_model.bin").exists() {
+        return Err(err(
+            "adapter_model.bin (a pickled PyTorch file) is not read; save the adapter with \
+             safe_serialization (adapter_model.safetensors)"
+                .into(),
+        ));
+    }
+    let st = SafeTensors::open(&st_path)?;
+
+    let arch_name = base.architecture()?.to_owned();
+    let arch = Arch::from_name(&arch_name)?;
+    let n_head: usize = base.get_as(&arch_key(&arch_name, k::HEAD_COUNT))?;
+    let n_head_kv = head_count_kv(base, &arch_name, n_head)?;
+
+    let mut w = GgufWriter::new();
+    w.set(keys::GENERAL_ARCHITECTURE, arch_name.as_str());
+    w.set(keys::GENERAL_TYPE, "adapter");
+    w.set(keys::ADAPTER_TYPE, "lora");
+    w.set(keys::ADAPTER_LORA_ALPHA, gguf_alpha);
+    let mut n = 0;
+    for (tname, t) in &st.tensors {
+        let (module, is_a) = split_name(tname).ok_or_else(|| {
+            if tname.contains("lora_embedding_") {
+                err(format!(
+                    "'{tname}' adapts an embedding table, which is not supported"
+                ))
+            } else {
+                err(format!(
+                    "'{tname}' is not a lora_A / lora_B weight (full-weight extras are not \
+                     supported)"
+                ))
+            }
+        })?;
+        let gguf_name = gguf_name(arch, module).ok_or_else(|| {
+            err(format!(
+                "'{tname}': module '{module}' has no GGUF counterpart in {arch_name}"
+            ))
+        })?;
+        if t.shape.len() != 2 {
+            return Err(err(format!(
+                "'{tname}' has shape {:?}, expected 2 dimensions",
+                t.shape
+            )));
+        }
+        let (rows, cols) = (t.shape[0], t.shape[1]);
+        let ty = match t.dtype {
+            Dtype::F32 => GgmlType::F32,
+            Dtype::F16 => GgmlType::F16,
+            Dtype::BF16 => GgmlType::BF16,
+        };
+        let mut data = st.data(t).to_vec();
+        if !is_a && permutes_qk(arch) {
+            // the converter permutes llama's Q and K rows for its RoPE layout; B holds the rows
+            if module.ends_with("self_attn.q_proj") {
+                data = permute_rows(&data, rows, cols * t.dtype.size(), n_head);
+            } else if module.ends_with("self_attn.k_proj") {
+                let layer = layer_of(module).unwrap_or(0);
+                let kv = n_head_kv.get(layer).copied().unwrap_or(n_head);
+                data = permute_rows(&data, rows, cols * t.dtype.size(), kv);
+            }
+        }
+        let suffix = if is_a { "lora_a" } else { "lora_b" };
+        // safetensors [rows, cols] row-major is ggml [cols, rows]
+        w.add_tensor_raw(
+            format!("{gguf_name}.weight.{suffix}"),
+            ty,
+            &[cols as u64, rows as u64],
+            data,
+        )?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err(err("adapter_model.safetensors holds no tensors".into()));
+    }
+    w.to_bytes()
+}
+
+/// `{arch}.attention.head_count_kv`: one value or one per layer (default: `n_head`).
+fn head_count_kv(base: &GgufFile, arch: &str, n_head: usize) -> Result<Vec<usize>> {
+    let key = arch_key(arch, k::HEAD_COUNT_KV);
+    let n_layer: usize = base.get_as(&arch_key(arch, k::BLOCK_COUNT))?;
+    Ok(match base.get(&key) {
+        None => vec![n_head; n_layer],
+        Some(_) => base
+            .get_per_layer_u32(&key, n_layer)?
+            .into_iter()
+            .map(|x| x as usize)
+            .collect(),
+    })
+}
+
+/// `base_model.model.<module>.lora_{A,B}.weight` → (`<module>`, is A).
+fn split_name(name: &str) -> Option<(&str, bool)> {
+    let name = name.strip_prefix("base_model.model.").unwrap_or(name);
+    if let Some(m) = name.strip_suffix(".lora_A.weight") {
+        Some((m, true))
+    } else {
+        name.strip_suffix(".lora_B.weight").map(|m| (m, false))
+    }
+}
+
+/// The layer index of `model.layers.N.…`.
+fn layer_of(module: &str) -> Option<usize> {
+    let rest = module.split("layers.").nth(1)?;
+    rest.split('.').next()?.parse().ok()
+}
+
+/// The GGUF base name (without `.weight`) of a Hugging Face module path.
+fn gguf_name(arch: Arch, module: &str) -> Option<String> {
+    use crate::models::names as n;
+    if module == "lm_head" {
+        return Some(n::OUTPUT.to_owned());
+    }
+    let il = layer_of(module)?;
+    let tail = module.split(&format!("layers.{il}.")).nth(1)?;
+    let lfm2 = matches!(arch, Arch::Lfm2 | Arch::Lfm2Moe);
+    let g = match tail {
+        "self_attn.q_proj" => n::ATTN_Q,
+        "self_attn.k_proj" => n::ATTN_K,
+        "self_attn.v_proj" => n::ATTN_V,
+        "self_attn.o_proj" => n::ATTN_OUT,
+        "self_attn.out_proj" if lfm2 => n::ATTN_OUT,
+        "self_attn.qkv_proj" => n::ATTN_QKV,
+        "mlp.gate_proj" => n::FFN_GATE,
+        "mlp.up_proj" => n::FFN_UP,
+        "mlp.down_proj" => n::FFN_DOWN,
+        "mlp.gate_up_proj" => n::FFN_UP,
+        "conv.in_proj" if lfm2 => n::SHORTCONV_IN_PROJ,
+        "conv.out_proj" if lfm2 => n::SHORTCONV_OUT_PROJ,
+        "feed_forward.w1" if lfm2 => n::FFN_GATE,
+        "feed_forward.w3" if lfm2 => n::FFN_UP,
+        "feed_forward.w2" if lfm2 => n::FFN_DOWN,
+        "feed_forward.gate" if lfm2 => n::FFN_GATE_INP,
+        _ => return None,
+    };
+    Some(format!("blk.{il}.{g}"))
+}
+
+/// Architectures whose converter permutes the Q and K projections' rows (llama's
+/// `undo_permute`: Hugging Face stores the halves of each head apart, GGUF interleaves them).
+fn permutes_qk(arch: Arch) -> bool {
+    matches!(arch, Arch::Llama | Arch::Granite)
+}
+
+/// Reorders `rows` rows (of `row_bytes` each) within each of `n_head` heads: the row at
+/// `(half j, i)` of a head moves to `(i, j)`, as the converter's
+/// `reshape(n_head, 2, d/2, …).swapaxes(1, 2)`.
+fn permute_rows(data: &[u8], rows: usize, row_bytes: usize, n_head: usize) -> Vec<u8> {
+    let hd = rows / n_head.max(1);
+    let half = hd / 2;
+    let mut out = vec![0u8; data.len()];
+    for h in 0..n_head {
+        for i in 0..half {
+            for j in 0..2 {
+                let src = h * hd + j * half + i;
+                let dst = h * hd + i * 2 + j;
+                out[dst * row_bytes..(dst + 1) * row_bytes]
+                    .copy_from_slice(&data[src * row_bytes..(src + 1) * row_bytes]);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_to_gguf() {
+        assert_eq!(
+            split_name("base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight"),
+            Some(("model.layers.3.self_attn.q_proj", true))
+        );
+        assert_eq!(
+            gguf_name(Arch::Llama, "model.layers.3.self_attn.q_proj").as_deref(),
+            Some("blk.3.attn_q")
+        );
+        assert_eq!(
+            gguf_name(Arch::Lfm2, "model.layers.0.conv.in_proj").as_deref(),
+            Some("blk.0.shortconv.in_proj")
+        );
+        assert_eq!(gguf_name(Arch::Llama, "model.layers.0.conv.in_proj"), None);
+        assert_eq!(gguf_name(Arch::Qwen2, "lm_head").as_deref(), Some("output"));
+    }
+
+    #[test]
+    fn permutation_interleaves_each_heads_halves() {
+        // one head of 4 rows [a0 a1 | b0 b1] -> [a0 b0 a1 b1]
+        let data: Vec<u8> = vec![0, 1, 2, 3, 10, 11, 12, 13];
+        assert_eq!(
+            permute_rows(&data, 8, 1, 2),
+            vec![0, 2, 1, 3, 10, 12, 11, 13]
+        );
+    }
+}
