@@ -110,6 +110,10 @@ pub enum Error {
     #[error("unknown model '{name}'; known models: {known}")]
     UnknownModel { name: String, known: String },
 
+    /// A `.safetensors` file that cannot be read as one.
+    #[error("{path}: {reason}")]
+    Safetensors { path: PathBuf, reason: String },
+
     // ---- adapters ----
     /// A LoRA adapter that cannot be read or does not fit the model; `adapter` names the file.
     #[error("LoRA adapter {adapter}: {reason}")]

@@ -64,7 +64,10 @@ impl SafeTensors {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         // SAFETY: a read-only private mapping; see `GgufFile::open`.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        let bad = |reason: String| Error::Model(format!("{}: {reason}", path.display()));
+        let bad = |reason: String| Error::Safetensors {
+            path: path.to_path_buf(),
+            reason,
+        };
         if map.len() < 8 {
             return Err(bad(format!(
                 "{} bytes is too short for a safetensors file",

@@ -157,15 +157,16 @@ impl Backend for Faulty {
     fn add(&self, cx: &mut CpuCtx, x: &mut CpuTensor, y: &CpuTensor) {
         self.cpu.add(cx, x, y)
     }
-    fn add_rows_scaled(
+    fn lora(
         &self,
         cx: &mut CpuCtx,
-        dst: &mut CpuTensor,
+        out: &mut CpuTensor,
+        x: &CpuTensor,
         rows: Option<&[usize]>,
-        src: &CpuTensor,
+        w: &cera::backend::LowRank,
         s: f32,
-    ) {
-        self.cpu.add_rows_scaled(cx, dst, rows, src, s)
+    ) -> cera::Result<()> {
+        self.cpu.lora(cx, out, x, rows, w, s)
     }
     fn scale(&self, cx: &mut CpuCtx, x: &mut CpuTensor, s: f32) {
         self.cpu.scale(cx, x, s)

@@ -4,7 +4,7 @@
 
 use super::moe::{self, MoeScratch, MoeWeights};
 use super::{
-    Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvSpec, QuantizedActs,
+    Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvSpec, LowRank, QuantizedActs,
     RopeConfig, SeqSpan, SyncPtr, Weight, elementwise as ew,
 };
 use crate::error::{Error, Result};
@@ -66,6 +66,8 @@ pub struct CpuCtx {
     /// LFM2 convolution: `B ⊙ x` of one sequence's rows (`n` × `d`) and its new state
     bx: Vec<f32>,
     conv_state: Vec<f32>,
+    /// LoRA: `A · x` of a projection's rows (`n` × rank), for formats without a GEMM kernel
+    lora_t: Vec<f32>,
 }
 
 impl CpuCtx {
@@ -195,29 +197,24 @@ impl Backend for Cpu {
         ew::add_inplace(x.data_mut(), y.data());
     }
 
-    fn add_rows_scaled(
+    fn lora(
         &self,
-        _cx: &mut CpuCtx,
-        dst: &mut CpuTensor,
+        cx: &mut CpuCtx,
+        out: &mut CpuTensor,
+        x: &CpuTensor,
         rows: Option<&[usize]>,
-        src: &CpuTensor,
+        w: &LowRank,
         s: f32,
-    ) {
-        let w = dst.cols;
-        assert_eq!(src.cols, w, "add_rows_scaled: widths differ");
-        let n = src.rows;
+    ) -> Result<()> {
+        assert_eq!(out.cols, w.out, "lora: output width");
+        let n = x.rows;
         assert!(
-            rows.map_or(n == dst.rows, |r| r.len() == n),
-            "add_rows_scaled: rows"
+            rows.map_or(n == out.rows, |rs| rs.len() == n
+                && rs.iter().all(|&i| i < out.rows)),
+            "lora: rows"
         );
-        let (d, x) = (dst.data_mut(), src.data());
-        for i in 0..n {
-            let r = rows.map_or(i, |r| r[i]);
-            // the product is rounded before the add, as a scale op followed by an add
-            for (a, &b) in d[r * w..(r + 1) * w].iter_mut().zip(&x[i * w..(i + 1) * w]) {
-                *a += s * b;
-            }
-        }
+        let dst = SyncPtr(out.data_mut().as_mut_ptr());
+        self.lora_delta(w, x.data(), n, rows, dst, s, &mut cx.acts, &mut cx.lora_t)
     }
 
     fn scale(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, s: f32) {

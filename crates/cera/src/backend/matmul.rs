@@ -474,6 +474,11 @@ impl QuantizedActs {
         Self::default()
     }
 
+    /// Token `t`'s quantized row.
+    pub(crate) fn row(&self, t: usize) -> &[u8] {
+        &self.buf[t * self.row_bytes..(t + 1) * self.row_bytes]
+    }
+
     /// Forgets the quantized input, so the next matmul quantizes its own.
     pub fn invalidate(&mut self) {
         self.ty = None;

@@ -30,6 +30,7 @@ mod activation;
 mod attention;
 pub(crate) mod cpu;
 mod elementwise;
+mod lowrank;
 mod matmul;
 pub mod moe;
 pub mod reference;
@@ -40,6 +41,7 @@ pub use attention::{
 };
 pub use cpu::{CpuCtx, CpuTensor};
 pub use elementwise::*;
+pub use lowrank::LowRank;
 pub use matmul::{QuantizedActs, Weight};
 pub use rope::{RopeConfig, RopeKind, RopeScaling};
 
@@ -171,16 +173,19 @@ pub trait Backend: Send + Sync {
     fn rms_norm_inplace(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, w: &[f32], eps: f32);
     /// `x += y`.
     fn add(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, y: &Self::Tensor);
-    /// `dst[rows[i]] += s · src[i]` for each row of `src` (`rows` `None`: row `i` of `dst`):
-    /// a LoRA delta added to its sequences' rows of a projection.
-    fn add_rows_scaled(
+    /// `out[rows[i]] += s · B(A · x[i])` for each row of `x` (`rows` `None`: row `i` of
+    /// `out`): a LoRA delta added to its sequences' rows of a projection, after the product
+    /// and before any bias. The sum over the rank runs in rank order for every row, so a row's
+    /// delta does not depend on the rows beside it.
+    fn lora(
         &self,
         cx: &mut Self::Ctx,
-        dst: &mut Self::Tensor,
+        out: &mut Self::Tensor,
+        x: &Self::Tensor,
         rows: Option<&[usize]>,
-        src: &Self::Tensor,
+        w: &LowRank,
         s: f32,
-    );
+    ) -> Result<()>;
     /// `x *= s`.
     fn scale(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, s: f32);
     /// Adds `bias` to every row.

@@ -24,8 +24,8 @@ use std::collections::HashMap;
 use super::attention::kvtype as kv_codec;
 use super::moe::{Gating, MoeWeights};
 use super::{
-    Act, AttentionParams, Backend, KvCache, KvSpec, KvType, RopeConfig, RopeKind, Rotation,
-    SeqSpan, Weight,
+    Act, AttentionParams, Backend, KvCache, KvSpec, KvType, LowRank, RopeConfig, RopeKind,
+    Rotation, SeqSpan, Weight,
 };
 use crate::error::{Error, Result};
 use crate::quant::{self, GgmlType};
@@ -443,23 +443,38 @@ impl Backend for Reference {
         }
     }
 
-    fn add_rows_scaled(
+    fn lora(
         &self,
         _cx: &mut (),
-        dst: &mut RefTensor,
+        out: &mut RefTensor,
+        x: &RefTensor,
         rows: Option<&[usize]>,
-        src: &RefTensor,
+        w: &LowRank,
         s: f32,
-    ) {
-        assert_eq!(src.cols, dst.cols, "add_rows_scaled: widths differ");
-        for i in 0..src.rows {
-            let r = rows.map_or(i, |r| r[i]);
-            assert!(r < dst.rows, "add_rows_scaled: row {r} of {}", dst.rows);
-            let x = src.row(i).to_vec();
-            for (a, b) in dst.row_mut(r).iter_mut().zip(x) {
-                *a = (*a as f64 + s as f64 * b as f64) as f32;
+    ) -> Result<()> {
+        assert_eq!(out.cols, w.out, "lora: output width");
+        let a = w.a.to_f32()?;
+        let (k, r, o) = (w.a.cols, w.rank, w.out);
+        assert_eq!(x.cols, k, "lora: input width");
+        for i in 0..x.rows {
+            let xi = x.row(i).to_vec();
+            let t: Vec<f64> = (0..r)
+                .map(|j| {
+                    a[j * k..(j + 1) * k]
+                        .iter()
+                        .zip(&xi)
+                        .map(|(&p, &q)| p as f64 * q as f64)
+                        .sum()
+                })
+                .collect();
+            let row = rows.map_or(i, |rs| rs[i]);
+            assert!(row < out.rows, "lora: row {row} of {}", out.rows);
+            for (c, v) in out.row_mut(row).iter_mut().enumerate().take(o) {
+                let d: f64 = (0..r).map(|j| t[j] * w.bt.get(j * o + c) as f64).sum();
+                *v = (*v as f64 + s as f64 * d) as f32;
             }
         }
+        Ok(())
     }
 
     fn scale(&self, _cx: &mut (), x: &mut RefTensor, s: f32) {

@@ -20,27 +20,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::backend::Weight;
+use crate::backend::{LowRank, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys;
 use crate::models::Model;
 use crate::state::Fingerprint;
 
-/// One adapted projection: `delta = B · (A · x)`.
-#[derive(Clone, Debug)]
-pub struct LoraPair {
-    /// `rank` rows of the projection's input width
-    pub a: Weight,
-    /// the projection's output rows of `rank` columns
-    pub b: Weight,
-}
-
-impl LoraPair {
-    pub fn rank(&self) -> usize {
-        self.a.rows
-    }
-}
+/// One adapted projection: `delta = B · (A · x)`, in the form the backends apply.
+pub type LoraPair = LowRank;
 
 /// A loaded adapter, resolved against one model.
 pub struct LoraAdapter {
@@ -225,11 +213,10 @@ impl LoraAdapter {
                 return Err(err(format!("'{base_name}' has rank 0")));
             }
             for w in ws {
-                let b = match w.lora_part() {
-                    None => b.clone(),
-                    Some((start, _)) => b.slice_rows(start, w.rows, &format!("{}.lora_b", w.name)),
-                };
-                pairs.insert(w.name.clone(), LoraPair { a: a.clone(), b });
+                let start = w.lora_part().map_or(0, |(s, _)| s);
+                let pair = LowRank::new(a.clone(), &b, start, w.rows)
+                    .map_err(|e| err(format!("'{base_name}': {e}")))?;
+                pairs.insert(w.name.clone(), pair);
             }
         }
         Ok(LoraAdapter {
@@ -253,7 +240,7 @@ impl LoraAdapter {
     /// The multiplier of a pair's delta for a user scale (llama.cpp's rule).
     pub fn scale(&self, pair: &LoraPair, scale: f32) -> f32 {
         if self.alpha != 0.0 {
-            scale * self.alpha / pair.rank() as f32
+            scale * self.alpha / pair.rank as f32
         } else {
             scale
         }
@@ -271,7 +258,7 @@ impl LoraAdapter {
 
     /// Largest rank among the pairs.
     pub fn max_rank(&self) -> usize {
-        self.pairs.values().map(|p| p.rank()).max().unwrap_or(0)
+        self.pairs.values().map(|p| p.rank).max().unwrap_or(0)
     }
 }
 

@@ -52,11 +52,9 @@ pub(crate) struct StepLora<B: Backend> {
     bufs: LoraBufs<B>,
 }
 
-/// `[rows, in]` a group's input rows; `[rows, rank]` `A·x`; `[rows, out]` `B·(A·x)`.
+/// `[rows, in]` a group's input rows.
 struct LoraBufs<B: Backend> {
     xs: B::Tensor,
-    t: B::Tensor,
-    d: B::Tensor,
 }
 
 impl<B: Backend> Default for StepLora<B> {
@@ -66,8 +64,6 @@ impl<B: Backend> Default for StepLora<B> {
             out_groups: Vec::new(),
             bufs: LoraBufs {
                 xs: Default::default(),
-                t: Default::default(),
-                d: Default::default(),
             },
         }
     }
@@ -137,7 +133,7 @@ fn add_deltas<B: Backend>(
     ops: &mut [(&Weight, &mut B::Tensor)],
     x: &B::Tensor,
 ) -> Result<()> {
-    let LoraBufs { xs, t, d } = bufs;
+    let xs = &mut bufs.xs;
     for (set, rows) in groups {
         let mut gathered = false;
         for (w, out) in ops.iter_mut() {
@@ -155,10 +151,8 @@ fn add_deltas<B: Backend>(
                         &*xs
                     }
                 };
-                be.matmul(cx, &mut [(&pair.a, &mut *t)], input)?;
-                be.matmul(cx, &mut [(&pair.b, &mut *d)], t)?;
                 let s = att.adapter.scale(pair, att.scale);
-                be.add_rows_scaled(cx, out, rows.as_deref(), d, s);
+                be.lora(cx, out, input, rows.as_deref(), pair, s)?;
             }
         }
     }
