@@ -9,6 +9,7 @@ mod bench;
 mod bench_spec;
 mod chat;
 mod common;
+mod embed;
 mod gen_args;
 mod info;
 mod inspect;
@@ -59,6 +60,8 @@ enum Command {
     Serve(serve::Args),
     /// Write a GGUF with its matrices in another type (llama-quantize's type names).
     Quantize(quantize::Args),
+    /// Embeddings of texts (llama-embedding's flags and output formats).
+    Embed(embed::Args),
 }
 
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::Tokenize(a) => tokenize::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Quantize(a) => quantize::run(a),
+        Command::Embed(a) => embed::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -418,6 +418,40 @@ fn half_precision_adapters_match_their_f32_form() {
 }
 
 #[test]
+fn embeddings_reflect_the_adapter() {
+    let (eng, a) = smollm2_with_adapter();
+    let mut o = cera::embed::EmbedOptions::default();
+    o.pooling = Some(cera::embed::Pooling::Mean);
+    let texts = ["a castle", "a dog"];
+    let base = eng.embed(&texts, &o).unwrap();
+    let mut with = o.clone();
+    with.lora.attach(Arc::clone(&a), 1.0);
+    let adapted = eng.embed(&texts, &with).unwrap();
+    let dot: f32 = base.items[0].vectors[0]
+        .iter()
+        .zip(&adapted.items[0].vectors[0])
+        .map(|(x, y)| x * y)
+        .sum();
+    // (without it the same inputs give bit-identical vectors)
+    assert!(
+        dot < 0.999,
+        "the adapter should move the embedding (cosine {dot})"
+    );
+    let toks = eng.tokenizer().encode("a castle", true, true);
+    let mut l = o.clone();
+    l.pooling = Some(cera::embed::Pooling::Last);
+    l.lora.attach(Arc::clone(&a), 1.0);
+    let last = eng.embed_tokens(&[toks], &l).unwrap();
+    assert_eq!(last.items[0].vectors[0].len(), 576);
+    let mut zero = o.clone();
+    zero.lora.attach(Arc::clone(&a), 0.0);
+    assert_eq!(
+        eng.embed(&texts, &zero).unwrap().items[0].vectors,
+        base.items[0].vectors
+    );
+}
+
+#[test]
 fn saved_state_is_keyed_by_the_adapters() {
     let (eng, a) = smollm2_with_adapter();
     let toks = eng.tokenizer().encode("Once upon a time", true, false);

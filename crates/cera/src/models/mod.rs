@@ -178,6 +178,14 @@ impl Model {
         v
     }
 
+    /// Width of the hidden states.
+    pub fn n_embd(&self) -> usize {
+        match self {
+            Model::Decoder(d) => d.cfg.n_embd,
+            Model::Lfm2(m) => m.cfg.n_embd,
+        }
+    }
+
     pub fn n_vocab(&self) -> usize {
         match self {
             Model::Decoder(d) => d.cfg.n_vocab,
@@ -240,6 +248,33 @@ impl Model {
     /// in input order (per sequence: none, its last token, or all its tokens). Validates
     /// everything (positions, context room, token ids) before touching any state.
     pub fn forward_batch<B: Backend>(
+        &self,
+        be: &B,
+        ws: &mut Workspace<B>,
+        seqs: &mut [SeqInput<'_, B>],
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        ws.hidden = false;
+        self.step(be, ws, seqs, logits)
+    }
+
+    /// [`Model::forward_batch`] returning, for the rows asked for, the output of the final
+    /// norm (`n_embd` values per row: the hidden states embeddings are pooled from) instead
+    /// of logits.
+    pub fn forward_batch_hidden<B: Backend>(
+        &self,
+        be: &B,
+        ws: &mut Workspace<B>,
+        seqs: &mut [SeqInput<'_, B>],
+        hidden: &mut Vec<f32>,
+    ) -> Result<()> {
+        ws.hidden = true;
+        let r = self.step(be, ws, seqs, hidden);
+        ws.hidden = false;
+        r
+    }
+
+    fn step<B: Backend>(
         &self,
         be: &B,
         ws: &mut Workspace<B>,

@@ -193,6 +193,8 @@ pub struct Workspace<B: Backend = Cpu> {
     pub(crate) out_rows: Vec<usize>,
     /// The step's LoRA groups.
     pub(crate) lora: StepLora<B>,
+    /// The rows asked for return their final-norm hidden states instead of logits.
+    pub(crate) hidden: bool,
 }
 
 impl<B: Backend> Default for Workspace<B> {
@@ -218,6 +220,7 @@ impl<B: Backend> Default for Workspace<B> {
             spans: Vec::new(),
             out_rows: Vec::new(),
             lora: StepLora::default(),
+            hidden: false,
         }
     }
 }
@@ -343,6 +346,11 @@ pub(crate) fn logits_out<B: Backend>(
         be.rms_norm(&mut ws.cx, &ws.sel, norm, eps, &mut ws.hn);
     }
     dump(be, ws, "result_norm", None, Buf::Hn);
+    if ws.hidden {
+        // embeddings: the normed hidden states are the output (llama.cpp's `result_norm`)
+        be.download(&mut ws.cx, &ws.hn, logits);
+        return Ok(());
+    }
     be.matmul(&mut ws.cx, &mut [(output, &mut ws.lg)], &ws.hn)?;
     let lo = &mut ws.lora;
     add_deltas(

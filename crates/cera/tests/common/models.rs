@@ -1,5 +1,6 @@
 //! The real test models, fetched (and verified) on first use: a test that needs one gets it or
 //! fails naming it, never skips.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

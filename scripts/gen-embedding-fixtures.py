@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Writes the embedding fixtures from llama.cpp's llama-embedding for crates/cera/tests/embed.rs.
+
+For each real model and each pooling (none, mean, cls, last) this runs
+  llama-embedding -m MODEL -p TEXTS --pooling P --embd-normalize N --embd-output-format json
+with the texts below (one per line), twice: as is (flash attention auto) and with -fa off, and
+stores both sets of vectors, so the test knows llama.cpp's own spread between its attention
+paths. Output: crates/cera/tests/fixtures/embed/<model>.json
+
+usage: scripts/gen-embedding-fixtures.py
+Needs llama.cpp built by ../shared/tools/build-llama-cpp.sh (not needed by CI).
+"""
+import json
+import os
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "..", "crates", "cera", "tests", "fixtures", "embed")
+MODELS = os.path.expanduser("~/.cache/cera/models")
+TARGETS = {
+    "smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "qwen": "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+}
+TEXTS = [
+    "Castle",
+    "A stronghold on the hill above the river",
+    "The dog chased the cat around the garden.",
+    "fn main() { println!(\"hello\"); }",
+]
+# (pooling, normalize, texts used)
+RUNS = [("mean", 2, 4), ("cls", 2, 4), ("last", 2, 4), ("none", 2, 2), ("mean", -1, 2)]
+
+
+def bindir() -> str:
+    return subprocess.check_output(["bash", os.path.join(HERE, "..", "..", "shared", "tools", "build-llama-cpp.sh")], text=True).strip()
+
+
+def embed(bin_dir: str, model: str, pooling: str, norm: int, texts: list, fa_off: bool) -> list:
+    cmd = [os.path.join(bin_dir, "llama-embedding"), "-m", model, "-p", "\n".join(texts),
+           "--pooling", pooling, "--embd-normalize", str(norm), "--embd-output-format", "json",
+           "-t", "2", "--no-repack"]
+    if fa_off:
+        cmd += ["-fa", "off"]
+    env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
+    out = subprocess.check_output(cmd, env=env, text=True, stderr=subprocess.DEVNULL)
+    start = out.index("{")
+    end = out.rindex("}") + 1
+    data = json.loads(out[start:end])["data"]
+    return [d["embedding"] for d in data]
+
+
+def cosine(a: list, b: list) -> float:
+    ab = sum(x * y for x, y in zip(a, b))
+    aa = sum(x * x for x in a) ** 0.5
+    bb = sum(y * y for y in b) ** 0.5
+    return ab / (aa * bb)
+
+
+def main() -> None:
+    b = bindir()
+    os.makedirs(FIX, exist_ok=True)
+    for name, file in TARGETS.items():
+        model = os.path.join(MODELS, file)
+        runs = []
+        for pooling, norm, n in RUNS:
+            texts = TEXTS[:n]
+            on = embed(b, model, pooling, norm, texts, False)
+            off = embed(b, model, pooling, norm, texts, True)
+            runs.append({
+                "pooling": pooling, "normalize": norm, "texts": texts, "vectors": on,
+                "self_cosine": [cosine(x, y) for x, y in zip(on, off)],
+            })
+        with open(os.path.join(FIX, f"{name}.json"), "w") as f:
+            json.dump({"model": file, "runs": runs}, f)
+            f.write("\n")
+        print(f"{name}: done")
+
+
+if __name__ == "__main__":
+    main()
