@@ -66,6 +66,6 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
   }
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check openai ollama requests jsonschema pytest
+"$venv/bin/pip" install -q --disable-pip-version-check openai ollama requests jsonschema pytest numpy gguf
 CERA_BIN="$PWD/target/release/cera" "$venv/bin/python" -m pytest -q tests/server
 step "done"

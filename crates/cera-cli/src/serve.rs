@@ -60,6 +60,12 @@ pub struct Args {
     pub spec: crate::spec_args::SpecArgs,
     #[command(flatten)]
     pub kv: crate::gen_args::KvArgs,
+    #[command(flatten)]
+    pub lora: crate::gen_args::LoraArgs,
+    /// Pooling of /v1/embeddings and /api/embed: mean, cls or last (default: the model's own,
+    /// else mean).
+    #[arg(long = "pooling")]
+    pub pooling: Option<String>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -80,6 +86,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.shutdown_timeout = Duration::from_secs(a.shutdown_timeout);
     cfg.cache_ram = a.cache_ram << 20;
     cfg.kv = a.kv.spec();
+    cfg.lora = a
+        .lora
+        .lora
+        .iter()
+        .map(|p| (p.clone(), 1.0))
+        .chain(a.lora.lora_scaled.iter().cloned())
+        .collect();
+    cfg.pooling = match a.pooling.as_deref() {
+        None => None,
+        Some(p) => match cera::embed::Pooling::from_name(p)? {
+            cera::embed::Pooling::None => anyhow::bail!(
+                "--pooling none gives one vector per token; the embedding endpoints return one                  per input (use mean, cls or last)"
+            ),
+            p => Some(p),
+        },
+    };
     cfg.access_log = !a.no_access_log;
     cfg.spec = match a.spec.spec.as_str() {
         "off" => None,

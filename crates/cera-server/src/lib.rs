@@ -5,7 +5,8 @@
 //!   validate requests, queue them, and stream the scheduler's events back.
 //! * OpenAI: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`
 //!   ([`openai`]). Ollama: `/api/chat`, `/api/generate`, `/api/tags`, `/api/show`,
-//!   `/api/version` ([`ollama`]). Operations: `/health`, `/metrics`, `/tokenize`,
+//!   `/api/version` ([`ollama`]). Embeddings: `POST /v1/embeddings`, Ollama's `/api/embed` and
+//!   `/api/embeddings`, and `GET /lora-adapters` ([`embeddings`]). Operations: `/health`, `/metrics`, `/tokenize`,
 //!   `/detokenize` ([`ops`]).
 //! * The listener is up before the model is loaded: `/health` answers 503 `{"status":
 //!   "loading"}` until it is ready, then 200 `{"status":"ok"}`, so a load balancer can probe
@@ -13,6 +14,7 @@
 //! * Errors are OpenAI-shaped JSON with a 4xx for anything the client sent wrong; nothing a
 //!   request carries can panic the server, and a failing request never stops the scheduler.
 
+pub mod embeddings;
 pub mod error;
 pub mod metrics;
 pub mod ollama;
@@ -75,6 +77,11 @@ pub struct ServerConfig {
     pub spec: Option<scheduler::SpecConfig>,
     /// KV cache types of every slot (f16 by default; `-ctk/-ctv`, `--kv-rotate`).
     pub kv: cera::backend::KvSpec,
+    /// LoRA adapters loaded at start with their default scales (`--lora`, `--lora-scaled`);
+    /// requests pick scales by id (`"lora": [{"id": 0, "scale": 0.5}]`).
+    pub lora: Vec<(PathBuf, f32)>,
+    /// Pooling of `/v1/embeddings` and `/api/embed`; `None`: the model's own, else mean.
+    pub pooling: Option<cera::embed::Pooling>,
 }
 
 impl ServerConfig {
@@ -98,6 +105,8 @@ impl ServerConfig {
             access_log: true,
             spec: None,
             kv: cera::backend::KvSpec::default(),
+            lora: Vec::new(),
+            pooling: None,
         }
     }
 }
@@ -109,6 +118,44 @@ pub struct Ready {
     pub tool_format: ToolFormat,
     pub scheduler: Arc<scheduler::Handle>,
     pub n_parallel: usize,
+    /// Loaded LoRA adapters (by id: their index) and default scales.
+    pub adapters: Vec<(Arc<cera::lora::LoraAdapter>, f32)>,
+}
+
+/// A request's `lora` entry (llama-server's shape).
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct LoraRequest {
+    pub id: usize,
+    pub scale: f32,
+}
+
+impl Ready {
+    /// The adapters a request runs with: every loaded one at its default scale, with the
+    /// scales the request names by id (an unknown id is a 400).
+    pub fn lora_set(&self, req: Option<&[LoraRequest]>) -> Result<cera::lora::LoraSet, ApiError> {
+        let mut scales: Vec<f32> = self.adapters.iter().map(|(_, s)| *s).collect();
+        for r in req.unwrap_or(&[]) {
+            let n = scales.len();
+            let s = scales.get_mut(r.id).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "lora id {} is not loaded ({n} adapters: ids 0..{n})",
+                    r.id
+                ))
+                .param("lora")
+            })?;
+            if !r.scale.is_finite() {
+                return Err(
+                    ApiError::bad_request("lora scale must be a finite number").param("lora")
+                );
+            }
+            *s = r.scale;
+        }
+        let mut set = cera::lora::LoraSet::default();
+        for ((a, _), s) in self.adapters.iter().zip(scales) {
+            set.attach(Arc::clone(a), s);
+        }
+        Ok(set)
+    }
 }
 
 /// Shared by every handler.
@@ -168,6 +215,11 @@ pub fn router(state: Shared) -> Router {
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
         .route("/api/version", get(ollama::version))
+        .route("/v1/embeddings", post(embeddings::openai))
+        .route("/embeddings", post(embeddings::openai))
+        .route("/api/embed", post(embeddings::ollama_embed))
+        .route("/api/embeddings", post(embeddings::ollama_embeddings))
+        .route("/lora-adapters", get(embeddings::lora_adapters))
         .route("/metrics", get(ops::metrics))
         .route("/tokenize", post(ops::tokenize))
         .route("/detokenize", post(ops::detokenize))
@@ -258,7 +310,7 @@ async fn access_log(State(st): State<Shared>, req: Request, next: Next) -> Respo
 }
 
 fn known(path: &str) -> bool {
-    const KNOWN: [&str; 13] = [
+    const KNOWN: [&str; 17] = [
         "/health",
         "/metrics",
         "/tokenize",
@@ -272,6 +324,10 @@ fn known(path: &str) -> bool {
         "/api/show",
         "/api/version",
         "/v1/embeddings",
+        "/embeddings",
+        "/api/embed",
+        "/api/embeddings",
+        "/lora-adapters",
     ];
     KNOWN.contains(&path) || path.starts_with("/v1/models/")
 }
@@ -297,6 +353,14 @@ fn load(st: &AppState) -> Result<(), ServerError> {
     } else {
         (cfg.n_ctx / n_parallel).max(1)
     };
+    let mut adapters = Vec::new();
+    for (path, scale) in &cfg.lora {
+        let a = engine.load_lora(path).map_err(|source| ServerError::Load {
+            path: path.display().to_string(),
+            source,
+        })?;
+        adapters.push((a, *scale));
+    }
     let prefix_cache =
         (cfg.cache_ram > 0).then(|| Arc::new(cera::state::PrefixCache::in_memory(cfg.cache_ram)));
     let handle = scheduler::start(
@@ -318,6 +382,7 @@ fn load(st: &AppState) -> Result<(), ServerError> {
         tool_format,
         scheduler: handle,
         n_parallel,
+        adapters,
     });
     Ok(())
 }

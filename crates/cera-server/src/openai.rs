@@ -118,6 +118,10 @@ fn json_kind(x: &Json) -> &'static str {
 /// The known fields of every endpoint and their JSON types.
 const FIELD_TYPES: &[(&str, Kind)] = &[
     ("model", Kind::Str),
+    ("lora", Kind::Array),
+    ("input", Kind::StrOrArray),
+    ("encoding_format", Kind::Str),
+    ("dimensions", Kind::Integer),
     ("messages", Kind::Array),
     ("stream", Kind::Bool),
     ("stream_options", Kind::Object),
@@ -289,6 +293,8 @@ struct ChatRequest {
     /// llama-server's extension: keep going past end-of-generation tokens.
     #[serde(default)]
     ignore_eos: bool,
+    /// llama-server's extension: scales of the loaded LoRA adapters by id.
+    lora: Option<Vec<crate::LoraRequest>>,
 }
 
 /// The grammar of `response_format`.
@@ -451,6 +457,7 @@ pub(crate) fn submit(
     prompt: Vec<u32>,
     opts: GenerateOptions,
     logprobs: Option<usize>,
+    lora: cera::lora::LoraSet,
 ) -> Result<UnboundedReceiver<Event>, ApiError> {
     let n_ctx = r.scheduler.n_ctx_slot;
     if prompt.len() >= n_ctx {
@@ -470,6 +477,7 @@ pub(crate) fn submit(
         events: tx,
         deadline: st.cfg.timeout.map(|t| now + t),
         enqueued: now,
+        lora,
     };
     match r.scheduler.submit(job) {
         Ok(()) => Ok(rx),
@@ -650,7 +658,8 @@ pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<R
         return Err(ApiError::bad_request("top_logprobs is at most 20").param("top_logprobs"));
     }
     let required = plan.as_ref().is_some_and(|p| p.grammar.is_some());
-    let rx = submit(&st, r, toks, opts, top)?;
+    let lora = r.lora_set(req.lora.as_deref())?;
+    let rx = submit(&st, r, toks, opts, top, lora)?;
     let id = new_id("chatcmpl");
     let created = unix_now();
     let model = st.model_name.clone();
@@ -883,6 +892,7 @@ struct CompletionRequest {
     response_format: Option<ResponseFormat>,
     #[serde(default)]
     ignore_eos: bool,
+    lora: Option<Vec<crate::LoraRequest>>,
 }
 
 pub async fn completions(State(st): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
@@ -930,7 +940,8 @@ pub async fn completions(State(st): State<Shared>, body: Bytes) -> Result<Respon
         return Err(ApiError::bad_request("logprobs is at most 5").param("logprobs"));
     }
     let top = req.logprobs.map(|n| n as usize);
-    let rx = submit(&st, r, toks, opts, top)?;
+    let lora = r.lora_set(req.lora.as_deref())?;
+    let rx = submit(&st, r, toks, opts, top, lora)?;
     let id = new_id("cmpl");
     let created = unix_now();
     let model = st.model_name.clone();

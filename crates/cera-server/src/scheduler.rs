@@ -41,6 +41,8 @@ pub struct Job {
     pub events: UnboundedSender<Event>,
     pub deadline: Option<Instant>,
     pub enqueued: Instant,
+    /// The LoRA adapters the job runs with.
+    pub lora: cera::lora::LoraSet,
 }
 
 /// What a job's stream carries.
@@ -274,12 +276,18 @@ fn admit(
             .enumerate()
             .filter(|(_, s)| matches!(s.phase, Phase::Free))
             .max_by_key(|(_, s)| {
-                s.session
+                // a slot's context only helps under the same adapters (others clear it)
+                if !s.session.loras().same_as(&job.lora) {
+                    return (false, 0);
+                }
+                let shared = s
+                    .session
                     .tokens()
                     .iter()
                     .zip(&job.prompt)
                     .take_while(|(a, b)| a == b)
-                    .count()
+                    .count();
+                (true, shared)
             })
             .map(|(i, _)| i);
         let Some(i) = best else { break };
@@ -289,6 +297,10 @@ fn admit(
         s.started = Instant::now();
         s.first_token = None;
         s.prefill_time = Duration::ZERO;
+        if let Err(e) = s.session.set_loras(job.lora.clone()) {
+            let _ = job.events.send(Event::Error(e.to_string()));
+            continue;
+        }
         match s.session.reuse_prefix(&job.prompt, cache) {
             Ok(rep) => {
                 s.cached = rep.reused();

@@ -28,7 +28,7 @@ impl Session {
         }
         let mut set = self.lora.clone();
         set.attach(Arc::clone(adapter), scale);
-        self.set_loras(set);
+        self.replace_loras(set);
         Ok(())
     }
 
@@ -37,14 +37,14 @@ impl Session {
         let mut set = self.lora.clone();
         let found = set.detach(adapter);
         if found {
-            self.set_loras(set);
+            self.replace_loras(set);
         }
         found
     }
 
     /// Detaches every adapter.
     pub fn clear_loras(&mut self) {
-        self.set_loras(LoraSet::default());
+        self.replace_loras(LoraSet::default());
     }
 
     /// The attached adapters, in the order they apply.
@@ -52,8 +52,21 @@ impl Session {
         &self.lora
     }
 
-    /// Replaces the attached adapters; the context is cleared when what applies changes.
-    pub(crate) fn set_loras(&mut self, set: LoraSet) {
+    /// Replaces the attached adapters with `set` (an adapter loaded for another model is an
+    /// error, and nothing changes then); the context is cleared when what applies changes.
+    pub fn set_loras(&mut self, set: LoraSet) -> Result<()> {
+        let fp = self.engine.fingerprint();
+        if let Some(a) = set.attached().iter().find(|a| a.adapter.model != fp) {
+            return Err(Error::Lora {
+                adapter: a.adapter.name.clone(),
+                reason: "was loaded for another model".into(),
+            });
+        }
+        self.replace_loras(set);
+        Ok(())
+    }
+
+    fn replace_loras(&mut self, set: LoraSet) {
         if !set.same_as(&self.lora) {
             self.truncate(0);
         }
