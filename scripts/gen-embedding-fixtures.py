@@ -13,6 +13,7 @@ Needs llama.cpp built by ../shared/tools/build-llama-cpp.sh (not needed by CI).
 import json
 import os
 import subprocess
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "..", "crates", "cera", "tests", "fixtures", "embed")
@@ -20,6 +21,9 @@ MODELS = os.path.expanduser("~/.cache/cera/models")
 TARGETS = {
     "smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf",
     "qwen": "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+    # a random-weight BERT at the bge-small shape with the bge vocabulary, written by
+    # `cargo run --example make_bert_model` (the test rebuilds it and checks the hash)
+    "bge_small": None,
 }
 TEXTS = [
     "Castle",
@@ -29,6 +33,8 @@ TEXTS = [
 ]
 # (pooling, normalize, texts used)
 RUNS = [("mean", 2, 4), ("cls", 2, 4), ("last", 2, 4), ("none", 2, 2), ("mean", -1, 2)]
+# the encoder: its own pooling (cls, from the file) too
+BERT_RUNS = [(None, 2, 4), ("mean", 2, 4), ("none", 2, 2), ("cls", -1, 2)]
 
 
 def bindir() -> str:
@@ -37,16 +43,22 @@ def bindir() -> str:
 
 def embed(bin_dir: str, model: str, pooling: str, norm: int, texts: list, fa_off: bool) -> list:
     cmd = [os.path.join(bin_dir, "llama-embedding"), "-m", model, "-p", "\n".join(texts),
-           "--pooling", pooling, "--embd-normalize", str(norm), "--embd-output-format", "json",
-           "-t", "2", "--no-repack"]
+           "--embd-normalize", str(norm), "--embd-output-format", "json", "-t", "2", "--no-repack"]
+    if pooling is not None:
+        cmd += ["--pooling", pooling]
     if fa_off:
         cmd += ["-fa", "off"]
     env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
-    out = subprocess.check_output(cmd, env=env, text=True, stderr=subprocess.DEVNULL)
-    start = out.index("{")
-    end = out.rindex("}") + 1
-    data = json.loads(out[start:end])["data"]
-    return [d["embedding"] for d in data]
+    # llama.cpp's logger writes from a thread of its own; now and then a run's JSON comes out
+    # garbled, so a run that does not parse is repeated
+    for attempt in range(5):
+        out = subprocess.check_output(cmd, env=env, text=True, stderr=subprocess.DEVNULL)
+        try:
+            data = json.loads(out[out.index("{"):out.rindex("}") + 1])["data"]
+            return [d["embedding"] for d in data]
+        except (ValueError, KeyError):
+            if attempt == 4:
+                raise
 
 
 def cosine(a: list, b: list) -> float:
@@ -60,9 +72,19 @@ def main() -> None:
     b = bindir()
     os.makedirs(FIX, exist_ok=True)
     for name, file in TARGETS.items():
-        model = os.path.join(MODELS, file)
+        meta = {"model": file}
+        runs_plan = RUNS
+        if file is None:
+            model = os.path.join(tempfile.mkdtemp(prefix="cera-bert-"), f"{name}.gguf")
+            sha = subprocess.check_output(
+                ["cargo", "run", "-q", "--release", "-p", "cera", "--example", "make_bert_model", "--", model],
+                cwd=os.path.join(HERE, ".."), text=True).strip()
+            meta = {"model": None, "sha256": sha}
+            runs_plan = BERT_RUNS
+        else:
+            model = os.path.join(MODELS, file)
         runs = []
-        for pooling, norm, n in RUNS:
+        for pooling, norm, n in runs_plan:
             texts = TEXTS[:n]
             on = embed(b, model, pooling, norm, texts, False)
             off = embed(b, model, pooling, norm, texts, True)
@@ -71,7 +93,7 @@ def main() -> None:
                 "self_cosine": [cosine(x, y) for x, y in zip(on, off)],
             })
         with open(os.path.join(FIX, f"{name}.json"), "w") as f:
-            json.dump({"model": file, "runs": runs}, f)
+            json.dump({**meta, "runs": runs}, f)
             f.write("\n")
         print(f"{name}: done")
 

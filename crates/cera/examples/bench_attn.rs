@@ -26,6 +26,7 @@ fn main() {
         scale: 1.0 / (hd as f32).sqrt(),
         softcap: None,
         window: None,
+        causal: true,
     };
     let mut seed = 1u32;
     let mut rnd = || {

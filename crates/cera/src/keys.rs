@@ -22,6 +22,9 @@ pub mod arch {
     pub const KEY_LENGTH: &str = "attention.key_length";
     pub const VALUE_LENGTH: &str = "attention.value_length";
     pub const LAYER_NORM_RMS_EPS: &str = "attention.layer_norm_rms_epsilon";
+    pub const LAYER_NORM_EPS: &str = "attention.layer_norm_epsilon";
+    pub const CAUSAL: &str = "attention.causal";
+    pub const POOLING_TYPE: &str = "pooling_type";
     pub const ROPE_FREQ_BASE: &str = "rope.freq_base";
     pub const ROPE_DIMENSION_COUNT: &str = "rope.dimension_count";
     pub const VOCAB_SIZE: &str = "vocab_size";

@@ -168,6 +168,20 @@ impl Backend for Faulty {
     ) -> cera::Result<()> {
         self.cpu.lora(cx, out, x, rows, w, s)
     }
+    fn layer_norm(
+        &self,
+        cx: &mut CpuCtx,
+        x: &CpuTensor,
+        w: &[f32],
+        b: &[f32],
+        eps: f32,
+        out: &mut CpuTensor,
+    ) {
+        self.cpu.layer_norm(cx, x, w, b, eps, out)
+    }
+    fn activate(&self, cx: &mut CpuCtx, x: &mut CpuTensor, act: Act) {
+        self.cpu.activate(cx, x, act)
+    }
     fn scale(&self, cx: &mut CpuCtx, x: &mut CpuTensor, s: f32) {
         self.cpu.scale(cx, x, s)
     }

@@ -12,8 +12,39 @@ use std::path::PathBuf;
 use cera::embed::{EmbedOptions, Normalize, Pooling};
 use cera::engine::{Engine, EngineOptions};
 
+#[path = "common/bert_model.rs"]
+mod bert_model;
 #[path = "common/models.rs"]
 mod models;
+
+/// The random-weight BERT at the bge-small shape, rebuilt (checked against the fixture's
+/// hash) and written once per test binary.
+fn bge_small(sha: &str) -> std::path::PathBuf {
+    static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let data = cera::fetch::llama_cpp_data(&mut |_| {})
+            .unwrap_or_else(|e| panic!("could not fetch llama.cpp test data: {e}"));
+        let vocab =
+            cera::gguf::GgufFile::open(data.join("models").join("ggml-vocab-bert-bge.gguf"))
+                .unwrap();
+        let bytes = bert_model::build(
+            "bge-small",
+            &bert_model::BGE_SMALL,
+            cera::quant::GgmlType::F16,
+            &vocab,
+        );
+        use sha2::Digest;
+        let got: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(got, sha, "the generator no longer makes the fixture's BERT");
+        let p = std::env::temp_dir().join(format!("cera-bge-small-{}.gguf", std::process::id()));
+        std::fs::write(&p, bytes).unwrap();
+        p
+    })
+    .clone()
+}
 
 fn engine(name: &str) -> Engine {
     let mut o = EngineOptions::default();
@@ -36,15 +67,26 @@ fn check(name: &str) {
         .join("tests/fixtures/embed")
         .join(format!("{name}.json"));
     let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    let eng = engine(name);
-    assert_eq!(
-        eng.path().file_name().unwrap().to_str().unwrap(),
-        fx["model"].as_str().unwrap()
-    );
+    let eng = match fx["model"].as_str() {
+        Some(file) => {
+            let e = engine(name);
+            assert_eq!(e.path().file_name().unwrap().to_str().unwrap(), file);
+            e
+        }
+        None => {
+            let mut o = EngineOptions::default();
+            o.n_threads = Some(2);
+            Engine::load(bge_small(fx["sha256"].as_str().unwrap()), o).unwrap()
+        }
+    };
     let mut failures = Vec::new();
     let mut report = Vec::new();
     for run in fx["runs"].as_array().unwrap() {
-        let pooling = Pooling::from_name(run["pooling"].as_str().unwrap()).unwrap();
+        // none in the fixture: the model's own
+        let pooling = match run["pooling"].as_str() {
+            Some(p) => Pooling::from_name(p).unwrap(),
+            None => eng.default_pooling(),
+        };
         let norm = Normalize::from_llama(run["normalize"].as_i64().unwrap() as i32).unwrap();
         let texts: Vec<&str> = run["texts"]
             .as_array()
@@ -118,6 +160,43 @@ fn smollm2_embeddings_match_llama_embedding() {
 #[test]
 fn qwen_embeddings_match_llama_embedding() {
     check("qwen");
+}
+
+#[test]
+fn bert_embeddings_match_llama_embedding() {
+    check("bge_small");
+}
+
+#[test]
+fn bert_is_an_encoder() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/embed/bge_small.json");
+    let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let eng = Engine::load(
+        bge_small(fx["sha256"].as_str().unwrap()),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(eng.default_pooling(), Pooling::Cls);
+    // its tokens see each other: the first token's vector depends on what follows
+    let mut o = EmbedOptions::default();
+    o.pooling = Some(Pooling::Cls);
+    let e = eng.embed(&["the cat", "the dog"], &o).unwrap();
+    assert_ne!(e.items[0].vectors, e.items[1].vectors);
+    // it cannot generate, and a text must fit one step
+    let mut s = eng.session(cera::engine::SessionOptions::default());
+    let err = s.append_tokens(&[101, 2000]).unwrap_err().to_string();
+    assert!(err.contains("embedding model"), "{err}");
+    o.batch_tokens = 4;
+    let err = eng
+        .embed(&["a sentence longer than four tokens"], &o)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("one step"), "{err}");
+    // positions past the position embeddings are refused
+    let long = vec![1000u32; 600];
+    o.batch_tokens = 2048;
+    let err = eng.embed_tokens(&[long], &o).unwrap_err().to_string();
+    assert!(err.contains("context"), "{err}");
 }
 
 #[test]

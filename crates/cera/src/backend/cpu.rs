@@ -192,6 +192,30 @@ impl Backend for Cpu {
         ew::rms_norm_inplace(x.data_mut(), w, eps);
     }
 
+    fn layer_norm(
+        &self,
+        _cx: &mut CpuCtx,
+        x: &CpuTensor,
+        w: &[f32],
+        b: &[f32],
+        eps: f32,
+        out: &mut CpuTensor,
+    ) {
+        assert!(w.len() == x.cols && b.len() == x.cols, "layer_norm: width");
+        let o = out.reshape(x.rows, x.cols);
+        ew::layer_norm(x.data(), w, b, eps, o);
+    }
+
+    fn activate(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, act: Act) {
+        let f = match act {
+            Act::Silu => ew::silu,
+            Act::Gelu => ew::gelu,
+        };
+        for v in x.data_mut() {
+            *v = f(*v);
+        }
+    }
+
     fn add(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, y: &CpuTensor) {
         assert_eq!(self.shape(x), self.shape(y), "add: shapes differ");
         ew::add_inplace(x.data_mut(), y.data());

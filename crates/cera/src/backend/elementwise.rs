@@ -14,6 +14,24 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
+/// LayerNorm of each `weight.len()`-sized row as ggml's `norm` followed by the weight and bias:
+/// the mean and the variance are summed in f64, the rest runs in f32 op by op.
+pub fn layer_norm(x: &[f32], weight: &[f32], bias: &[f32], eps: f32, out: &mut [f32]) {
+    let dim = weight.len();
+    for (xr, or) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
+        let mean = (xr.iter().map(|&v| v as f64).sum::<f64>() / dim as f64) as f32;
+        let mut sum2 = 0f64;
+        for (o, &v) in or.iter_mut().zip(xr) {
+            *o = v - mean;
+            sum2 += (*o as f64) * (*o as f64);
+        }
+        let scale = 1.0 / ((sum2 / dim as f64) as f32 + eps).sqrt();
+        for ((o, &w), &b) in or.iter_mut().zip(weight).zip(bias) {
+            *o = (*o * scale) * w + b;
+        }
+    }
+}
+
 /// RMS norm in place, row by row (per-head Q/K norms).
 pub fn rms_norm_inplace(x: &mut [f32], weight: &[f32], eps: f32) {
     let dim = weight.len();

@@ -171,6 +171,19 @@ pub trait Backend: Send + Sync {
     );
     /// [`Backend::rms_norm`] in place.
     fn rms_norm_inplace(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, w: &[f32], eps: f32);
+    /// LayerNorm of each row (mean and variance over the row, summed in f64 as ggml does),
+    /// times `w`, plus `b`, into `out` (BERT).
+    fn layer_norm(
+        &self,
+        cx: &mut Self::Ctx,
+        x: &Self::Tensor,
+        w: &[f32],
+        b: &[f32],
+        eps: f32,
+        out: &mut Self::Tensor,
+    );
+    /// `x = act(x)` element-wise (a feed-forward without a gate).
+    fn activate(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, act: Act);
     /// `x += y`.
     fn add(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, y: &Self::Tensor);
     /// `out[rows[i]] += s · B(A · x[i])` for each row of `x` (`rows` `None`: row `i` of

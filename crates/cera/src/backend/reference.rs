@@ -8,7 +8,8 @@
 //!   every product is taken in f64: no activation quantization.
 //! - RoPE angles are computed in f64 directly from the [`RopeConfig`] fields (ggml's normal and
 //!   NeoX layouts, linear `freq_scale`, per-pair `freq_factors`, YaRN's ramp and `mscale`).
-//! - Attention is a naive softmax in f64 over the whole causal (optionally windowed) range.
+//! - Attention is a naive softmax in f64 over the whole causal (optionally windowed) range, or
+//!   the whole sequence for an encoder.
 //! - **KV cache rounding:** the cache holds f32, but [`Backend::kv_store`] rounds every key and
 //!   value to what the requested [`KvType`] can hold (F16: nearest even; block types: the
 //!   quantizer per head row, after the Hadamard rotation when the spec rotates; TurboQuant:
@@ -436,6 +437,39 @@ impl Backend for Reference {
         }
     }
 
+    fn layer_norm(
+        &self,
+        _cx: &mut (),
+        x: &RefTensor,
+        w: &[f32],
+        b: &[f32],
+        eps: f32,
+        out: &mut RefTensor,
+    ) {
+        assert!(w.len() == x.cols && b.len() == x.cols, "layer_norm: width");
+        let mut o = x.clone();
+        for row in o.data.chunks_exact_mut(x.cols) {
+            let n = row.len() as f64;
+            let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n;
+            let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+            let s = 1.0 / (var + eps as f64).sqrt();
+            for ((v, &g), &c) in row.iter_mut().zip(w).zip(b) {
+                *v = ((*v as f64 - mean) * s * g as f64 + c as f64) as f32;
+            }
+        }
+        *out = o;
+    }
+
+    fn activate(&self, _cx: &mut (), x: &mut RefTensor, act: Act) {
+        let f = match act {
+            Act::Silu => silu,
+            Act::Gelu => gelu,
+        };
+        for v in &mut x.data {
+            *v = f(*v as f64) as f32;
+        }
+    }
+
     fn add(&self, _cx: &mut (), x: &mut RefTensor, y: &RefTensor) {
         assert_eq!((x.rows, x.cols), (y.rows, y.cols), "add: shapes differ");
         for (a, &b) in x.data.iter_mut().zip(&y.data) {
@@ -669,12 +703,14 @@ impl Backend for Reference {
             for t in 0..s.n {
                 let qpos = s.pos0 + t;
                 let first = p.window.map_or(0, |w| (qpos + 1).saturating_sub(w));
+                // an encoder's query sees its whole sequence of the step
+                let last = if p.causal { qpos } else { s.pos0 + s.n - 1 };
                 let qrow = q.row(s.row0 + t);
                 let mut orow = vec![0f32; p.n_head * dv];
                 for h in 0..p.n_head {
                     let g = h / group;
                     let qh = &qrow[h * d..(h + 1) * d];
-                    let scores: Vec<f64> = (first..=qpos)
+                    let scores: Vec<f64> = (first..=last)
                         .map(|j| {
                             assert!(c.stored[j], "attention reads position {j}, never stored");
                             let kh = &c.k[(j * p.n_kv_head + g) * d..][..d];
@@ -851,6 +887,7 @@ mod tests {
             scale: 1.0,
             softcap: None,
             window: None,
+            causal: true,
         };
         let mut out = RefTensor::default();
         r.attention(&mut (), &q, &[&kv], &[span], &p, &mut out);

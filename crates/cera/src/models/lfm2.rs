@@ -455,6 +455,7 @@ impl Lfm2 {
             scale: 1.0 / (c.head_dim as f32).sqrt(),
             softcap: None,
             window: c.window,
+            causal: true,
         };
         attend(be, il, seqs, ws, &params);
         project(

@@ -1,6 +1,7 @@
 //! Model architectures. Each family has one file declaring its hyperparameters and tensors;
 //! shared blocks live in `common/`; names and keys come from [`names`] and [`crate::keys`].
 
+pub mod bert;
 pub mod common;
 pub mod gemma2;
 pub mod gemma3;
@@ -30,12 +31,15 @@ pub enum Model {
     Decoder(common::Decoder),
     /// `lfm2` / `lfm2moe`: convolution and attention layers, dense or routed FFNs.
     Lfm2(lfm2::Lfm2),
+    /// `bert`: an encoder (embeddings only).
+    Encoder(bert::Bert),
 }
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Model::Decoder(d) => write!(f, "Model::Decoder({} layers)", d.layers.len()),
+            Model::Encoder(b) => write!(f, "Model::Encoder(bert, {} layers)", b.layers.len()),
             Model::Lfm2(m) => {
                 let (conv, attn, routed) = m.layer_counts();
                 write!(
@@ -142,6 +146,7 @@ impl Model {
             Arch::Phi3 => Model::Decoder(phi3::load(file)?),
             Arch::Olmo2 => Model::Decoder(olmo2::load(file)?),
             Arch::Lfm2 | Arch::Lfm2Moe => Model::Lfm2(lfm2::load(file, arch)?),
+            Arch::Bert => Model::Encoder(bert::load(file)?),
         })
     }
 
@@ -151,6 +156,7 @@ impl Model {
     pub fn lora_targets(&self) -> Vec<&Weight> {
         let mut v: Vec<&Weight> = Vec::new();
         let (token_embd, output) = match self {
+            Model::Encoder(b) => return b.lora_targets(),
             Model::Decoder(d) => {
                 for l in &d.layers {
                     v.extend([&l.wq, &l.wk, &l.wv, &l.wo]);
@@ -178,9 +184,15 @@ impl Model {
         v
     }
 
+    /// An encoder (embeddings only, every sequence whole in one step).
+    pub fn is_encoder(&self) -> bool {
+        matches!(self, Model::Encoder(_))
+    }
+
     /// Width of the hidden states.
     pub fn n_embd(&self) -> usize {
         match self {
+            Model::Encoder(b) => b.cfg.n_embd,
             Model::Decoder(d) => d.cfg.n_embd,
             Model::Lfm2(m) => m.cfg.n_embd,
         }
@@ -188,6 +200,7 @@ impl Model {
 
     pub fn n_vocab(&self) -> usize {
         match self {
+            Model::Encoder(b) => b.cfg.n_vocab,
             Model::Decoder(d) => d.cfg.n_vocab,
             Model::Lfm2(m) => m.cfg.n_vocab,
         }
@@ -212,6 +225,7 @@ impl Model {
                     lfm2::Mixer::Conv(_) => None,
                 })
                 .collect(),
+            Model::Encoder(b) => b.layers.iter().map(|_| None).collect(),
         }
     }
 
@@ -227,6 +241,11 @@ impl Model {
             Model::Lfm2(m) => SeqState {
                 kv: m.new_kv(be, n_ctx, spec),
                 conv: m.new_conv_state(be),
+                n_ctx,
+            },
+            Model::Encoder(b) => SeqState {
+                kv: b.new_kv(be, n_ctx, spec),
+                conv: ConvState::default(),
                 n_ctx,
             },
         }
@@ -288,6 +307,7 @@ impl Model {
         match self {
             Model::Decoder(d) => d.forward(be, ws, seqs, logits)?,
             Model::Lfm2(m) => m.forward(be, ws, seqs, logits)?,
+            Model::Encoder(b) => b.forward(be, ws, seqs, logits)?,
         }
         for s in seqs.iter_mut() {
             s.state.conv.advance(s.pos0, s.tokens.len());

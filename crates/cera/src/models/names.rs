@@ -16,6 +16,8 @@ pub enum Arch {
     Olmo2,
     Lfm2,
     Lfm2Moe,
+    /// BERT encoders (bge, MiniLM, …): embeddings only.
+    Bert,
 }
 
 impl Arch {
@@ -30,6 +32,7 @@ impl Arch {
         Arch::Olmo2,
         Arch::Lfm2,
         Arch::Lfm2Moe,
+        Arch::Bert,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +47,7 @@ impl Arch {
             Arch::Olmo2 => "olmo2",
             Arch::Lfm2 => "lfm2",
             Arch::Lfm2Moe => "lfm2moe",
+            Arch::Bert => "bert",
         }
     }
 
@@ -97,6 +101,12 @@ pub const FFN_POST_NORM: &str = "post_ffw_norm";
 /// LFM2: the final norm (named so by the converter), the gated short convolution, and the
 /// sentence-embedding projection of LFM2-ColBert.
 pub const TOKEN_EMBD_NORM: &str = "token_embd_norm";
+// BERT
+pub const TOKEN_TYPES: &str = "token_types";
+pub const POS_EMBD: &str = "position_embd";
+pub const ATTN_OUT_NORM: &str = "attn_output_norm";
+pub const LAYER_OUT_NORM: &str = "layer_output_norm";
+pub const CLS: &str = "cls";
 pub const SHORTCONV_CONV: &str = "shortconv.conv";
 pub const SHORTCONV_IN_PROJ: &str = "shortconv.in_proj";
 pub const SHORTCONV_OUT_PROJ: &str = "shortconv.out_proj";

@@ -30,6 +30,9 @@ pub struct AttentionParams {
     pub softcap: Option<f32>,
     /// Keys older than this many positions are masked (sliding-window layers).
     pub window: Option<usize>,
+    /// Each query sees only the keys at or before its position; `false` (encoders): every key
+    /// of its sequence in the step, later ones included.
+    pub causal: bool,
 }
 
 pub(crate) const MAX_HEAD_DIM: usize = 512;
@@ -90,6 +93,11 @@ impl Ctx<'_> {
     /// First key position a query at `qpos` may see.
     fn first_key(&self, qpos: usize) -> usize {
         self.p.window.map_or(0, |w| (qpos + 1).saturating_sub(w))
+    }
+
+    /// One past the last key a query at `qpos` of a sequence whose step ends at `end` sees.
+    fn key_end(&self, qpos: usize, end: usize) -> usize {
+        if self.p.causal { qpos + 1 } else { end }
     }
 }
 
@@ -370,7 +378,8 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
     let mut s = [0f32; BK];
     // the keys the tile's rows see: from the first row's window start to the last row
     let k_lo = ctx.first_key(pos0 + it.t0 + it.r0 / group);
-    let k_hi = pos0 + it.t0 + (it.r1 - 1) / group + 1;
+    let seq_end = pos0 + seq.n;
+    let k_hi = ctx.key_end(pos0 + it.t0 + (it.r1 - 1) / group, seq_end);
     let mut kt0 = k_lo;
     while kt0 < k_hi {
         let kb = (k_hi - kt0).min(BK);
@@ -394,7 +403,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
         for r in 0..rows {
             let qpos = pos0 + it.t0 + (it.r0 + r) / group;
             let lo = ctx.first_key(qpos).max(kt0);
-            let hi = (qpos + 1).min(kt0 + kb);
+            let hi = ctx.key_end(qpos, seq_end).min(kt0 + kb);
             if lo >= hi {
                 continue;
             }
@@ -531,6 +540,7 @@ mod tests {
                                 scale: 1.0 / (hd as f32).sqrt(),
                                 softcap,
                                 window,
+                                causal: true,
                             };
                             let n_ctx = pos0 + n + 3;
                             let mut k = rnd_vec(&mut seed, n_ctx * nkv * hd);
@@ -598,6 +608,7 @@ mod tests {
             scale: 0.125,
             softcap: None,
             window: None,
+            causal: true,
         };
         for tier in CpuTier::supported() {
             let table: &'static KernelTable =
@@ -658,6 +669,7 @@ mod tests {
                         scale: 0.2,
                         softcap: None,
                         window,
+                        causal: true,
                     };
                     for mix in mixes {
                         let mut seed = 3u32;

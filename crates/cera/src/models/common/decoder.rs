@@ -243,6 +243,7 @@ impl Decoder {
             scale: c.attn_scale,
             softcap: c.attn_softcap,
             window: c.window[il],
+            causal: true,
         };
         attend(be, il, seqs, ws, &params);
         dump(be, ws, "kqv_out", Some(il), Buf::Att);

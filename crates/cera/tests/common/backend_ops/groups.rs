@@ -89,7 +89,28 @@ pub(super) fn elementwise<B: Backend>(h: &mut H<B>) {
         h.be.add_bias(&mut h.cx, &mut a, &bias);
         h.r.add_bias(&mut (), &mut ar, &bias);
         h.check("add_bias", &case, &a, &ar, bounds::ONE_OP);
+        if cols > 1 {
+            let (w, b) = (h.rng.normal(cols, 1.0), h.rng.normal(cols, 1.0));
+            for eps in [1e-12f32, 1e-5] {
+                let (mut o, mut or) = h.garbage();
+                h.be.layer_norm(&mut h.cx, &xt, &w, &b, eps, &mut o);
+                h.r.layer_norm(&mut (), &xr, &w, &b, eps, &mut or);
+                h.check("layer_norm", &case, &o, &or, bounds::RMS_NORM);
+            }
+        }
         let g = h.rng.vec(n, 8.0);
+        for act in [Act::Silu, Act::Gelu] {
+            let (mut a, mut ar) = h.up(&g, rows, cols);
+            h.be.activate(&mut h.cx, &mut a, act);
+            h.r.activate(&mut (), &mut ar, act);
+            h.check(
+                &format!("activate {act:?}"),
+                &case,
+                &a,
+                &ar,
+                bounds::TRANSCENDENTAL,
+            );
+        }
         for act in [Act::Silu, Act::Gelu] {
             let (mut a, mut ar) = h.up(&g, rows, cols);
             h.be.glu(&mut h.cx, &mut a, &yt, act);
@@ -216,6 +237,7 @@ pub(super) fn rope<B: Backend>(h: &mut H<B>) {
 }
 
 pub(super) fn matmul<B: Backend>(h: &mut H<B>) {
+    lora(h);
     const ROWS: [usize; 7] = [1, 3, 7, 8, 33, 257, 520];
     for ty in matmul_types() {
         let mut specs = Vec::new();
@@ -400,6 +422,7 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
             scale: 1.0 / (hd as f32).sqrt(),
             softcap,
             window,
+            causal: true,
         };
         let mut seen = Vec::new();
         for (kt, vt) in kv_types {
@@ -415,6 +438,56 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
                     continue;
                 }
                 attention_plan(h, &p, spec, plan);
+            }
+            // an encoder's attention: every sequence whole in one step, keys after the query
+            // included (no windows there)
+            if window.is_none() && matches!(kt, KvType::F32 | KvType::F16) {
+                let enc = AttentionParams {
+                    causal: false,
+                    ..p.clone()
+                };
+                attention_plan(h, &enc, spec, &[vec![100, 1, 33]]);
+                attention_plan(h, &enc, spec, &[vec![3; 40]]);
+            }
+        }
+    }
+}
+
+/// LoRA deltas: f32, f16 and bf16 pairs of ranks 1 to 20 against the reference, on every row
+/// or on scattered rows, for decode-sized and prefill-sized steps.
+fn lora<B: Backend>(h: &mut H<B>) {
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        for (k, rank, out) in [(64, 1, 8), (96, 8, 200), (576, 16, 192), (40, 20, 1000)] {
+            let a = h.rng.normal(rank * k, 0.3);
+            let b = h.rng.normal(out * rank, 0.3);
+            let file = gguf(&[
+                ("a".into(), ty, vec![k as u64, rank as u64], a),
+                ("b".into(), ty, vec![rank as u64, out as u64], b),
+            ]);
+            let lr = cera::backend::LowRank::new(weight(&file, "a"), &weight(&file, "b"), 0, out)
+                .unwrap();
+            for n in [1usize, 3, 4, 9, 33] {
+                let x = h.rng.vec(n * k, 1.0);
+                let (xt, xr) = h.up(&x, n, k);
+                let base = h.rng.vec(n * 2 * out, 1.0);
+                // every row, then the odd rows of a twice-as-tall output
+                for scattered in [false, true] {
+                    let rows: Vec<usize> = (0..n).map(|i| 2 * i + 1).collect();
+                    let (orows, r) = if scattered {
+                        (2 * n, Some(&rows[..]))
+                    } else {
+                        (n, None)
+                    };
+                    let (mut o, mut or) = h.up(&base[..orows * out], orows, out);
+                    let case =
+                        format!("{ty} k{k} rank{rank} out{out} tokens {n} scattered {scattered}");
+                    if let Err(e) = h.be.lora(&mut h.cx, &mut o, &xt, r, &lr, 0.7) {
+                        h.fail("lora", &case, &e.to_string());
+                        continue;
+                    }
+                    h.r.lora(&mut (), &mut or, &xr, r, &lr, 0.7).unwrap();
+                    h.check("lora", &case, &o, &or, bounds::lora(ty));
+                }
             }
         }
     }
@@ -671,6 +744,7 @@ pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
             scale: 1.0 / (hd as f32).sqrt(),
             softcap: None,
             window: None,
+            causal: true,
         };
         let case = format!("{nkv}x{group} heads of {hd} {ty:?} {kind:?}");
         let mut cb = h.be.new_kv(spec, n_ctx, nkv, hd, hd);

@@ -110,6 +110,24 @@ pub mod bounds {
         nmse: 5e-8,
         max_rel: 1e-3,
     };
+    /// lora: `base + s·B(A·x)` with the activations rounded to A's type (as the matmul), `A·x`
+    /// summed in f32 by the GEMM kernel and the rank sum in f32; against an O(1) base.
+    pub fn lora(ty: GgmlType) -> Bound {
+        match ty {
+            GgmlType::F32 => Bound {
+                nmse: 1e-12,
+                max_rel: 1e-5,
+            },
+            GgmlType::F16 => Bound {
+                nmse: 1e-7,
+                max_rel: 2e-3,
+            },
+            _ => Bound {
+                nmse: 1e-5,
+                max_rel: 2e-2,
+            },
+        }
+    }
     /// short_conv: `l` (≤ 4) products per output summed in f32, then one more product.
     pub const SHORT_CONV: Bound = Bound {
         nmse: 1e-12,
