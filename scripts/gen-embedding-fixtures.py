@@ -11,6 +11,7 @@ usage: scripts/gen-embedding-fixtures.py
 Needs llama.cpp built by ../shared/tools/build-llama-cpp.sh (not needed by CI).
 """
 import json
+import re
 import os
 import subprocess
 import tempfile
@@ -61,6 +62,41 @@ def embed(bin_dir: str, model: str, pooling: str, norm: int, texts: list, fa_off
                 raise
 
 
+QUERY = "what is a panda?"
+DOCS = ["hi", "The giant panda is a bear species endemic to China.", "paris is in france",
+        "Pandas eat bamboo."]
+
+
+def rerank_fixture(b: str) -> None:
+    """The reranker (the same BERT with a classifier head): llama-embedding --pooling rank
+    --embd-normalize -1 over query<TAB>document lines; the score is each output's first value
+    (llama-embedding prints the pooled buffer's width; a reranker fills the first)."""
+    model = os.path.join(tempfile.mkdtemp(prefix="cera-bert-"), "rerank.gguf")
+    sha = subprocess.check_output(
+        ["cargo", "run", "-q", "--release", "-p", "cera", "--example", "make_bert_model", "--", model, "rerank"],
+        cwd=os.path.join(HERE, ".."), text=True).strip()
+    texts = [f"{QUERY}\t{d}" for d in DOCS]
+
+    def scores(fa_off: bool) -> list:
+        # the values past the first are whatever the buffer held (not always valid JSON), so
+        # only each embedding's first number is read
+        cmd = [os.path.join(b, "llama-embedding"), "-m", model, "-p", "\n".join(texts), "--pooling", "rank",
+               "--embd-normalize", "-1", "--embd-output-format", "json", "-t", "2", "--no-repack"]
+        if fa_off:
+            cmd += ["-fa", "off"]
+        out = subprocess.check_output(cmd, env=dict(os.environ, LD_LIBRARY_PATH=b), text=True,
+                                      stderr=subprocess.DEVNULL)
+        got = [float(x) for x in re.findall(r'"embedding": \[([-0-9.e+]+)', out)]
+        assert len(got) == len(texts), out[:500]
+        return got
+
+    on, off = scores(False), scores(True)
+    with open(os.path.join(FIX, "bge_small_rerank.json"), "w") as f:
+        json.dump({"sha256": sha, "query": QUERY, "documents": DOCS, "scores": on, "scores_fa_off": off}, f, indent=1)
+        f.write("\n")
+    print("bge_small_rerank: done")
+
+
 def cosine(a: list, b: list) -> float:
     ab = sum(x * y for x, y in zip(a, b))
     aa = sum(x * x for x in a) ** 0.5
@@ -96,6 +132,7 @@ def main() -> None:
             json.dump({**meta, "runs": runs}, f)
             f.write("\n")
         print(f"{name}: done")
+    rerank_fixture(b)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ mod inspect;
 mod models;
 mod perplexity;
 mod quantize;
+mod rerank;
 mod run;
 mod serve;
 mod spec_args;
@@ -62,6 +63,8 @@ enum Command {
     Quantize(quantize::Args),
     /// Embeddings of texts (llama-embedding's flags and output formats).
     Embed(embed::Args),
+    /// Relevance scores of documents for a query, with a reranker model.
+    Rerank(rerank::Args),
 }
 
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve::run(a),
         Command::Quantize(a) => quantize::run(a),
         Command::Embed(a) => embed::run(a),
+        Command::Rerank(a) => rerank::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

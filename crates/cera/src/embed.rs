@@ -36,11 +36,19 @@ pub enum Pooling {
     Cls,
     /// The last token's.
     Last,
+    /// A reranker's relevance score(s): the classifier head over the first token (a model with
+    /// `cls` / `cls.output` tensors).
+    Rank,
 }
 
 impl Pooling {
-    pub const ALL: &'static [Pooling] =
-        &[Pooling::None, Pooling::Mean, Pooling::Cls, Pooling::Last];
+    pub const ALL: &'static [Pooling] = &[
+        Pooling::None,
+        Pooling::Mean,
+        Pooling::Cls,
+        Pooling::Last,
+        Pooling::Rank,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +56,7 @@ impl Pooling {
             Pooling::Mean => "mean",
             Pooling::Cls => "cls",
             Pooling::Last => "last",
+            Pooling::Rank => "rank",
         }
     }
 
@@ -59,24 +68,20 @@ impl Pooling {
             .find(|p| p.name() == s)
             .ok_or_else(|| {
                 Error::Model(format!(
-                    "unknown pooling '{s}' (choices: none, mean, cls, last{})",
-                    if s == "rank" {
-                        "; rank needs a reranker's classifier head, which this model has not"
-                    } else {
-                        ""
-                    }
+                    "unknown pooling '{s}' (choices: none, mean, cls, last, rank)"
                 ))
             })
     }
 
-    /// GGUF's `{arch}.pooling_type` ids: 0 none, 1 mean, 2 cls, 3 last (4, rank, and
-    /// anything else: `None`).
+    /// GGUF's `{arch}.pooling_type` ids: 0 none, 1 mean, 2 cls, 3 last, 4 rank (anything
+    /// else: `None`).
     pub fn from_gguf(id: u64) -> Option<Pooling> {
         Some(match id {
             0 => Pooling::None,
             1 => Pooling::Mean,
             2 => Pooling::Cls,
             3 => Pooling::Last,
+            4 => Pooling::Rank,
             _ => return None,
         })
     }
@@ -201,6 +206,32 @@ impl Engine {
             .unwrap_or(Pooling::None)
     }
 
+    /// Relevance scores of `documents` for `query` with a reranker (rank pooling): each pair
+    /// is tokenized as llama.cpp joins it, `query`, EOS and SEP where the vocabulary appends
+    /// them, `document`, then scored by the classifier head. The raw scores (the first output
+    /// of the head) in document order.
+    pub fn rerank(&self, query: &str, documents: &[&str], opts: &EmbedOptions) -> Result<Vec<f32>> {
+        let tok = self.tokenizer();
+        let mut glue = String::new();
+        for (add, id) in [(tok.add_eos(), tok.eos()), (tok.add_sep(), tok.sep())] {
+            if let (true, Some(id)) = (add, id)
+                && let Some(t) = tok.token_text(id)
+            {
+                glue.push_str(t);
+            }
+        }
+        let texts: Vec<String> = documents
+            .iter()
+            .map(|d| format!("{query}{glue}{d}"))
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+        let mut o = opts.clone();
+        o.pooling = Some(Pooling::Rank);
+        o.normalize = Normalize::None;
+        let e = self.embed(&refs, &o)?;
+        Ok(e.items.iter().map(|i| i.vectors[0][0]).collect())
+    }
+
     /// Embeds texts (tokenized with special tokens parsed, BOS/EOS as `opts.add_special`).
     pub fn embed(&self, texts: &[&str], opts: &EmbedOptions) -> Result<Embeddings> {
         let toks: Vec<Vec<u32>> = texts
@@ -214,6 +245,13 @@ impl Engine {
     /// context, is an error naming it; nothing runs then.
     pub fn embed_tokens(&self, inputs: &[Vec<u32>], opts: &EmbedOptions) -> Result<Embeddings> {
         let pooling = opts.pooling.unwrap_or_else(|| self.default_pooling());
+        if pooling == Pooling::Rank && !self.inner.model.has_rank_head() {
+            return Err(Error::Model(
+                "rank pooling needs a reranker: a model with a classifier head (cls, \
+                 cls.output tensors); this one has none"
+                    .into(),
+            ));
+        }
         let n_ctx = self.n_ctx_train();
         for (i, t) in inputs.iter().enumerate() {
             if t.is_empty() {
@@ -280,9 +318,16 @@ impl Engine {
                 at = end;
             }
             for (h, t) in hidden.into_iter().zip(group) {
+                let vectors = if pooling == Pooling::Rank {
+                    let mut v = model.rank_head(&h[..n_embd])?;
+                    opts.normalize.apply(&mut v);
+                    vec![v]
+                } else {
+                    pool(&h, n_embd, pooling, opts.normalize)
+                };
                 items.push(EmbeddingItem {
                     tokens: t.len(),
-                    vectors: pool(&h, n_embd, pooling, opts.normalize),
+                    vectors,
                 });
             }
             Ok(())
@@ -324,6 +369,7 @@ fn pool(h: &[f32], n_embd: usize, pooling: Pooling, norm: Normalize) -> Vec<Vec<
         Pooling::None => rows.iter().map(|r| r.to_vec()).collect(),
         Pooling::Cls => vec![rows[0].to_vec()],
         Pooling::Last => vec![rows[rows.len() - 1].to_vec()],
+        Pooling::Rank => unreachable!("rank pooling runs the classifier head"),
         Pooling::Mean => {
             let mut m = vec![0f64; n_embd];
             for r in &rows {
@@ -373,12 +419,13 @@ mod tests {
             assert_eq!(Pooling::from_name(p.name()).unwrap(), p);
         }
         assert!(
-            Pooling::from_name("rank")
+            Pooling::from_name("max")
                 .unwrap_err()
                 .to_string()
-                .contains("classifier")
+                .contains("rank")
         );
         assert_eq!(Pooling::from_gguf(1), Some(Pooling::Mean));
-        assert_eq!(Pooling::from_gguf(4), None);
+        assert_eq!(Pooling::from_gguf(4), Some(Pooling::Rank));
+        assert_eq!(Pooling::from_gguf(5), None);
     }
 }

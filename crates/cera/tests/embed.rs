@@ -21,29 +21,91 @@ mod models;
 /// hash) and written once per test binary.
 fn bge_small(sha: &str) -> std::path::PathBuf {
     static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
+    P.get_or_init(|| bert_file("bge-small", &bert_model::BGE_SMALL, sha))
+        .clone()
+}
+
+fn bert_file(name: &str, shape: &bert_model::BertShape, sha: &str) -> std::path::PathBuf {
+    {
         let data = cera::fetch::llama_cpp_data(&mut |_| {})
             .unwrap_or_else(|e| panic!("could not fetch llama.cpp test data: {e}"));
         let vocab =
             cera::gguf::GgufFile::open(data.join("models").join("ggml-vocab-bert-bge.gguf"))
                 .unwrap();
-        let bytes = bert_model::build(
-            "bge-small",
-            &bert_model::BGE_SMALL,
-            cera::quant::GgmlType::F16,
-            &vocab,
-        );
+        let bytes = bert_model::build(name, shape, cera::quant::GgmlType::F16, &vocab);
         use sha2::Digest;
         let got: String = sha2::Sha256::digest(&bytes)
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(got, sha, "the generator no longer makes the fixture's BERT");
-        let p = std::env::temp_dir().join(format!("cera-bge-small-{}.gguf", std::process::id()));
+        let p = std::env::temp_dir().join(format!("cera-{name}-{}.gguf", std::process::id()));
         std::fs::write(&p, bytes).unwrap();
         p
-    })
-    .clone()
+    }
+}
+
+#[test]
+fn reranker_scores_match_llama_embedding_rank_pooling() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/embed/bge_small_rerank.json");
+    let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let path = bert_file(
+        "bge-small-rerank",
+        &bert_model::BGE_SMALL_RERANK,
+        fx["sha256"].as_str().unwrap(),
+    );
+    let eng = Engine::load(path, EngineOptions::default()).unwrap();
+    assert_eq!(eng.default_pooling(), Pooling::Rank);
+    let docs: Vec<&str> = fx["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    let got = eng
+        .rerank(
+            fx["query"].as_str().unwrap(),
+            &docs,
+            &EmbedOptions::default(),
+        )
+        .unwrap();
+    let (on, off) = (
+        fx["scores"].as_array().unwrap(),
+        fx["scores_fa_off"].as_array().unwrap(),
+    );
+    for (i, g) in got.iter().enumerate() {
+        let (w, w2) = (on[i].as_f64().unwrap(), off[i].as_f64().unwrap());
+        let bound = (5e-3f64).max(2.0 * (w - w2).abs());
+        assert!(
+            (*g as f64 - w).abs() <= bound,
+            "document {i}: score {g} vs llama.cpp {w} (its own other path {w2})"
+        );
+    }
+    // the order is llama.cpp's
+    let rank = |s: &[f64]| {
+        let mut o: Vec<usize> = (0..s.len()).collect();
+        o.sort_by(|&a, &b| s[b].total_cmp(&s[a]));
+        o
+    };
+    let want: Vec<f64> = on.iter().map(|v| v.as_f64().unwrap()).collect();
+    let ours: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+    assert_eq!(rank(&ours), rank(&want));
+    // a model without a head cannot rerank
+    let plain =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/embed/bge_small.json");
+    let fx: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(plain).unwrap()).unwrap();
+    let e = Engine::load(
+        bge_small(fx["sha256"].as_str().unwrap()),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let err = e
+        .rerank("q", &["d"], &EmbedOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("classifier head"), "{err}");
 }
 
 fn engine(name: &str) -> Engine {

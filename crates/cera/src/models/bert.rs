@@ -60,6 +60,10 @@ pub struct Bert {
     pub embd_norm_w: Vec<f32>,
     pub embd_norm_b: Vec<f32>,
     pub layers: Vec<BertLayer>,
+    /// A reranker's head: `tanh(cls · x + b)` `[n_embd, n_embd]`, then `cls.output`
+    /// `[n_embd, n_cls_out]` (either may be absent)
+    pub cls: Option<Linear>,
+    pub cls_out: Option<Linear>,
 }
 
 pub fn load(file: Arc<GgufFile>) -> Result<Bert> {
@@ -136,6 +140,19 @@ pub fn load(file: Arc<GgufFile>) -> Result<Bert> {
         .ok_or_else(|| Error::MissingTensor(pos.clone()))?;
     let n_pos = pos_info.shape.get(1).copied().unwrap_or(0) as usize;
     let pos_embd = ld.matrix(&pos, d, n_pos)?;
+    let head = |name: &str, rows: Option<usize>| -> Result<Option<Linear>> {
+        let wn = tensor(name, "weight");
+        let Some(info) = g.tensor(&wn) else {
+            return Ok(None);
+        };
+        let rows = rows.unwrap_or(info.shape.get(1).copied().unwrap_or(1) as usize);
+        Ok(Some(Linear {
+            w: ld.matrix(&wn, d, rows)?,
+            b: ld.vector_opt(&tensor(name, "bias"), rows)?,
+        }))
+    };
+    let cls = head(n::CLS, Some(d))?;
+    let cls_out = head(n::CLS_OUT, None)?;
     Ok(Bert {
         cfg: BertConfig {
             n_vocab: hp.n_vocab,
@@ -152,6 +169,8 @@ pub fn load(file: Arc<GgufFile>) -> Result<Bert> {
         embd_norm_w: ld.vector(&tensor(n::TOKEN_EMBD_NORM, "weight"), d)?,
         embd_norm_b: ld.vector(&tensor(n::TOKEN_EMBD_NORM, "bias"), d)?,
         layers,
+        cls,
+        cls_out,
     })
 }
 
@@ -276,6 +295,29 @@ impl Bert {
             be.download(&mut ws.cx, &ws.hn, out);
         }
         Ok(())
+    }
+
+    /// The classifier head over one first-token hidden state (host f32, as ggml's
+    /// `mul_mat` with the weights dequantized; the sums in f64).
+    pub fn rank_head(&self, x: &[f32]) -> Result<Vec<f32>> {
+        let apply = |lin: &Linear, x: &[f32]| -> Result<Vec<f32>> {
+            let mut row = vec![0f32; lin.w.cols];
+            (0..lin.w.rows)
+                .map(|r| {
+                    lin.w.row_f32(r, &mut row)?;
+                    let dot: f64 = row.iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum();
+                    Ok(dot as f32 + lin.b.as_ref().map_or(0.0, |b| b[r]))
+                })
+                .collect()
+        };
+        let mut h = x.to_vec();
+        if let Some(c) = &self.cls {
+            h = apply(c, &h)?.into_iter().map(f32::tanh).collect();
+        }
+        if let Some(c) = &self.cls_out {
+            h = apply(c, &h)?;
+        }
+        Ok(h)
     }
 
     /// The projections LoRA may adapt.

@@ -184,6 +184,19 @@ impl Model {
         v
     }
 
+    /// Whether the model has a reranker's classifier head.
+    pub fn has_rank_head(&self) -> bool {
+        matches!(self, Model::Encoder(b) if b.cls_out.is_some() || b.cls.is_some())
+    }
+
+    /// A reranker's classifier head over one first-token hidden state: its scores.
+    pub fn rank_head(&self, first: &[f32]) -> Result<Vec<f32>> {
+        match self {
+            Model::Encoder(b) => b.rank_head(first),
+            _ => Err(Error::Model("this model has no classifier head".into())),
+        }
+    }
+
     /// An encoder (embeddings only, every sequence whole in one step).
     pub fn is_encoder(&self) -> bool {
         matches!(self, Model::Encoder(_))

@@ -107,6 +107,7 @@ pub const POS_EMBD: &str = "position_embd";
 pub const ATTN_OUT_NORM: &str = "attn_output_norm";
 pub const LAYER_OUT_NORM: &str = "layer_output_norm";
 pub const CLS: &str = "cls";
+pub const CLS_OUT: &str = "cls.output";
 pub const SHORTCONV_CONV: &str = "shortconv.conv";
 pub const SHORTCONV_IN_PROJ: &str = "shortconv.in_proj";
 pub const SHORTCONV_OUT_PROJ: &str = "shortconv.out_proj";

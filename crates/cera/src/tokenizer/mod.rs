@@ -298,6 +298,11 @@ impl Tokenizer {
         self.vocab.add_bos
     }
 
+    /// The separator token (BERT's `[SEP]`).
+    pub fn sep(&self) -> Option<u32> {
+        self.vocab.specials.sep
+    }
+
     /// Whether the model wants a separator token appended (embedding models).
     pub fn add_sep(&self) -> bool {
         self.vocab.add_sep

@@ -38,6 +38,8 @@ pub struct BertShape {
     pub n_ff: usize,
     pub n_pos: usize,
     pub pooling: u32,
+    /// A reranker's classifier head (`cls`, `cls.output` with this many outputs); 0: none.
+    pub n_cls_out: usize,
 }
 
 pub const BGE_SMALL: BertShape = BertShape {
@@ -47,6 +49,14 @@ pub const BGE_SMALL: BertShape = BertShape {
     n_ff: 1536,
     n_pos: 512,
     pooling: 2,
+    n_cls_out: 0,
+};
+
+/// The same shape as a cross-encoder reranker (rank pooling, one score).
+pub const BGE_SMALL_RERANK: BertShape = BertShape {
+    pooling: 4,
+    n_cls_out: 1,
+    ..BGE_SMALL
 };
 
 /// GGUF bytes of a random BERT of `shape` (matrices in `ty`) with `vocab`'s tokenizer.
@@ -103,6 +113,18 @@ pub fn build(name: &str, shape: &BertShape, ty: GgmlType, vocab: &GgufFile) -> V
         add(&t("ffn_down.bias"), f32t, &[d], 0.05, 0.0);
         add(&t("layer_output_norm.weight"), f32t, &[d], 0.2, 1.0);
         add(&t("layer_output_norm.bias"), f32t, &[d], 0.05, 0.0);
+    }
+    if shape.n_cls_out > 0 {
+        add("cls.weight", ty, &[d, d], m(d), 0.0);
+        add("cls.bias", f32t, &[d], 0.05, 0.0);
+        add(
+            "cls.output.weight",
+            ty,
+            &[d, shape.n_cls_out],
+            3.0 * m(d),
+            0.0,
+        );
+        add("cls.output.bias", f32t, &[shape.n_cls_out], 0.05, 0.0);
     }
     w.to_bytes().unwrap()
 }
