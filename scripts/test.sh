@@ -67,5 +67,8 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check openai ollama requests jsonschema pytest numpy gguf
-CERA_BIN="$PWD/target/release/cera" "$venv/bin/python" -m pytest -q tests/server
+# a random-weight BERT reranker (the same generator as the Rust tests) for the /v1/rerank test
+cargo run --release --locked -q -p cera --example make_bert_model -- target/pytest-rerank.gguf rerank >/dev/null
+CERA_RERANK_MODEL="$PWD/target/pytest-rerank.gguf" CERA_BIN="$PWD/target/release/cera" \
+  "$venv/bin/python" -m pytest -q tests/server
 step "done"

@@ -169,3 +169,41 @@ def test_a_bad_adapter_fails_the_start(tmp_path):
     r = subprocess.run([BIN, "run", "-m", "smollm2", "-p", "x", "-n", "1", "--lora", str(bad)],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "LoRA adapter" in r.stderr and "bad.gguf" in r.stderr
+
+
+def test_rerank_endpoint():
+    model = os.environ.get("CERA_RERANK_MODEL")
+    assert model and os.path.exists(model), (
+        "CERA_RERANK_MODEL must name a reranker GGUF: cargo run --release -p cera --example "
+        "make_bert_model -- target/pytest-rerank.gguf rerank")
+    docs = ["hi", "The giant panda is a bear species endemic to China.", "paris is in france", "Pandas eat bamboo."]
+    s = Server("-np", "1", model=model)
+    try:
+        r = requests.post(s.url + "/v1/rerank", json={"query": "what is a panda?", "documents": docs, "top_n": 3,
+                                                       "return_documents": True})
+        assert r.status_code == 200, r.text
+        res = r.json()["results"]
+        assert len(res) == 3
+        scores = [x["relevance_score"] for x in res]
+        assert scores == sorted(scores, reverse=True)
+        assert all(x["document"]["text"] == docs[x["index"]] for x in res)
+        # the CLI gives the same scores
+        path = os.path.join(ROOT, "target", "pytest-docs.txt")
+        with open(path, "w") as f:
+            f.write("\n".join(docs) + "\n")
+        cli = json.loads(subprocess.run([BIN, "rerank", "-m", model, "-q", "what is a panda?", "-d", path, "--json"],
+                                        capture_output=True, text=True, check=True).stdout)["results"]
+        for a, b in zip(res, cli):
+            assert a["index"] == b["index"] and abs(a["relevance_score"] - b["relevance_score"]) < 1e-6
+        bad = requests.post(s.url + "/v1/rerank", json={"query": "q", "documents": []})
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "documents"
+        # an encoder does not generate
+        g = requests.post(s.url + "/v1/completions", json={"prompt": "hello", "max_tokens": 2})
+        assert g.status_code >= 400 and "embedding model" in g.text
+    finally:
+        s.stop()
+
+
+def test_a_generative_model_is_not_a_reranker(server):
+    r = requests.post(server.url + "/v1/rerank", json={"query": "q", "documents": ["d"]})
+    assert r.status_code == 400 and "not a reranker" in r.json()["error"]["message"]

@@ -1,6 +1,7 @@
 //! Embeddings over HTTP: OpenAI's `POST /v1/embeddings` (also at `/embeddings`, as
 //! llama-server has it), Ollama's `POST /api/embed` and its older `POST /api/embeddings`, and
-//! `GET /lora-adapters` (llama-server's listing of the loaded adapters).
+//! `POST /v1/rerank` for rerankers, and `GET /lora-adapters` (llama-server's listing of the
+//! loaded adapters).
 //!
 //! Texts of one request run together in batched forward passes (`Engine::embed`), on a
 //! blocking thread beside the generation scheduler. One vector per input: the server's
@@ -243,6 +244,62 @@ pub async fn ollama_embeddings(
     opts.lora = r.lora_set(None)?;
     let e = run(r, inputs, opts).await?;
     Ok(axum::Json(json!({"embedding": e.items[0].vectors[0]})))
+}
+
+#[derive(Deserialize, Debug)]
+struct RerankRequest {
+    model: Option<String>,
+    query: String,
+    documents: Vec<String>,
+    top_n: Option<usize>,
+    #[serde(default)]
+    return_documents: bool,
+}
+
+/// `POST /v1/rerank` (and `/rerank`), llama-server's and Jina/Cohere's shape: the documents
+/// scored against the query by a reranker, best first.
+pub async fn rerank(State(st): State<Shared>, body: Bytes) -> Result<axum::Json<Json>, ApiError> {
+    let req: RerankRequest = parse_body(&body)?;
+    st.check_model(req.model.as_deref())?;
+    let r = st.ready()?;
+    if !r.engine.has_rank_head() {
+        return Err(ApiError::bad_request(
+            "this model is not a reranker (it has no classifier head)",
+        ));
+    }
+    if req.documents.is_empty() {
+        return Err(ApiError::bad_request("documents is an empty list").param("documents"));
+    }
+    if let Some(i) = req.documents.iter().position(|d| d.is_empty()) {
+        return Err(ApiError::bad_request(format!("documents[{i}] is empty")).param("documents"));
+    }
+    let engine = r.engine.clone();
+    let (q, docs) = (req.query.clone(), req.documents.clone());
+    let scores = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = docs.iter().map(|d| d.as_str()).collect();
+        engine.rerank(&q, &refs, &EmbedOptions::default())
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("the rerank task failed: {e}")))?
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&i, &j| scores[j].total_cmp(&scores[i]));
+    order.truncate(req.top_n.unwrap_or(order.len()));
+    let results: Vec<Json> = order
+        .iter()
+        .map(|&i| {
+            let mut e = json!({"index": i, "relevance_score": scores[i]});
+            if req.return_documents {
+                e["document"] = json!({"text": req.documents[i]});
+            }
+            e
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "model": st.model_name,
+        "object": "list",
+        "results": results,
+    })))
 }
 
 pub async fn lora_adapters(State(st): State<Shared>) -> Result<axum::Json<Json>, ApiError> {

@@ -220,6 +220,8 @@ pub fn router(state: Shared) -> Router {
         .route("/api/embed", post(embeddings::ollama_embed))
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/lora-adapters", get(embeddings::lora_adapters))
+        .route("/v1/rerank", post(embeddings::rerank))
+        .route("/rerank", post(embeddings::rerank))
         .route("/metrics", get(ops::metrics))
         .route("/tokenize", post(ops::tokenize))
         .route("/detokenize", post(ops::detokenize))
@@ -310,7 +312,7 @@ async fn access_log(State(st): State<Shared>, req: Request, next: Next) -> Respo
 }
 
 fn known(path: &str) -> bool {
-    const KNOWN: [&str; 17] = [
+    const KNOWN: [&str; 19] = [
         "/health",
         "/metrics",
         "/tokenize",
@@ -328,6 +330,8 @@ fn known(path: &str) -> bool {
         "/api/embed",
         "/api/embeddings",
         "/lora-adapters",
+        "/v1/rerank",
+        "/rerank",
     ];
     KNOWN.contains(&path) || path.starts_with("/v1/models/")
 }

@@ -133,6 +133,11 @@ impl Engine {
         Ok(Arc::new(a))
     }
 
+    /// Whether the model is a reranker (has a classifier head: rank pooling).
+    pub fn has_rank_head(&self) -> bool {
+        self.inner.model.has_rank_head()
+    }
+
     /// A new, empty session.
     pub fn session(&self, opts: SessionOptions) -> Session {
         Session::new(Arc::clone(&self.inner), opts)
