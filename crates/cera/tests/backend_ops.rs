@@ -168,6 +168,17 @@ impl Backend for Faulty {
     ) -> cera::Result<()> {
         self.cpu.lora(cx, out, x, rows, w, s)
     }
+    fn lora_embed(
+        &self,
+        cx: &mut CpuCtx,
+        out: &mut CpuTensor,
+        tokens: &[u32],
+        rows: Option<&[usize]>,
+        w: &cera::backend::LowRank,
+        s: f32,
+    ) -> cera::Result<()> {
+        self.cpu.lora_embed(cx, out, tokens, rows, w, s)
+    }
     fn layer_norm(
         &self,
         cx: &mut CpuCtx,
@@ -284,6 +295,7 @@ impl Backend for Faulty {
         cx: &mut CpuCtx,
         w: &MoeWeights,
         h: &CpuTensor,
+        lora: &dyn cera::backend::MoeLora,
         out: &mut CpuTensor,
     ) -> cera::Result<()> {
         if self.fault == Fault::MoeBias {
@@ -295,9 +307,9 @@ impl Backend for Faulty {
                 down: w.down.clone(),
                 ..*w
             };
-            return self.cpu.moe(cx, &unbiased, h, out);
+            return self.cpu.moe(cx, &unbiased, h, lora, out);
         }
-        self.cpu.moe(cx, w, h, out)
+        self.cpu.moe(cx, w, h, lora, out)
     }
 }
 

@@ -2,12 +2,13 @@
 //! holds the quantized activations and the MoE routing scratch, and every op runs the CPU
 //! kernels (chosen per CPU tier) on the engine's thread pool.
 
-use super::moe::{self, MoeScratch, MoeWeights};
+use super::moe::{self, MoeLora, MoeScratch, MoeWeights};
 use super::{
     Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvSpec, LowRank, QuantizedActs,
     RopeConfig, SeqSpan, SyncPtr, Weight, elementwise as ew,
 };
 use crate::error::{Error, Result};
+use crate::kernels::KernelTable;
 
 /// A `rows` × `cols` f32 tensor in host memory. Reshaping keeps the storage (it only grows),
 /// so a steady-state decode step allocates nothing.
@@ -66,8 +67,11 @@ pub struct CpuCtx {
     /// LFM2 convolution: `B ⊙ x` of one sequence's rows (`n` × `d`) and its new state
     bx: Vec<f32>,
     conv_state: Vec<f32>,
-    /// LoRA: `A · x` of a projection's rows (`n` × rank), for formats without a GEMM kernel
+    /// LoRA: `A · x` of a projection's rows (`n` × rank), for formats without a GEMM kernel;
+    /// in a decode step, every delta's (`4 · rank` each)
     lora_t: Vec<f32>,
+    /// LoRA, decode: the step's input quantized for the adapters' A products
+    lora_acts: QuantizedActs,
 }
 
 impl CpuCtx {
@@ -181,6 +185,93 @@ impl Backend for Cpu {
             self.matmul_list(&list[..part.len()], x.data(), x.rows, &mut cx.acts)?;
         }
         Ok(())
+    }
+
+    fn lora_embed(
+        &self,
+        cx: &mut CpuCtx,
+        out: &mut CpuTensor,
+        tokens: &[u32],
+        rows: Option<&[usize]>,
+        w: &LowRank,
+        s: f32,
+    ) -> Result<()> {
+        assert_eq!(out.cols, w.out, "lora_embed: output width");
+        assert!(
+            rows.map_or(tokens.len() == out.rows, |rs| rs.len() == tokens.len()
+                && rs.iter().all(|&i| i < out.rows)),
+            "lora_embed: rows"
+        );
+        let o = w.out;
+        let t = &mut cx.lora_t;
+        t.resize(w.rank, 0.0);
+        let data = out.data_mut();
+        for (i, &tok) in tokens.iter().enumerate() {
+            if tok as usize >= w.a.rows {
+                return Err(Error::TokenOutOfRange {
+                    id: tok,
+                    n_vocab: w.a.rows,
+                });
+            }
+            w.a.row_f32(tok as usize, t)?;
+            let r = rows.map_or(i, |rs| rs[i]);
+            super::lowrank::rank_sum(
+                self.table.tier(),
+                t,
+                &w.bt,
+                o,
+                0..o,
+                &mut data[r * o..(r + 1) * o],
+                s,
+            );
+        }
+        Ok(())
+    }
+
+    fn matmul_lora(
+        &self,
+        cx: &mut CpuCtx,
+        ops: &mut [(&Weight, &mut CpuTensor)],
+        x: &CpuTensor,
+        deltas: &[(usize, &LowRank, f32)],
+    ) -> Result<()> {
+        // decode (a few rows): the deltas ride in the products' parallel regions, one region
+        // per projection list instead of one more per adapter and projection
+        let a_ty = deltas[0].1.a.ty;
+        let fused = x.rows <= 4
+            && ops.len() <= 8
+            && deltas.len() <= super::lowrank::MAX_DELTAS
+            && deltas.iter().all(|&(i, w, _)| {
+                self.lora_direct(w)
+                    && KernelTable::vec_dot_type(w.a.ty) == KernelTable::vec_dot_type(a_ty)
+                    && w.a.cols == x.cols
+                    && w.out == ops[i].0.rows
+            })
+            && deltas.is_sorted_by_key(|d| d.0);
+        if !fused {
+            Backend::matmul(self, cx, ops, x)?;
+            for &(i, pair, s) in deltas {
+                self.lora(cx, ops[i].1, x, None, pair, s)?;
+            }
+            return Ok(());
+        }
+        let act_ty = KernelTable::vec_dot_type(a_ty).expect("a float format");
+        self.quantize_acts(x.data(), x.rows, x.cols, act_ty, &mut cx.lora_acts);
+        let room: usize = deltas.iter().map(|d| 4 * d.1.rank).sum();
+        cx.lora_t.resize(room, 0.0);
+        cx.acts.invalidate();
+        let mut list = [(ops[0].0, SyncPtr(std::ptr::null_mut()), 0); 8];
+        for (e, (w, out)) in list.iter_mut().zip(ops.iter_mut()) {
+            let o = out.reshape(x.rows, w.rows);
+            *e = (*w, SyncPtr(o.as_mut_ptr()), o.len());
+        }
+        self.matmul_list_lora(
+            &list[..ops.len()],
+            x.data(),
+            x.rows,
+            &mut cx.acts,
+            Some((deltas, &cx.lora_acts, &mut cx.lora_t)),
+        )
     }
 
     fn rms_norm(&self, _cx: &mut CpuCtx, x: &CpuTensor, w: &[f32], eps: f32, out: &mut CpuTensor) {
@@ -408,6 +499,7 @@ impl Backend for Cpu {
         cx: &mut CpuCtx,
         w: &MoeWeights,
         h: &CpuTensor,
+        lora: &dyn MoeLora,
         out: &mut CpuTensor,
     ) -> Result<()> {
         let o = out.reshape(h.rows, h.cols);
@@ -417,6 +509,7 @@ impl Backend for Cpu {
             h.data(),
             h.rows,
             self.moe_dispatch(),
+            lora,
             &mut cx.moe,
             o,
         )

@@ -12,11 +12,15 @@
 
 use super::{Cpu, QuantizedActs, SyncPtr, Weight};
 use crate::error::Result;
-use crate::kernels::{ActRows, KernelTable};
+use crate::kernels::{ActRows, CpuTier, KernelTable};
 use crate::quant::GgmlType;
+use std::sync::atomic::{AtomicU8, Ordering};
 
-/// B transposed (`[rank, out]` row-major), kept in the adapter's own precision: half the
-/// bytes per token for a 16-bit adapter, and the same values either way.
+/// B transposed and blocked by 16 output columns: for each block, its `rank × 16` values
+/// (row `j` of the block is `B[c0..c0 + 16][j]`), the blocks end to end (the last padded
+/// with zeros). A block of columns is then one sequential stream of the adapter, however
+/// many rank rows it sums. Kept in the adapter's own precision: half the bytes per token for
+/// a 16-bit adapter, and the same values either way.
 #[derive(Clone, Debug)]
 pub enum Transposed {
     F32(std::sync::Arc<[f32]>),
@@ -24,24 +28,47 @@ pub enum Transposed {
     BF16(std::sync::Arc<[half::bf16]>),
 }
 
-impl Transposed {
-    /// Elements `from..from + out.len()` as f32.
-    fn read(&self, from: usize, out: &mut [f32]) {
-        use half::slice::HalfFloatSliceExt;
-        let n = out.len();
-        match self {
-            Transposed::F32(v) => out.copy_from_slice(&v[from..from + n]),
-            Transposed::F16(v) => v[from..from + n].convert_to_f32_slice(out),
-            Transposed::BF16(v) => v[from..from + n].convert_to_f32_slice(out),
-        }
-    }
+/// Output columns per block of [`Transposed`].
+pub(super) const BLOCK: usize = 16;
 
-    /// Element `i` as f32.
+/// Where `B[c][j]` lives in [`Transposed`] for a pair of rank `rank`.
+#[inline(always)]
+pub(super) fn at(rank: usize, j: usize, c: usize) -> usize {
+    (c / BLOCK) * rank * BLOCK + j * BLOCK + c % BLOCK
+}
+
+impl Transposed {
+    /// Element `i` (an index from [`at`]) as f32.
     pub fn get(&self, i: usize) -> f32 {
         match self {
             Transposed::F32(v) => v[i],
             Transposed::F16(v) => v[i].to_f32(),
             Transposed::BF16(v) => v[i].to_f32(),
+        }
+    }
+
+    /// `B[c][j]` of a pair of rank `rank`.
+    pub fn b(&self, rank: usize, j: usize, c: usize) -> f32 {
+        self.get(at(rank, j, c))
+    }
+
+    /// Prefetches (to L2) the blocks holding columns `cols`.
+    fn prefetch(&self, rank: usize, cols: &std::ops::Range<usize>) {
+        let (p, elem) = match self {
+            Transposed::F32(v) => (v.as_ptr() as *const u8, 4),
+            Transposed::F16(v) => (v.as_ptr() as *const u8, 2),
+            Transposed::BF16(v) => (v.as_ptr() as *const u8, 2),
+        };
+        let from = cols.start / BLOCK * rank * BLOCK * elem;
+        let to = cols.end.div_ceil(BLOCK) * rank * BLOCK * elem;
+        prefetch_l2(p.wrapping_add(from), to - from);
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Transposed::F32(v) => v.len(),
+            Transposed::F16(v) => v.len(),
+            Transposed::BF16(v) => v.len(),
         }
     }
 
@@ -71,12 +98,19 @@ impl LowRank {
     pub fn new(a: Weight, b: &Weight, start: usize, n: usize) -> Result<LowRank> {
         let rank = a.rows;
         assert_eq!(b.cols, rank, "{}: B's width is the rank", b.name);
-        let mut bt = vec![0f32; rank * n];
+        let mut lr = LowRank::transposed_b(b, rank, start, n)?;
+        lr.a = a;
+        Ok(lr)
+    }
+
+    /// Rows `start..start + n` of B in [`Transposed`] form (A left as B, to be replaced).
+    fn transposed_b(b: &Weight, rank: usize, start: usize, n: usize) -> Result<LowRank> {
+        let mut bt = vec![0f32; rank * n.next_multiple_of(BLOCK)];
         let mut row = vec![0f32; rank];
         for o in 0..n {
             b.row_f32(start + o, &mut row)?;
             for (j, &v) in row.iter().enumerate() {
-                bt[j * n + o] = v;
+                bt[at(rank, j, o)] = v;
             }
         }
         // f16 and bf16 values are exact in f32 and back
@@ -88,7 +122,7 @@ impl LowRank {
             _ => Transposed::F32(bt.into()),
         };
         Ok(LowRank {
-            a,
+            a: b.clone(),
             bt,
             rank,
             out: n,
@@ -96,10 +130,20 @@ impl LowRank {
     }
 }
 
+impl LowRank {
+    /// A token embeddings' pair in llama.cpp's layout: `a` holds a row of `rank` values per
+    /// token, `b` is `[out, rank]`; the delta of token `t` is `B · a[t]`.
+    pub fn embedding(a: Weight, b: &Weight) -> Result<LowRank> {
+        let rank = a.cols;
+        assert_eq!(b.cols, rank, "{}: B's width is the rank", b.name);
+        let mut lr = LowRank::transposed_b(b, rank, 0, b.rows)?;
+        lr.a = a;
+        Ok(lr)
+    }
+}
+
 /// Ranks up to which `A · x` of four rows lives on the stack.
-const MAX_RANK: usize = 256;
-/// Output columns summed at a time (a stack buffer).
-const COLS: usize = 512;
+pub(super) const MAX_RANK: usize = 256;
 
 impl Cpu {
     /// Adds `s · B(A · x[i])` to row `rows[i]` (or `i`) of `out` (`w.out` wide) for the `n`
@@ -118,9 +162,8 @@ impl Cpu {
     ) -> Result<()> {
         let (k, r, o) = (w.a.cols, w.rank, w.out);
         let table = self.table;
-        let direct = matches!(w.a.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
-            && table.has_gemm(w.a.ty)
-            && r <= MAX_RANK;
+        let tier = table.tier();
+        let direct = self.lora_direct(w);
         let row_of = |i: usize| rows.map_or(i, |rs| rs[i]);
         if !direct {
             // other formats: A's product through the general matmul, then the rank sums
@@ -133,7 +176,7 @@ impl Cpu {
             for i in 0..n {
                 // SAFETY: one row at a time, on this thread.
                 let dst = unsafe { out.slice(row_of(i) * o, o) };
-                rank_sum(&t[i * r..(i + 1) * r], &w.bt, o, 0..o, dst, s);
+                rank_sum(tier, &t[i * r..(i + 1) * r], &w.bt, o, 0..o, dst, s);
             }
             return Ok(());
         }
@@ -160,7 +203,7 @@ impl Cpu {
                 for i in 0..n {
                     // SAFETY: chunks own disjoint columns of each row.
                     let dst = unsafe { out.slice(row_of(i) * o + cols.start, cols.len()) };
-                    rank_sum(&t[i * r..(i + 1) * r], &w.bt, o, cols.clone(), dst, s);
+                    rank_sum(tier, &t[i * r..(i + 1) * r], &w.bt, o, cols.clone(), dst, s);
                 }
             });
         } else {
@@ -173,7 +216,7 @@ impl Cpu {
                     for i in 0..nt {
                         // SAFETY: each row belongs to one chunk (the rows are distinct).
                         let dst = unsafe { out.slice(row_of(t0 + i) * o, o) };
-                        rank_sum(&t[i * r..(i + 1) * r], &w.bt, o, 0..o, dst, s);
+                        rank_sum(tier, &t[i * r..(i + 1) * r], &w.bt, o, 0..o, dst, s);
                     }
                 }
             });
@@ -184,8 +227,10 @@ impl Cpu {
 
 /// `dst[c - cols.start] += s · Σ_j t[j] · bt[j][c]` for the columns `cols` (`dst` is that
 /// slice of the output row; `bt` is `[t.len(), o]`). The sum runs over `j` in order and is
-/// scaled before the add, whatever the slice.
-fn rank_sum(
+/// scaled before the add; each column's arithmetic is the same whatever the slice (the SIMD
+/// tiers fuse every multiply-add, their tails included), so chunking never changes a result.
+pub(super) fn rank_sum(
+    tier: CpuTier,
     t: &[f32],
     bt: &Transposed,
     o: usize,
@@ -193,24 +238,313 @@ fn rank_sum(
     dst: &mut [f32],
     s: f32,
 ) {
-    let mut d = [0f32; COLS];
-    let mut b = [0f32; COLS];
-    for c0 in cols.clone().step_by(COLS) {
-        let c1 = (c0 + COLS).min(cols.end);
-        let d = &mut d[..c1 - c0];
-        let b = &mut b[..c1 - c0];
-        d.fill(0.0);
-        for (j, &c) in t.iter().enumerate() {
-            bt.read(j * o + c0, b);
-            for (dv, &bv) in d.iter_mut().zip(b.iter()) {
-                *dv += c * bv;
-            }
+    let r = t.len();
+    assert!(cols.end <= o && dst.len() == cols.len() && bt.len() >= r * o.next_multiple_of(BLOCK));
+    #[cfg(target_arch = "x86_64")]
+    if matches!(tier, CpuTier::Avx2 | CpuTier::Avx512) {
+        let wide = tier == CpuTier::Avx512;
+        // SAFETY: the tier was detected on this host; bounds checked above.
+        unsafe { x86::rank_sum(wide, t, bt, cols.start, dst, s) };
+        return;
+    }
+    let _ = tier;
+    for (k, dv) in dst.iter_mut().enumerate() {
+        let c = cols.start + k;
+        let mut d = 0f32;
+        for (j, &tj) in t.iter().enumerate() {
+            d += tj * bt.b(r, j, c);
         }
-        for (a, &dv) in dst[c0 - cols.start..c1 - cols.start]
-            .iter_mut()
-            .zip(d.iter())
-        {
-            *a += s * dv;
+        *dv += s * d;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The rank sum with the columns in vector registers: per block of 16 columns, `rank`
+    //! fused multiply-adds of the block's rows (converted from f16/bf16 in registers) by
+    //! `t[j]`, then one fused `dst += s · acc`; the block's values are read in order. Columns
+    //! not on a block boundary (a chunk's edge) take the scalar path, fused the same way.
+    use super::{BLOCK, Transposed};
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// AVX2+FMA+F16C (and AVX-512F when `wide`) present; `bt` holds `t.len()` rows of the
+    /// blocks covering `c0 + dst.len()` columns.
+    pub(super) unsafe fn rank_sum(
+        wide: bool,
+        t: &[f32],
+        bt: &Transposed,
+        c0: usize,
+        dst: &mut [f32],
+        s: f32,
+    ) {
+        let r = t.len();
+        let n = dst.len();
+        let mut k = 0;
+        while k < n {
+            let c = c0 + k;
+            if c % BLOCK == 0 && k + BLOCK <= n {
+                let base = (c / BLOCK) * r * BLOCK;
+                // SAFETY: the caller's guarantees; the block is whole.
+                unsafe {
+                    let d = dst.as_mut_ptr().add(k);
+                    if wide {
+                        block512(t, bt, base, d, s);
+                    } else {
+                        block256(t, bt, base, d, s);
+                    }
+                }
+                k += BLOCK;
+                continue;
+            }
+            if c % 8 == 0 && k + 8 <= n {
+                // half a block (chunks of rows are cut at multiples of eight)
+                let base = (c / BLOCK) * r * BLOCK + c % BLOCK;
+                // SAFETY: as above; the half block is whole.
+                unsafe { half256(t, bt, base, dst.as_mut_ptr().add(k), s) };
+                k += 8;
+                continue;
+            }
+            let mut acc = 0f32;
+            for (j, &tj) in t.iter().enumerate() {
+                acc = fma(tj, bt.b(r, j, c), acc);
+            }
+            dst[k] = fma(s, acc, dst[k]);
+            k += 1;
         }
     }
+
+    /// A fused multiply-add with the vector units' rounding (one rounding).
+    #[inline]
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        // SAFETY: FMA is present (the caller's tier).
+        unsafe { fma_scalar(a, b, c) }
+    }
+
+    #[target_feature(enable = "fma")]
+    unsafe fn fma_scalar(a: f32, b: f32, c: f32) -> f32 {
+        _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)))
+    }
+
+    /// 16 values from `i` as f32.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load16(bt: &Transposed, i: usize) -> __m512 {
+        unsafe {
+            match bt {
+                Transposed::F32(v) => _mm512_loadu_ps(v.as_ptr().add(i)),
+                Transposed::F16(v) => {
+                    _mm512_cvtph_ps(_mm256_loadu_si256(v.as_ptr().add(i) as *const __m256i))
+                }
+                Transposed::BF16(v) => {
+                    let h = _mm256_loadu_si256(v.as_ptr().add(i) as *const __m256i);
+                    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                }
+            }
+        }
+    }
+
+    /// 8 values from `i` as f32.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(bt: &Transposed, i: usize) -> __m256 {
+        unsafe {
+            match bt {
+                Transposed::F32(v) => _mm256_loadu_ps(v.as_ptr().add(i)),
+                Transposed::F16(v) => {
+                    _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i))
+                }
+                Transposed::BF16(v) => {
+                    let h = _mm_loadu_si128(v.as_ptr().add(i) as *const __m128i);
+                    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                }
+            }
+        }
+    }
+
+    /// One block (16 columns) whose values start at `base`, added into `d[..16]`: per column
+    /// the scalar path's chain exactly (`acc = fma(t[j], b, acc)` in rank order, then
+    /// `d = fma(s, acc, d)`), so a column's result does not depend on its chunk.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn block512(t: &[f32], bt: &Transposed, base: usize, d: *mut f32, s: f32) {
+        unsafe {
+            let mut acc = _mm512_setzero_ps();
+            for (j, &tj) in t.iter().enumerate() {
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(tj), load16(bt, base + j * BLOCK), acc);
+            }
+            _mm512_storeu_ps(
+                d,
+                _mm512_fmadd_ps(_mm512_set1_ps(s), acc, _mm512_loadu_ps(d)),
+            );
+        }
+    }
+
+    /// Eight columns of a block, from `base` (its first value in row 0).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn half256(t: &[f32], bt: &Transposed, base: usize, d: *mut f32, s: f32) {
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            for (j, &tj) in t.iter().enumerate() {
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(tj), load8(bt, base + j * BLOCK), acc);
+            }
+            _mm256_storeu_ps(
+                d,
+                _mm256_fmadd_ps(_mm256_set1_ps(s), acc, _mm256_loadu_ps(d)),
+            );
+        }
+    }
+
+    /// [`block512`] in two halves of eight.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn block256(t: &[f32], bt: &Transposed, base: usize, d: *mut f32, s: f32) {
+        unsafe {
+            let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for (j, &tj) in t.iter().enumerate() {
+                let tv = _mm256_set1_ps(tj);
+                let i = base + j * BLOCK;
+                lo = _mm256_fmadd_ps(tv, load8(bt, i), lo);
+                hi = _mm256_fmadd_ps(tv, load8(bt, i + 8), hi);
+            }
+            let sv = _mm256_set1_ps(s);
+            _mm256_storeu_ps(d, _mm256_fmadd_ps(sv, lo, _mm256_loadu_ps(d)));
+            let d8 = d.add(8);
+            _mm256_storeu_ps(d8, _mm256_fmadd_ps(sv, hi, _mm256_loadu_ps(d8)));
+        }
+    }
+}
+
+/// Deltas added inside a product's parallel region ([`Cpu::matmul_lora_fused`]) up to this many.
+pub(super) const MAX_DELTAS: usize = 32;
+
+/// The LoRA deltas of a decode step's projections, added by the threads of the base product
+/// as they finish each chunk of output rows. The region's first units compute the `A · x`
+/// products (one unit per delta, handed out before any chunk of rows). A chunk whose product
+/// is still being computed by the other thread computes its own copy on the stack rather
+/// than wait: a thread preempted mid-product (two cores, shared with the rest of the system)
+/// then costs a few microseconds of repeated work, not a spin for a time slice. The
+/// arithmetic is [`Cpu::lora_delta`]'s: the same `A · x` kernel on the same rows and the same
+/// rank sum per column, so fused and separate deltas agree bit for bit.
+pub(super) struct Epilogue<'a> {
+    /// `(output index in the fused list, pair, scale)`, in the order they add
+    pub deltas: &'a [(usize, &'a LowRank, f32)],
+    /// index of the region's first output in the list the deltas name
+    pub base: usize,
+    /// the input rows quantized for the A products (all the same type)
+    pub acts: &'a QuantizedActs,
+    /// per delta `[4, rank]` at `off[d]`: its `A · x` rows
+    pub t: SyncPtr<f32>,
+    pub off: [usize; MAX_DELTAS],
+    /// per delta: [`FREE`], [`BUSY`] (a thread is computing it) or [`READY`]
+    pub state: [AtomicU8; MAX_DELTAS],
+    pub tier: CpuTier,
+}
+
+pub(super) const FREE: u8 = 0;
+const BUSY: u8 = 1;
+const READY: u8 = 2;
+
+impl Epilogue<'_> {
+    /// Delta `d`'s `A · x` for every row into `t` (`4 · rank`).
+    fn a_into(&self, table: &KernelTable, d: usize, t: &mut [f32]) {
+        let w = self.deltas[d].1;
+        let n = self.acts.n_tokens;
+        let ar = ActRows {
+            n,
+            rows: std::array::from_fn(|i| self.acts.row(i.min(n - 1))),
+            packed: &[],
+        };
+        table.gemm(w.a.ty, w.a.cols, w.rank, w.a.data(), &ar, t, w.rank);
+    }
+
+    /// Asks for the adapter bytes output `i`'s rows `cols` will read (B's blocks for them),
+    /// ahead of the base product of those rows: the delta then reads from cache. Left to the
+    /// hardware prefetcher the small, scattered adapter streams ran at a third of the base
+    /// weights' speed.
+    pub fn prefetch(&self, i: usize, cols: &std::ops::Range<usize>) {
+        for &(op, w, _) in self.deltas {
+            if op == self.base + i {
+                w.bt.prefetch(w.rank, cols);
+            }
+        }
+    }
+
+    /// Unit `d`: computes delta `d`'s shared `A · x` unless a thread already took it; true
+    /// when it is ready.
+    pub fn a_product(&self, table: &KernelTable, d: usize) -> bool {
+        if self.state[d]
+            .compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return self.state[d].load(Ordering::Acquire) == READY;
+        }
+        let rank = self.deltas[d].1.rank;
+        // all of A's requests in flight at once (it is a few KB)
+        let a = self.deltas[d].1.a.data();
+        prefetch_l2(a.as_ptr(), a.len());
+        // SAFETY: delta d's slice is written by the thread that claimed it, before READY.
+        let t = unsafe { self.t.slice(self.off[d], 4 * rank) };
+        self.a_into(table, d, t);
+        self.state[d].store(READY, Ordering::Release);
+        true
+    }
+
+    /// Adds the deltas of output `i` (`o` wide, `out` its rows) to its columns `cols`.
+    pub fn add(
+        &self,
+        table: &KernelTable,
+        i: usize,
+        cols: std::ops::Range<usize>,
+        out: SyncPtr<f32>,
+        o: usize,
+    ) {
+        let n = self.acts.n_tokens;
+        let mut own = [0f32; 4 * MAX_RANK];
+        for (d, &(op, w, s)) in self.deltas.iter().enumerate() {
+            if op != self.base + i {
+                continue;
+            }
+            let t: &[f32] = if self.a_product(table, d) {
+                // SAFETY: READY: complete, and only read from here on.
+                unsafe { &*self.t.slice(self.off[d], 4 * w.rank) }
+            } else {
+                self.a_into(table, d, &mut own[..4 * w.rank]);
+                &own[..4 * w.rank]
+            };
+            for tk in 0..n {
+                // SAFETY: columns `cols` of output i belong to this chunk.
+                let dst = unsafe { out.slice(tk * o + cols.start, cols.len()) };
+                let row = &t[tk * w.rank..(tk + 1) * w.rank];
+                rank_sum(self.tier, row, &w.bt, o, cols.clone(), dst, s);
+            }
+        }
+    }
+
+    /// Bytes the deltas read.
+    pub fn bytes(&self) -> usize {
+        self.deltas
+            .iter()
+            .map(|d| d.1.a.data().len() + d.1.bt.bytes())
+            .sum()
+    }
+}
+
+impl Cpu {
+    /// Whether `A · x` runs the GEMM kernel straight on A's rows (a float adapter of a rank
+    /// that fits the stack buffers).
+    pub(super) fn lora_direct(&self, w: &LowRank) -> bool {
+        matches!(w.a.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+            && self.table.has_gemm(w.a.ty)
+            && w.rank <= MAX_RANK
+    }
+}
+
+/// A hint to bring `len` bytes at `p` into L2; nothing is read, any address is harmless.
+#[inline(always)]
+fn prefetch_l2(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for l in (0..len).step_by(64) {
+        use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+        // SAFETY: prefetching never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(l).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
 }

@@ -11,8 +11,10 @@
 //! Other tiers run the GEMV per token over chunks of rows as stored in the file (each chunk
 //! stays in cache across the tokens).
 
+use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, OnceLock};
 
+use super::lowrank::{Epilogue, FREE, LowRank, MAX_DELTAS};
 use super::{Cpu, SyncPtr};
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -191,7 +193,7 @@ impl Weight {
 #[derive(Default)]
 pub struct QuantizedActs {
     ty: Option<GgmlType>,
-    n_tokens: usize,
+    pub(super) n_tokens: usize,
     cols: usize,
     row_bytes: usize,
     buf: Vec<u8>,
@@ -300,6 +302,21 @@ impl Cpu {
         n_tokens: usize,
         scratch: &mut QuantizedActs,
     ) -> Result<()> {
+        self.matmul_list_lora(ops, x, n_tokens, scratch, None)
+    }
+
+    /// [`Cpu::matmul_list`], adding LoRA deltas to the outputs inside the products' parallel
+    /// regions ([`Epilogue`]): `lora` holds the deltas (output index, pair, scale; ascending
+    /// by output, every A the same float type and width, at most four rows), `x` quantized for
+    /// them, and room for their `A · x` (`4 · rank` each).
+    pub(crate) fn matmul_list_lora(
+        &self,
+        ops: &[(&Weight, SyncPtr<f32>, usize)],
+        x: &[f32],
+        n_tokens: usize,
+        scratch: &mut QuantizedActs,
+        mut lora: Option<(&[(usize, &LowRank, f32)], &QuantizedActs, &mut [f32])>,
+    ) -> Result<()> {
         for &(w, _, len) in ops {
             KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {
                 ty: w.ty,
@@ -329,7 +346,34 @@ impl Cpu {
             if scratch.ty != Some(act_ty) || scratch.cols != cols {
                 self.quantize_acts(x, n_tokens, cols, act_ty, scratch);
             }
-            self.matmul_fused(&ops[i..j], scratch);
+            match &mut lora {
+                None => self.matmul_fused(&ops[i..j], scratch, None),
+                Some((deltas, lacts, t)) => {
+                    // this run's deltas (they ascend by output)
+                    let d0 = deltas.partition_point(|d| d.0 < i);
+                    let d1 = deltas.partition_point(|d| d.0 < j);
+                    let mut off = [0usize; MAX_DELTAS];
+                    let mut end = 0;
+                    for (o, d) in off.iter_mut().zip(&deltas[d0..d1]) {
+                        *o = end;
+                        end += 4 * d.1.rank;
+                    }
+                    assert!(
+                        d1 - d0 <= MAX_DELTAS && end <= t.len(),
+                        "lora epilogue: room"
+                    );
+                    let ep = Epilogue {
+                        deltas: &deltas[d0..d1],
+                        base: i,
+                        acts: lacts,
+                        t: SyncPtr(t.as_mut_ptr()),
+                        off,
+                        state: std::array::from_fn(|_| AtomicU8::new(FREE)),
+                        tier: self.table.tier(),
+                    };
+                    self.matmul_fused(&ops[i..j], scratch, (d1 > d0).then_some(&ep));
+                }
+            }
             i = j;
         }
         Ok(())
@@ -379,9 +423,18 @@ impl Cpu {
     /// rows are laid end to end and shared out together, so Q/K/V (or gate/up) cost one
     /// dispatch and one join instead of one each. A row's arithmetic does not depend on its
     /// chunk.
-    fn matmul_fused(&self, ops: &[(&Weight, SyncPtr<f32>, usize)], acts: &QuantizedActs) {
+    fn matmul_fused(
+        &self,
+        ops: &[(&Weight, SyncPtr<f32>, usize)],
+        acts: &QuantizedActs,
+        ep: Option<&Epilogue>,
+    ) {
         let n_tokens = acts.n_tokens;
-        let bytes: usize = ops.iter().map(|o| o.0.rows * o.0.row_bytes()).sum();
+        let bytes: usize = ops
+            .iter()
+            .map(|o| o.0.rows * o.0.row_bytes())
+            .sum::<usize>()
+            + ep.map_or(0, |e| e.bytes());
         let threads = self.width_for(bytes * n_tokens);
         // the first weight's plan also fills the unused entries
         let mut plans = [self.plan(ops[0].0, acts, ops[0].1, threads); MAX_FUSED];
@@ -396,12 +449,27 @@ impl Cpu {
         let n = ops.len();
         let plans = &plans[..n];
         let first = &first[..=n];
-        self.pool.for_chunks(first[n], 1, threads, &|units| {
+        // the deltas' A products come first, so they are taken before any chunk waits on one
+        let na = ep.map_or(0, |e| e.deltas.len());
+        self.pool.for_chunks(na + first[n], 1, threads, &|units| {
             for u in units {
+                if u < na {
+                    ep.expect("units below na are deltas")
+                        .a_product(self.table, u);
+                    continue;
+                }
+                let u = u - na;
                 let i = first.partition_point(|&f| f <= u) - 1;
                 let p = &plans[i];
                 let r0 = (u - first[i]) * p.chunk;
-                self.matmul_rows(p, acts, r0..(r0 + p.chunk).min(p.w.rows));
+                let rows = r0..(r0 + p.chunk).min(p.w.rows);
+                if let Some(e) = ep {
+                    e.prefetch(i, &rows);
+                }
+                self.matmul_rows(p, acts, rows.clone());
+                if let Some(e) = ep {
+                    e.add(self.table, i, rows, p.out, p.w.rows);
+                }
             }
         });
     }

@@ -49,6 +49,7 @@ use crate::error::Result;
 use crate::kernels::KernelTable;
 use crate::runtime::ThreadPool;
 use moe::MoeWeights;
+pub use moe::{MoeLora, NoLora};
 
 /// The activation of a gated FFN (`act(gate) * up`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,6 +200,35 @@ pub trait Backend: Send + Sync {
         w: &LowRank,
         s: f32,
     ) -> Result<()>;
+    /// `out[rows[i]] += s · B · A[tokens[i]]` for each token (`rows` `None`: row `i`): a token
+    /// embeddings' LoRA delta ([`LowRank::embedding`]: A holds a row per token), added to the
+    /// looked-up rows of the sequences that attached it.
+    fn lora_embed(
+        &self,
+        cx: &mut Self::Ctx,
+        out: &mut Self::Tensor,
+        tokens: &[u32],
+        rows: Option<&[usize]>,
+        w: &LowRank,
+        s: f32,
+    ) -> Result<()>;
+    /// [`Backend::matmul`] and then, for each `(i, pair, s)` of `deltas` in order,
+    /// [`Backend::lora`] of `pair` on every row of output `i`: the projections of a step whose
+    /// rows all apply the same adapters. A backend may run them together (the CPU adds the
+    /// deltas inside the product's parallel region when decoding); the result is the same.
+    fn matmul_lora(
+        &self,
+        cx: &mut Self::Ctx,
+        ops: &mut [(&Weight, &mut Self::Tensor)],
+        x: &Self::Tensor,
+        deltas: &[(usize, &LowRank, f32)],
+    ) -> Result<()> {
+        self.matmul(cx, ops, x)?;
+        for &(i, pair, s) in deltas {
+            self.lora(cx, ops[i].1, x, None, pair, s)?;
+        }
+        Ok(())
+    }
     /// `x *= s`.
     fn scale(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, s: f32);
     /// Adds `bias` to every row.
@@ -289,11 +319,13 @@ pub trait Backend: Send + Sync {
     );
     /// A routed mixture-of-experts SwiGLU FFN over every row of `h` (tokens of all sequences
     /// grouped by expert, so each chosen expert's weights are read once per step).
+    /// `lora` names the rows that apply adapters and their deltas on the router and experts.
     fn moe(
         &self,
         cx: &mut Self::Ctx,
         w: &MoeWeights,
         h: &Self::Tensor,
+        lora: &dyn MoeLora,
         out: &mut Self::Tensor,
     ) -> Result<()>;
 }

@@ -10,7 +10,7 @@
 //! its own, as the original Cera did) is kept for measuring that gain: `CERA_MOE_DISPATCH=token`
 //! or [`Cpu::set_moe_dispatch`].
 
-use crate::backend::{self, Cpu, QuantizedActs, Weight};
+use crate::backend::{self, Cpu, LowRank, QuantizedActs, SyncPtr, Weight};
 use crate::error::{Error, Result};
 
 /// How router logits become probabilities (`{arch}.expert_gating_func`).
@@ -49,6 +49,42 @@ impl Dispatch {
             Ok("token") => Dispatch::PerToken,
             _ => Dispatch::Grouped,
         }
+    }
+}
+
+/// The LoRA deltas a MoE block applies in one step: groups of rows sharing a set of
+/// adapters, and each group's deltas on a weight (the router or one expert's projection).
+pub trait MoeLora {
+    /// How many groups there are (0: no row applies an adapter).
+    fn n_groups(&self) -> usize;
+    /// The group of row `t` of the step, if it applies adapters.
+    fn group_of(&self, t: usize) -> Option<usize>;
+    /// Calls `f(pair, s)` for each delta group `g` adds to weight `w`, in the order they add.
+    fn each(
+        &self,
+        g: usize,
+        w: &Weight,
+        f: &mut dyn FnMut(&LowRank, f32) -> Result<()>,
+    ) -> Result<()>;
+}
+
+/// No adapters on any row.
+pub struct NoLora;
+
+impl MoeLora for NoLora {
+    fn n_groups(&self) -> usize {
+        0
+    }
+    fn group_of(&self, _t: usize) -> Option<usize> {
+        None
+    }
+    fn each(
+        &self,
+        _g: usize,
+        _w: &Weight,
+        _f: &mut dyn FnMut(&LowRank, f32) -> Result<()>,
+    ) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -94,9 +130,58 @@ pub struct MoeScratch {
     /// per (token, slot): that expert's weighted output, summed in slot order at the end
     slots: Vec<f32>,
     acts: QuantizedActs,
+    lora: LoraScratch,
     /// The smallest selection-score gap between the last chosen expert and the first one left
     /// out, since it was last taken: how close routing came to choosing differently.
     min_gap: Option<f32>,
+}
+
+/// Buffers of the LoRA deltas: one group's input rows, their indices, their quantized form and
+/// `A · x`.
+#[derive(Default)]
+struct LoraScratch {
+    x: Vec<f32>,
+    rows: Vec<usize>,
+    acts: QuantizedActs,
+    t: Vec<f32>,
+}
+
+/// Adds to `out` (`m` rows) the deltas each group of `lora` has on `w`, for the rows `i` of `x`
+/// (`m` rows of `width`) whose step row `row_of(i)` belongs to the group.
+#[allow(clippy::too_many_arguments)]
+fn add_deltas(
+    cpu: &Cpu,
+    lora: &dyn MoeLora,
+    w: &Weight,
+    x: &[f32],
+    width: usize,
+    m: usize,
+    row_of: &dyn Fn(usize) -> usize,
+    out: &mut [f32],
+    ls: &mut LoraScratch,
+) -> Result<()> {
+    let o = out.len() / m.max(1);
+    let dst = SyncPtr(out.as_mut_ptr());
+    for g in 0..lora.n_groups() {
+        ls.rows.clear();
+        ls.rows
+            .extend((0..m).filter(|&i| lora.group_of(row_of(i)) == Some(g)));
+        let cnt = ls.rows.len();
+        if cnt == 0 {
+            continue;
+        }
+        ls.x.resize(cnt * width, 0.0);
+        for (j, &i) in ls.rows.iter().enumerate() {
+            ls.x[j * width..(j + 1) * width].copy_from_slice(&x[i * width..(i + 1) * width]);
+        }
+        let rows = (cnt < m).then_some(&ls.rows[..]);
+        let (xs, acts, t) = (&ls.x[..cnt * width], &mut ls.acts, &mut ls.t);
+        lora.each(g, w, &mut |pair, s| {
+            assert_eq!(pair.out, o, "{}: delta width", w.name);
+            cpu.lora_delta(pair, xs, cnt, rows, dst, s, acts, t)
+        })?;
+    }
+    Ok(())
 }
 
 impl MoeScratch {
@@ -113,13 +198,14 @@ pub fn moe_ffn(
     h: &[f32],
     n: usize,
     dispatch: Dispatch,
+    lora: &dyn MoeLora,
     sc: &mut MoeScratch,
     out: &mut [f32],
 ) -> Result<()> {
     let d = w.gate_inp.cols;
     let ne = w.n_expert();
     let ff = w.n_ff();
-    route(cpu, w, h, n, sc)?;
+    route(cpu, w, h, n, lora, sc)?;
     let k = w.n_used;
     sc.slots.resize(n * k * d, 0.0);
     match dispatch {
@@ -144,7 +230,10 @@ pub fn moe_ffn(
                     let t = slot / k;
                     sc.xg[i * d..(i + 1) * d].copy_from_slice(&h[t * d..(t + 1) * d]);
                 }
-                expert(cpu, w, e, m, ff, sc)?;
+                let slots = std::mem::take(&mut sc.groups[e]);
+                let r = expert(cpu, w, e, m, ff, &|i| slots[i] / k, lora, sc);
+                sc.groups[e] = slots;
+                r?;
                 for (i, &slot) in sc.groups[e].iter().enumerate() {
                     let wt = sc.chosen[slot].1;
                     scaled(
@@ -161,7 +250,7 @@ pub fn moe_ffn(
                 let t = slot / k;
                 sc.xg.resize(d, 0.0);
                 sc.xg.copy_from_slice(&h[t * d..(t + 1) * d]);
-                expert(cpu, w, e, 1, ff, sc)?;
+                expert(cpu, w, e, 1, ff, &|_| t, lora, sc)?;
                 scaled(&mut sc.slots[slot * d..(slot + 1) * d], wt, &sc.y[..d]);
             }
         }
@@ -185,13 +274,16 @@ fn scaled(dst: &mut [f32], a: f32, src: &[f32]) {
     }
 }
 
-/// Expert `e` on the `m` rows of `sc.xg`, into `sc.y`.
+/// Expert `e` on the `m` rows of `sc.xg` (row `i` is the step's row `row_of(i)`), into `sc.y`.
+#[allow(clippy::too_many_arguments)]
 fn expert(
     cpu: &Cpu,
     w: &MoeWeights,
     e: usize,
     m: usize,
     ff: usize,
+    row_of: &dyn Fn(usize) -> usize,
+    lora: &dyn MoeLora,
     sc: &mut MoeScratch,
 ) -> Result<()> {
     let d = w.gate_inp.cols;
@@ -206,6 +298,31 @@ fn expert(
         m,
         &mut sc.acts,
     )?;
+    if lora.n_groups() > 0 {
+        let (x, ls) = (&sc.xg[..m * d], &mut sc.lora);
+        add_deltas(
+            cpu,
+            lora,
+            &w.gate[e],
+            x,
+            d,
+            m,
+            row_of,
+            &mut sc.gate[..m * ff],
+            ls,
+        )?;
+        add_deltas(
+            cpu,
+            lora,
+            &w.up[e],
+            x,
+            d,
+            m,
+            row_of,
+            &mut sc.up[..m * ff],
+            ls,
+        )?;
+    }
     cpu.glu(&mut sc.gate[..m * ff], &sc.up[..m * ff], backend::Act::Silu);
     sc.y.resize(m * d, 0.0);
     cpu.matmul(
@@ -214,15 +331,52 @@ fn expert(
         m,
         &mut sc.acts,
         &mut sc.y[..m * d],
-    )
+    )?;
+    if lora.n_groups() > 0 {
+        let x = &sc.gate[..m * ff];
+        add_deltas(
+            cpu,
+            lora,
+            &w.down[e],
+            x,
+            ff,
+            m,
+            row_of,
+            &mut sc.y[..m * d],
+            &mut sc.lora,
+        )?;
+    }
+    Ok(())
 }
 
 /// Fills `sc.chosen` with each token's `n_used` (expert, weight), best first.
-fn route(cpu: &Cpu, w: &MoeWeights, h: &[f32], n: usize, sc: &mut MoeScratch) -> Result<()> {
+fn route(
+    cpu: &Cpu,
+    w: &MoeWeights,
+    h: &[f32],
+    n: usize,
+    lora: &dyn MoeLora,
+    sc: &mut MoeScratch,
+) -> Result<()> {
     let ne = w.n_expert();
     let k = w.n_used;
     sc.logits.resize(n * ne, 0.0);
     cpu.matmul(&w.gate_inp, h, n, &mut sc.acts, &mut sc.logits[..n * ne])?;
+    if lora.n_groups() > 0 {
+        let d = w.gate_inp.cols;
+        let logits = &mut sc.logits[..n * ne];
+        add_deltas(
+            cpu,
+            lora,
+            &w.gate_inp,
+            h,
+            d,
+            n,
+            &|t| t,
+            logits,
+            &mut sc.lora,
+        )?;
+    }
     sc.chosen.clear();
     let mut sel = vec![0f32; ne];
     let mut idx: Vec<usize> = Vec::with_capacity(ne);

@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 
 use super::attention::kvtype as kv_codec;
-use super::moe::{Gating, MoeWeights};
+use super::moe::{Gating, MoeLora, MoeWeights};
 use super::{
     Act, AttentionParams, Backend, KvCache, KvSpec, KvType, LowRank, RopeConfig, RopeKind,
     Rotation, SeqSpan, Weight,
@@ -266,8 +266,42 @@ pub fn rope_angles(cfg: &RopeConfig, pos: i64) -> Vec<(f64, f64)> {
 }
 
 /// Each token's chosen `(expert, weight)`, best first (ties: the lower index first).
-fn route(w: &MoeWeights, router: &[f32], x: &[f32]) -> Vec<(usize, f64)> {
-    let logits = matvec(router, x);
+/// `B(A·x)` of a LoRA pair, unscaled.
+fn lora_delta(w: &LowRank, x: &[f32]) -> Result<Vec<f64>> {
+    let a = w.a.to_f32()?;
+    let (k, r) = (w.a.cols, w.rank);
+    let t: Vec<f64> = (0..r)
+        .map(|j| {
+            a[j * k..(j + 1) * k]
+                .iter()
+                .zip(x)
+                .map(|(&p, &q)| p as f64 * q as f64)
+                .sum()
+        })
+        .collect();
+    Ok((0..w.out)
+        .map(|c| (0..r).map(|j| t[j] * w.bt.b(r, j, c) as f64).sum())
+        .collect())
+}
+
+/// `y += Σ s · B(A·x)` over the deltas group `g` has on `w`.
+fn add_lora(
+    lora: &dyn MoeLora,
+    g: Option<usize>,
+    w: &Weight,
+    x: &[f32],
+    y: &mut [f64],
+) -> Result<()> {
+    let Some(g) = g else { return Ok(()) };
+    lora.each(g, w, &mut |pair, s| {
+        for (v, d) in y.iter_mut().zip(lora_delta(pair, x)?) {
+            *v += s as f64 * d;
+        }
+        Ok(())
+    })
+}
+
+fn route(w: &MoeWeights, logits: Vec<f64>) -> Vec<(usize, f64)> {
     let probs: Vec<f64> = match w.gating {
         Gating::Sigmoid => logits.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect(),
         Gating::Softmax => {
@@ -504,7 +538,29 @@ impl Backend for Reference {
             let row = rows.map_or(i, |rs| rs[i]);
             assert!(row < out.rows, "lora: row {row} of {}", out.rows);
             for (c, v) in out.row_mut(row).iter_mut().enumerate().take(o) {
-                let d: f64 = (0..r).map(|j| t[j] * w.bt.get(j * o + c) as f64).sum();
+                let d: f64 = (0..r).map(|j| t[j] * w.bt.b(r, j, c) as f64).sum();
+                *v = (*v as f64 + s as f64 * d) as f32;
+            }
+        }
+        Ok(())
+    }
+
+    fn lora_embed(
+        &self,
+        _cx: &mut (),
+        out: &mut RefTensor,
+        tokens: &[u32],
+        rows: Option<&[usize]>,
+        w: &LowRank,
+        s: f32,
+    ) -> Result<()> {
+        assert_eq!(out.cols, w.out, "lora_embed: output width");
+        let (r, mut t) = (w.rank, vec![0f32; w.rank]);
+        for (i, &tok) in tokens.iter().enumerate() {
+            w.a.row_f32(tok as usize, &mut t)?;
+            let row = rows.map_or(i, |rs| rs[i]);
+            for (c, v) in out.row_mut(row).iter_mut().enumerate() {
+                let d: f64 = (0..r).map(|j| t[j] as f64 * w.bt.b(r, j, c) as f64).sum();
                 *v = (*v as f64 + s as f64 * d) as f32;
             }
         }
@@ -786,7 +842,14 @@ impl Backend for Reference {
         state.data.copy_from_slice(&seq[s.n * d..]);
     }
 
-    fn moe(&self, _cx: &mut (), w: &MoeWeights, h: &RefTensor, out: &mut RefTensor) -> Result<()> {
+    fn moe(
+        &self,
+        _cx: &mut (),
+        w: &MoeWeights,
+        h: &RefTensor,
+        lora: &dyn MoeLora,
+        out: &mut RefTensor,
+    ) -> Result<()> {
         let d = w.gate_inp.cols;
         assert_eq!(h.cols, d, "moe: input width");
         let router = dequant(&w.gate_inp)?;
@@ -795,9 +858,12 @@ impl Backend for Reference {
         let mut o = RefTensor::new(h.rows, d);
         for t in 0..h.rows {
             let x = h.row(t);
+            let g = lora.group_of(t);
             let mut y = vec![0f64; d];
-            for (e, wt) in route(w, &router, x) {
-                let [g, u, dn] = match experts.entry(e) {
+            let mut logits = matvec(&router, x);
+            add_lora(lora, g, &w.gate_inp, x, &mut logits)?;
+            for (e, wt) in route(w, logits) {
+                let [gm, um, dn] = match experts.entry(e) {
                     std::collections::hash_map::Entry::Occupied(m) => m.into_mut(),
                     std::collections::hash_map::Entry::Vacant(slot) => slot.insert([
                         dequant(&w.gate[e])?,
@@ -805,12 +871,17 @@ impl Backend for Reference {
                         dequant(&w.down[e])?,
                     ]),
                 };
-                let act: Vec<f32> = matvec(g, x)
+                let (mut gv, mut uv) = (matvec(gm, x), matvec(um, x));
+                add_lora(lora, g, &w.gate[e], x, &mut gv)?;
+                add_lora(lora, g, &w.up[e], x, &mut uv)?;
+                let act: Vec<f32> = gv
                     .into_iter()
-                    .zip(matvec(u, x))
+                    .zip(uv)
                     .map(|(g, u)| (silu(g) * u) as f32)
                     .collect();
-                for (a, v) in y.iter_mut().zip(matvec(dn, &act)) {
+                let mut dv = matvec(dn, &act);
+                add_lora(lora, g, &w.down[e], &act, &mut dv)?;
+                for (a, v) in y.iter_mut().zip(dv) {
                     *a += wt * v;
                 }
             }

@@ -36,8 +36,11 @@ pub struct LoraAdapter {
     pub name: String,
     /// `adapter.lora.alpha` (0: none, the user's scale is used as it is).
     pub alpha: f32,
-    /// By the model's weight name (a fused projection's parts by their part names).
+    /// By the model's weight name (a fused projection's parts and a MoE block's experts by
+    /// their part names).
     pairs: HashMap<String, LoraPair>,
+    /// The token embeddings' pair (A holds a row per token: [`LowRank::embedding`]).
+    embd: Option<LoraPair>,
     /// Pairs as the file names them (for reporting).
     n_tensors: usize,
     /// The adapter's own fingerprint (saved state made with it is keyed by it).
@@ -133,6 +136,8 @@ impl LoraAdapter {
         }
         // pair `<base>.lora_a` with `<base>.lora_b`
         let mut halves: HashMap<&str, (Option<Weight>, Option<Weight>)> = HashMap::new();
+        // experts per stacked (3-D) pair
+        let mut n_stacked: HashMap<&str, usize> = HashMap::new();
         for t in &file.tensors {
             let (base_name, is_a) = if let Some(b) = t.name.strip_suffix(".lora_a") {
                 (b, true)
@@ -150,12 +155,27 @@ impl LoraAdapter {
                     t.name
                 )));
             };
-            if t.shape.len() != 2 {
+            // MoE experts' pairs are stacked per expert, as their weights are
+            let stacked = base_name.ends_with("_exps.weight");
+            if t.shape.len() != 2 && !(stacked && t.shape.len() == 3) {
                 return Err(err(format!(
-                    "tensor '{}' has {} dimensions, expected 2",
+                    "tensor '{}' has {} dimensions, expected {}",
                     t.name,
-                    t.shape.len()
+                    t.shape.len(),
+                    if stacked {
+                        "3 (one pair per expert)"
+                    } else {
+                        "2"
+                    }
                 )));
+            }
+            if t.shape.len() == 3 {
+                let n = t.shape[2] as usize;
+                if *n_stacked.entry(base_name).or_insert(n) != n {
+                    return Err(err(format!(
+                        "'{base_name}': lora_a and lora_b stack different numbers of experts"
+                    )));
+                }
             }
             if crate::kernels::KernelTable::vec_dot_type(t.ty).is_none()
                 || t.ty.bytes_for(t.shape[0]).is_none()
@@ -178,8 +198,10 @@ impl LoraAdapter {
             by_name.entry(w.lora_key()).or_default().push(w);
         }
         let mut pairs = HashMap::new();
+        let mut embd = None;
         let mut names: Vec<&str> = halves.keys().copied().collect();
         names.sort_unstable();
+        let token_embd = model.token_embd();
         for base_name in names {
             let (a, b) = halves.remove(base_name).expect("listed");
             let (Some(a), Some(b)) = (a, b) else {
@@ -187,10 +209,26 @@ impl LoraAdapter {
                     "'{base_name}' has only one of lora_a and lora_b"
                 )));
             };
+            if base_name == token_embd.name {
+                // llama.cpp's layout for embeddings: A [r, n_vocab] (a row per token) and
+                // B [r, n_embd]; the delta of token t is B · A[t]
+                let (vocab, d) = (token_embd.rows, token_embd.cols);
+                if a.rows != vocab || b.rows != d || a.cols != b.cols || a.cols == 0 {
+                    return Err(err(format!(
+                        "'{base_name}' is {vocab} tokens of {d} in the model, the adapter's \
+                         pair is A [{} x {}] and B [{} x {}] (expected A [rank x {vocab}] and \
+                         B [rank x {d}])",
+                        a.cols, a.rows, b.cols, b.rows
+                    )));
+                }
+                embd = Some(
+                    LowRank::embedding(a, &b).map_err(|e| err(format!("'{base_name}': {e}")))?,
+                );
+                continue;
+            }
             let Some(ws) = by_name.get(base_name) else {
                 let why = if base.tensor(base_name).is_some() {
-                    "is not a projection LoRA can adapt here (embeddings, MoE routers and \
-                     experts are not supported yet)"
+                    "is not a projection LoRA can adapt here"
                 } else {
                     "does not exist in the model (an adapter for another model?)"
                 };
@@ -202,19 +240,40 @@ impl LoraAdapter {
                 .max()
                 .unwrap_or(0);
             let cols = ws[0].cols;
-            if a.cols != cols || b.rows != full_rows || a.rows != b.cols {
+            // a stacked pair holds one A and one B per expert, the model one part per expert
+            let n_exp = n_stacked.get(base_name).copied().unwrap_or(1);
+            let stacked = base_name.ends_with("_exps.weight");
+            if stacked && n_exp != ws.len() {
+                return Err(err(format!(
+                    "'{base_name}': the model has {} experts, the adapter's pair {}",
+                    ws.len(),
+                    if n_exp == 1 {
+                        "is not stacked per expert".to_owned()
+                    } else {
+                        format!("stacks {n_exp}")
+                    }
+                )));
+            }
+            let rank = a.rows / n_exp;
+            if a.cols != cols || b.rows != full_rows || a.rows != b.cols * n_exp {
                 return Err(err(format!(
                     "'{base_name}' is [{cols} -> {full_rows}] in the model, the adapter's pair is \
                      A [{} -> {}] and B [{} -> {}]",
                     a.cols, a.rows, b.cols, b.rows
                 )));
             }
-            if a.rows == 0 {
+            if rank == 0 {
                 return Err(err(format!("'{base_name}' has rank 0")));
             }
             for w in ws {
                 let start = w.lora_part().map_or(0, |(s, _)| s);
-                let pair = LowRank::new(a.clone(), &b, start, w.rows)
+                let a = if stacked {
+                    let e = start / w.rows;
+                    a.slice_rows(e * rank, rank, &format!("{}[{e}]", a.name))
+                } else {
+                    a.clone()
+                };
+                let pair = LowRank::new(a, &b, start, w.rows)
                     .map_err(|e| err(format!("'{base_name}': {e}")))?;
                 pairs.insert(w.name.clone(), pair);
             }
@@ -224,6 +283,7 @@ impl LoraAdapter {
             alpha,
             n_tensors: file.tensors.len(),
             pairs,
+            embd,
             fingerprint: Fingerprint::of(&file),
             model: Fingerprint::of(base),
         })
@@ -237,6 +297,11 @@ impl LoraAdapter {
         self.pairs.get(&w.name)
     }
 
+    /// The token embeddings' pair, if the adapter has one.
+    pub fn embedding_pair(&self) -> Option<&LoraPair> {
+        self.embd.as_ref()
+    }
+
     /// The multiplier of a pair's delta for a user scale (llama.cpp's rule).
     pub fn scale(&self, pair: &LoraPair, scale: f32) -> f32 {
         if self.alpha != 0.0 {
@@ -246,9 +311,9 @@ impl LoraAdapter {
         }
     }
 
-    /// Projections the adapter changes.
+    /// Projections the adapter changes (the token embeddings counted as one).
     pub fn n_projections(&self) -> usize {
-        self.pairs.len()
+        self.pairs.len() + usize::from(self.embd.is_some())
     }
 
     /// Tensors in the adapter file.
@@ -258,7 +323,12 @@ impl LoraAdapter {
 
     /// Largest rank among the pairs.
     pub fn max_rank(&self) -> usize {
-        self.pairs.values().map(|p| p.rank).max().unwrap_or(0)
+        self.pairs
+            .values()
+            .chain(self.embd.as_ref())
+            .map(|p| p.rank)
+            .max()
+            .unwrap_or(0)
     }
 }
 

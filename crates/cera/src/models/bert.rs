@@ -224,6 +224,8 @@ impl Bert {
             &ws.tokens,
             &mut ws.h,
         )?;
+        ws.lora
+            .embed_deltas(be, &mut ws.cx, &ws.tokens, &mut ws.h)?;
         let pos: Vec<u32> = ws.pos.iter().map(|&p| p as u32).collect();
         be.embed(&mut ws.cx, &self.pos_embd, &self.pos_embd, &pos, &mut ws.o)?;
         be.add(&mut ws.cx, &mut ws.h, &ws.o);

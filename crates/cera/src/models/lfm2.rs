@@ -364,6 +364,8 @@ impl Lfm2 {
             &ws.tokens,
             &mut ws.x,
         )?;
+        ws.lora
+            .embed_deltas(be, &mut ws.cx, &ws.tokens, &mut ws.x)?;
         for (il, layer) in self.layers.iter().enumerate() {
             be.rms_norm(&mut ws.cx, &ws.x, &layer.attn_norm, c.rms_eps, &mut ws.h);
             match &layer.mixer {
@@ -483,7 +485,7 @@ impl Lfm2 {
                 be.glu(cx, &mut ws.gate, &ws.up, Act::Silu);
                 project(be, cx, &mut ws.lora, &mut [(down, &mut ws.o)], &ws.gate)
             }
-            Ffn::Moe(m) => be.moe(cx, m, &ws.h, &mut ws.o),
+            Ffn::Moe(m) => be.moe(cx, m, &ws.h, &ws.lora, &mut ws.o),
         }
     }
 

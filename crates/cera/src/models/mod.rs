@@ -171,8 +171,12 @@ impl Model {
                         lfm2::Mixer::Conv(c) => v.extend([&c.in_proj, &c.out_proj]),
                         lfm2::Mixer::Attention(a) => v.extend([&a.wq, &a.wk, &a.wv, &a.wo]),
                     }
-                    if let lfm2::Ffn::Dense { gate, up, down } = &l.ffn {
-                        v.extend([gate, up, down]);
+                    match &l.ffn {
+                        lfm2::Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
+                        lfm2::Ffn::Moe(m) => {
+                            v.push(&m.gate_inp);
+                            v.extend(m.gate.iter().chain(&m.up).chain(&m.down));
+                        }
                     }
                 }
                 (&m.token_embd, &m.output)
@@ -182,6 +186,15 @@ impl Model {
             v.push(output);
         }
         v
+    }
+
+    /// The token embeddings table (what an adapter's `token_embd.weight` pair changes).
+    pub fn token_embd(&self) -> &Weight {
+        match self {
+            Model::Encoder(b) => &b.token_embd,
+            Model::Decoder(d) => &d.token_embd,
+            Model::Lfm2(m) => &m.token_embd,
+        }
     }
 
     /// Whether the model has a reranker's classifier head.

@@ -50,6 +50,8 @@ pub(crate) struct StepLora<B: Backend> {
     /// The groups again for the rows that want logits (indices into those rows).
     out_groups: Vec<LoraGroup>,
     bufs: LoraBufs<B>,
+    /// A group's tokens (embedding deltas).
+    tok_buf: Vec<u32>,
 }
 
 /// `[rows, in]` a group's input rows.
@@ -65,6 +67,7 @@ impl<B: Backend> Default for StepLora<B> {
             bufs: LoraBufs {
                 xs: Default::default(),
             },
+            tok_buf: Vec::new(),
         }
     }
 }
@@ -111,6 +114,62 @@ impl<B: Backend> StepLora<B> {
     }
 }
 
+impl<B: Backend> crate::backend::MoeLora for StepLora<B> {
+    fn n_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn group_of(&self, t: usize) -> Option<usize> {
+        self.groups
+            .iter()
+            .position(|(_, rows)| rows.as_ref().is_none_or(|r| r.binary_search(&t).is_ok()))
+    }
+
+    fn each(
+        &self,
+        g: usize,
+        w: &Weight,
+        f: &mut dyn FnMut(&crate::backend::LowRank, f32) -> Result<()>,
+    ) -> Result<()> {
+        for att in self.groups[g].0.iter() {
+            if let Some(pair) = att.adapter.pair(w) {
+                f(pair, att.adapter.scale(pair, att.scale))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<B: Backend> StepLora<B> {
+    /// Adds each group's token-embedding deltas to the looked-up rows `x` of the step's
+    /// `tokens`.
+    pub(crate) fn embed_deltas(
+        &mut self,
+        be: &B,
+        cx: &mut B::Ctx,
+        tokens: &[u32],
+        x: &mut B::Tensor,
+    ) -> Result<()> {
+        for (set, rows) in &self.groups {
+            for att in set.iter() {
+                let Some(pair) = att.adapter.embedding_pair() else {
+                    continue;
+                };
+                let s = att.adapter.scale(pair, att.scale);
+                match rows {
+                    None => be.lora_embed(cx, x, tokens, None, pair, s)?,
+                    Some(r) => {
+                        self.tok_buf.clear();
+                        self.tok_buf.extend(r.iter().map(|&i| tokens[i]));
+                        be.lora_embed(cx, x, &self.tok_buf, Some(r), pair, s)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `out = x · wᵀ` for each `(w, out)` as [`Backend::matmul`], plus each attached adapter's
 /// `s · B(A·x)` on the rows of the sequences that attached it (added after the product and
 /// before any bias, as llama.cpp orders it). `x` holds every row of the step.
@@ -121,8 +180,48 @@ pub(crate) fn project<B: Backend>(
     ops: &mut [(&Weight, &mut B::Tensor)],
     x: &B::Tensor,
 ) -> Result<()> {
+    project_groups(be, cx, &lo.groups, &mut lo.bufs, ops, x)
+}
+
+/// Deltas of one projection list up to which the list lives on the stack.
+const INLINE_DELTAS: usize = 32;
+
+fn project_groups<B: Backend>(
+    be: &B,
+    cx: &mut B::Ctx,
+    groups: &[LoraGroup],
+    bufs: &mut LoraBufs<B>,
+    ops: &mut [(&Weight, &mut B::Tensor)],
+    x: &B::Tensor,
+) -> Result<()> {
+    // every row applies the same adapters (one sequence, or several sharing them): the
+    // backend may add the deltas as part of the product
+    if let [(set, None)] = groups {
+        let pairs = || {
+            ops.iter().enumerate().flat_map(|(i, (w, _))| {
+                set.iter().filter_map(move |att| {
+                    let pair = att.adapter.pair(w)?;
+                    Some((i, pair, att.adapter.scale(pair, att.scale)))
+                })
+            })
+        };
+        let count = pairs().count();
+        if count == 0 {
+            return be.matmul(cx, ops, x);
+        }
+        if count <= INLINE_DELTAS {
+            let first = pairs().next().expect("counted");
+            let mut list = [first; INLINE_DELTAS];
+            for (e, d) in list.iter_mut().zip(pairs()) {
+                *e = d;
+            }
+            return be.matmul_lora(cx, ops, x, &list[..count]);
+        }
+        let list: Vec<_> = pairs().collect();
+        return be.matmul_lora(cx, ops, x, &list);
+    }
     be.matmul(cx, ops, x)?;
-    add_deltas(be, cx, &lo.groups, &mut lo.bufs, ops, x)
+    add_deltas(be, cx, groups, bufs, ops, x)
 }
 
 fn add_deltas<B: Backend>(
@@ -351,9 +450,8 @@ pub(crate) fn logits_out<B: Backend>(
         be.download(&mut ws.cx, &ws.hn, logits);
         return Ok(());
     }
-    be.matmul(&mut ws.cx, &mut [(output, &mut ws.lg)], &ws.hn)?;
     let lo = &mut ws.lora;
-    add_deltas(
+    project_groups(
         be,
         &mut ws.cx,
         &lo.out_groups,

@@ -159,6 +159,8 @@ impl Decoder {
             &ws.tokens,
             &mut ws.x,
         )?;
+        ws.lora
+            .embed_deltas(be, &mut ws.cx, &ws.tokens, &mut ws.x)?;
         if c.embed_scale != 1.0 {
             be.scale(&mut ws.cx, &mut ws.x, c.embed_scale);
         }

@@ -238,6 +238,7 @@ pub(super) fn rope<B: Backend>(h: &mut H<B>) {
 
 pub(super) fn matmul<B: Backend>(h: &mut H<B>) {
     lora(h);
+    lora_embed(h);
     const ROWS: [usize; 7] = [1, 3, 7, 8, 33, 257, 520];
     for ty in matmul_types() {
         let mut specs = Vec::new();
@@ -300,6 +301,7 @@ pub(super) fn matmul<B: Backend>(h: &mut H<B>) {
             h.check_with(&op, &case, o, or, Some(&s), bounds::matmul(types[i]));
         }
     }
+    matmul_lora(h);
 }
 
 pub(super) fn embed<B: Backend>(h: &mut H<B>) {
@@ -493,6 +495,82 @@ fn lora<B: Backend>(h: &mut H<B>) {
     }
 }
 
+/// Projections with their deltas in one call ([`Backend::matmul_lora`], which the CPU fuses for
+/// a few rows) equal the product and then each delta on its own, bit for bit: two adapters on
+/// one output, none on another, one on a third; every pair f16 (fused), then one bf16 among
+/// them (not fused).
+fn matmul_lora<B: Backend>(h: &mut H<B>) {
+    let k = 512;
+    let types = [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16];
+    let rows = [200usize, 64, 72];
+    let mut specs: Vec<_> = (0..3)
+        .map(|i| {
+            let v = h.rng.normal(rows[i] * k, 0.5);
+            (format!("w{i}"), types[i], vec![k as u64, rows[i] as u64], v)
+        })
+        .collect();
+    // (output, rank, A/B type)
+    let pairs = [
+        (0usize, 16usize, GgmlType::F16),
+        (0, 8, GgmlType::F16),
+        (2, 4, GgmlType::F16),
+        (2, 5, GgmlType::BF16),
+    ];
+    for (p, &(i, r, ty)) in pairs.iter().enumerate() {
+        let a = h.rng.normal(r * k, 0.3);
+        let b = h.rng.normal(rows[i] * r, 0.3);
+        specs.push((format!("a{p}"), ty, vec![k as u64, r as u64], a));
+        specs.push((format!("b{p}"), ty, vec![r as u64, rows[i] as u64], b));
+    }
+    let file = gguf(&specs);
+    let ws: Vec<Weight> = (0..3).map(|i| weight(&file, &format!("w{i}"))).collect();
+    let lrs: Vec<_> = pairs
+        .iter()
+        .enumerate()
+        .map(|(p, &(i, ..))| {
+            let (a, b) = (
+                weight(&file, &format!("a{p}")),
+                weight(&file, &format!("b{p}")),
+            );
+            cera::backend::LowRank::new(a, &b, 0, rows[i]).unwrap()
+        })
+        .collect();
+    for used in [3usize, 4] {
+        let deltas: Vec<_> = (0..used)
+            .map(|p| (pairs[p].0, &lrs[p], 0.3 + 0.2 * p as f32))
+            .collect();
+        for n in [1usize, 2, 4, 9] {
+            let case = format!("{used} deltas, tokens {n}");
+            let x = h.rng.vec(n * k, 1.0);
+            let (xt, _) = h.up(&x, n, k);
+            let (mut fused, _): (Vec<_>, Vec<_>) = ws.iter().map(|_| h.garbage()).unzip();
+            let (mut apart, _): (Vec<_>, Vec<_>) = ws.iter().map(|_| h.garbage()).unzip();
+            let mut fops: Vec<_> = ws.iter().zip(fused.iter_mut()).collect();
+            if let Err(e) = h.be.matmul_lora(&mut h.cx, &mut fops, &xt, &deltas) {
+                h.fail("matmul_lora", &case, &e.to_string());
+                continue;
+            }
+            let mut aops: Vec<_> = ws.iter().zip(apart.iter_mut()).collect();
+            h.be.matmul(&mut h.cx, &mut aops, &xt).unwrap();
+            for &(i, pair, s) in &deltas {
+                h.be.lora(&mut h.cx, aops[i].1, &xt, None, pair, s).unwrap();
+            }
+            for i in 0..3 {
+                let (f, a) = (h.down(&fused[i]), h.down(&apart[i]));
+                let same =
+                    f.len() == a.len() && f.iter().zip(&a).all(|(x, y)| x.to_bits() == y.to_bits());
+                if !same {
+                    h.fail(
+                        "matmul_lora",
+                        &format!("{case}, output {i}"),
+                        "differs from apart",
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// One attention case through the steps of `plan` (tokens per sequence and step): each step
 /// stores its keys and values in each sequence's cache, then attends over all of them.
 fn attention_plan<B: Backend>(
@@ -621,7 +699,229 @@ fn routing_gap(router: &[f32], x: &[f32], gating: Gating, bias: Option<&[f32]>, 
     }
 }
 
+/// LoRA deltas in a step's MoE block, per group of rows, on its router and every expert.
+struct TestMoeLora {
+    /// (rows, or every row; (weight name, pair, scale))
+    groups: Vec<(
+        Option<Vec<usize>>,
+        Vec<(String, cera::backend::LowRank, f32)>,
+    )>,
+}
+
+impl cera::backend::MoeLora for TestMoeLora {
+    fn n_groups(&self) -> usize {
+        self.groups.len()
+    }
+    fn group_of(&self, t: usize) -> Option<usize> {
+        self.groups
+            .iter()
+            .position(|(rows, _)| rows.as_ref().is_none_or(|r| r.contains(&t)))
+    }
+    fn each(
+        &self,
+        g: usize,
+        w: &Weight,
+        f: &mut dyn FnMut(&cera::backend::LowRank, f32) -> cera::Result<()>,
+    ) -> cera::Result<()> {
+        for (name, pair, s) in &self.groups[g].1 {
+            if *name == w.name {
+                f(pair, *s)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The MoE block with LoRA deltas on the router and the experts' projections: two groups of
+/// rows with different adapters and a row with none, then one adapter on every row.
+fn moe_lora<B: Backend>(h: &mut H<B>) {
+    use GgmlType::*;
+    let (d, ff, ne, k, rank) = (64usize, 96usize, 8usize, 2usize, 4usize);
+    let mut specs = vec![
+        (
+            "inp".to_string(),
+            F32,
+            vec![d as u64, ne as u64],
+            h.rng.normal(ne * d, 0.3),
+        ),
+        (
+            "gate".into(),
+            Q8_0,
+            vec![d as u64, ff as u64, ne as u64],
+            h.rng.normal(ne * ff * d, 0.3),
+        ),
+        (
+            "up".into(),
+            Q8_0,
+            vec![d as u64, ff as u64, ne as u64],
+            h.rng.normal(ne * ff * d, 0.3),
+        ),
+        (
+            "down".into(),
+            Q4_0,
+            vec![ff as u64, d as u64, ne as u64],
+            h.rng.normal(ne * d * ff, 0.3),
+        ),
+    ];
+    // pairs: (adapter, weight name, in, out)
+    let mut targets = vec![("inp".to_string(), d, ne)];
+    for e in 0..ne {
+        targets.push((format!("g{e}"), d, ff));
+        targets.push((format!("u{e}"), d, ff));
+        targets.push((format!("d{e}"), ff, d));
+    }
+    for ad in 0..2 {
+        for (name, i, o) in &targets {
+            // small router deltas: the expert choice stays clear
+            let amp = if name == "inp" { 0.02 } else { 0.3 };
+            let ty = if ad == 0 { F16 } else { F32 };
+            specs.push((
+                format!("a{ad}{name}"),
+                ty,
+                vec![*i as u64, rank as u64],
+                h.rng.normal(rank * i, amp),
+            ));
+            specs.push((
+                format!("b{ad}{name}"),
+                ty,
+                vec![rank as u64, *o as u64],
+                h.rng.normal(o * rank, amp),
+            ));
+        }
+    }
+    let file = gguf(&specs);
+    let (gate, up, down) = (
+        weight(&file, "gate"),
+        weight(&file, "up"),
+        weight(&file, "down"),
+    );
+    let w = MoeWeights {
+        gate_inp: weight(&file, "inp"),
+        probs_bias: Some(h.rng.vec(ne, 0.2)),
+        gate: (0..ne)
+            .map(|e| gate.slice_rows(e * ff, ff, &format!("g{e}")))
+            .collect(),
+        up: (0..ne)
+            .map(|e| up.slice_rows(e * ff, ff, &format!("u{e}")))
+            .collect(),
+        down: (0..ne)
+            .map(|e| down.slice_rows(e * d, d, &format!("d{e}")))
+            .collect(),
+        n_used: k,
+        gating: Gating::Sigmoid,
+        norm_weights: true,
+        weights_scale: 1.0,
+    };
+    let pairs = |ad: usize, s: f32| -> Vec<(String, cera::backend::LowRank, f32)> {
+        targets
+            .iter()
+            .map(|(name, _, o)| {
+                let a = weight(&file, &format!("a{ad}{name}"));
+                let b = weight(&file, &format!("b{ad}{name}"));
+                let lr = cera::backend::LowRank::new(a, &b, 0, *o).unwrap();
+                (name.clone(), lr, s)
+            })
+            .collect()
+    };
+    let cases = [
+        (
+            5usize,
+            TestMoeLora {
+                groups: vec![
+                    (Some(vec![0, 2, 3]), pairs(0, 0.8)),
+                    (Some(vec![4]), pairs(1, 1.3)),
+                ],
+            },
+        ),
+        (
+            3,
+            TestMoeLora {
+                groups: vec![(None, pairs(1, 0.6))],
+            },
+        ),
+    ];
+    let router = weight(&file, "inp").to_f32().unwrap();
+    for (n, lora) in cases {
+        let mut x = Vec::with_capacity(n * d);
+        while x.len() < n * d {
+            let row = h.rng.vec(d, 1.0);
+            if routing_gap(&router, &row, Gating::Sigmoid, w.probs_bias.as_deref(), k) > 2e-2 {
+                x.extend(row);
+            }
+        }
+        let case = format!("{n} tokens, {} groups", lora.groups.len());
+        let (xt, xr) = h.up(&x, n, d);
+        let (mut o, mut or) = h.garbage();
+        let (mut base, _) = h.garbage();
+        let e = h.be.moe(&mut h.cx, &w, &xt, &lora, &mut o);
+        h.r.moe(&mut (), &w, &xr, &lora, &mut or).unwrap();
+        let _ =
+            h.be.moe(&mut h.cx, &w, &xt, &cera::backend::NoLora, &mut base);
+        match e {
+            Ok(()) => h.check("moe lora", &case, &o, &or, bounds::moe(Q8_0)),
+            Err(e) => h.fail("moe lora", &case, &e.to_string()),
+        }
+        // the deltas change every row that has them, and only those
+        let (got, plain) = (h.down(&o), h.down(&base));
+        for t in 0..n {
+            let changed = got[t * d..(t + 1) * d] != plain[t * d..(t + 1) * d];
+            if changed != lora.group_of_row(t) {
+                h.fail("moe lora", &case, &format!("row {t} changed: {changed}"));
+            }
+        }
+    }
+}
+
+impl TestMoeLora {
+    fn group_of_row(&self, t: usize) -> bool {
+        cera::backend::MoeLora::group_of(self, t).is_some()
+    }
+}
+
+/// Token-embedding LoRA deltas ([`Backend::lora_embed`]) on every row and on scattered rows.
+fn lora_embed<B: Backend>(h: &mut H<B>) {
+    for ty in [GgmlType::F32, GgmlType::F16] {
+        let (vocab, d, rank) = (50usize, 72usize, 6usize);
+        let file = gguf(&[
+            (
+                "a".into(),
+                ty,
+                vec![rank as u64, vocab as u64],
+                h.rng.normal(vocab * rank, 0.5),
+            ),
+            (
+                "b".into(),
+                ty,
+                vec![rank as u64, d as u64],
+                h.rng.normal(d * rank, 0.5),
+            ),
+        ]);
+        let lr =
+            cera::backend::LowRank::embedding(weight(&file, "a"), &weight(&file, "b")).unwrap();
+        let tokens = [3u32, 49, 0, 3];
+        for scattered in [false, true] {
+            let rows = [5usize, 1, 2, 7];
+            let (n_rows, r) = if scattered {
+                (8, Some(&rows[..]))
+            } else {
+                (4, None)
+            };
+            let base = h.rng.vec(n_rows * d, 1.0);
+            let (mut o, mut or) = h.up(&base, n_rows, d);
+            let case = format!("{ty} scattered {scattered}");
+            if let Err(e) = h.be.lora_embed(&mut h.cx, &mut o, &tokens, r, &lr, 0.7) {
+                h.fail("lora_embed", &case, &e.to_string());
+                continue;
+            }
+            h.r.lora_embed(&mut (), &mut or, &tokens, r, &lr, 0.7)
+                .unwrap();
+            h.check("lora_embed", &case, &o, &or, bounds::lora(ty));
+        }
+    }
+}
+
 pub(super) fn moe<B: Backend>(h: &mut H<B>) {
+    moe_lora(h);
     use GgmlType::*;
     // (hidden, expert FFN, experts, used, gate/up type, down type)
     let layers = [
@@ -700,8 +1000,9 @@ pub(super) fn moe<B: Backend>(h: &mut H<B>) {
                         );
                         let (xt, xr) = h.up(&x, n, d);
                         let (mut o, mut or) = h.garbage();
-                        let e = h.be.moe(&mut h.cx, &w, &xt, &mut o);
-                        h.r.moe(&mut (), &w, &xr, &mut or).unwrap();
+                        let e = h.be.moe(&mut h.cx, &w, &xt, &cera::backend::NoLora, &mut o);
+                        h.r.moe(&mut (), &w, &xr, &cera::backend::NoLora, &mut or)
+                            .unwrap();
                         match e {
                             Ok(()) => {
                                 h.check(&format!("moe {ty}"), &case, &o, &or, bounds::moe(ty))
