@@ -35,13 +35,18 @@ ROOT = os.path.join(HERE, "..")
 FIX = os.path.join(ROOT, "crates", "cera", "tests", "fixtures", "lora")
 MODELS = os.path.expanduser("~/.cache/cera/models")
 
-# name -> (base: catalog file or test model, rank, alpha, seed, amplitude)
+# name -> (base: catalog file or test model, rank, alpha, seed, amplitude[, embed]); `embed`
+# adds a pair on the token embeddings. The lfm2moe ones adapt the MoE router and every
+# expert's projections too (every linear projection of the model).
 CONFIGS = {
     "smollm2_r8": ("SmolLM2-135M-Instruct.Q4_1.gguf", 8, 16.0, 1, 0.5),
     "smollm2_r16": ("SmolLM2-135M-Instruct.Q4_1.gguf", 16, 32.0, 2, 0.5),
     "qwen_r8": ("Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf", 8, 16.0, 3, 0.5),
     "lfm2_q8_0_r8": ("test:lfm2_q8_0", 8, 16.0, 4, 0.5),
     "lfm2_q8_0_r16": ("test:lfm2_q8_0", 16, 16.0, 5, 0.5),
+    "lfm2moe_q8_0_r8": ("test:lfm2moe_q8_0", 8, 16.0, 6, 0.5),
+    # llama.cpp aborts on an embedding pair when the output is tied to the embeddings
+    "lfm2moe_untied_r8_embd": ("test:lfm2moe_untied_q8_0", 8, 16.0, 7, 0.5, True),
 }
 PROMPTS = [
     "The capital of France is",
@@ -101,7 +106,8 @@ def main() -> None:
     exe, src = build_dumper()
     py = os.environ.get("LORA_PYTHON", "python3")
     for name in names:
-        base, rank, alpha, seed, amp = CONFIGS[name]
+        base, rank, alpha, seed, amp, *rest = CONFIGS[name]
+        embed = bool(rest and rest[0])
         tmp = tempfile.mkdtemp(prefix="cera-lora-")
         try:
             if base.startswith("test:"):
@@ -111,7 +117,8 @@ def main() -> None:
             else:
                 model = os.path.join(MODELS, base)
             peft = os.path.join(tmp, "peft")
-            sha = cargo_example("make_lora", model, peft, str(rank), str(alpha), str(seed), str(amp)).strip()
+            sha = cargo_example("make_lora", model, peft, str(rank), str(alpha), str(seed), str(amp),
+                                *(["embed"] if embed else [])).strip()
             gguf = os.path.join(tmp, "adapter.gguf")
             subprocess.check_call([py, os.path.join(src, "convert_lora_to_gguf.py"), "--base", peft,
                                    "--outtype", "f32", "--outfile", gguf, peft],
@@ -137,6 +144,7 @@ def main() -> None:
             with open(os.path.join(out_dir, "fixture.json"), "w") as f:
                 json.dump({
                     "base": base, "rank": rank, "alpha": alpha, "seed": seed, "amplitude": amp,
+                    "embed": embed,
                     "prompts": PROMPTS, "safetensors_sha256": sha,
                     "gguf_tensor_sha256": tensor_hashes(src, gguf), "runs": runs,
                 }, f, indent=1)

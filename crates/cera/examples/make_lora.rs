@@ -2,7 +2,8 @@
 //! `tests/common/lora_gen.rs`, shared with the LoRA test), plus the base's Hugging Face
 //! `config.json` that llama.cpp's `convert_lora_to_gguf.py --base` reads.
 //!
-//!   make_lora BASE.gguf OUT_DIR RANK ALPHA SEED AMPLITUDE
+//!   make_lora BASE.gguf OUT_DIR RANK ALPHA SEED AMPLITUDE [embed]
+//!   (`embed`: the token embeddings get a pair too)
 //!   -> OUT_DIR/{adapter_config.json, adapter_model.safetensors, config.json};
 //!      prints the sha256 of adapter_model.safetensors
 use cera::gguf::GgufFile;
@@ -12,8 +13,8 @@ mod lora_gen;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.len() != 6 {
-        eprintln!("usage: make_lora BASE.gguf OUT_DIR RANK ALPHA SEED AMPLITUDE");
+    if !(6..=7).contains(&args.len()) {
+        eprintln!("usage: make_lora BASE.gguf OUT_DIR RANK ALPHA SEED AMPLITUDE [embed]");
         std::process::exit(2);
     }
     let base = GgufFile::open(&args[0]).expect("open base model");
@@ -24,6 +25,7 @@ fn main() {
         alpha: args[3].parse().expect("ALPHA"),
         seed: args[4].parse().expect("SEED"),
         amplitude: args[5].parse().expect("AMPLITUDE"),
+        embed: args.get(6).is_some_and(|a| a == "embed"),
     };
     let (config, st) = lora_gen::peft_adapter(&base, &g);
     std::fs::write(out.join("adapter_config.json"), config).unwrap();

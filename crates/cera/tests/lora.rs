@@ -88,6 +88,7 @@ fn write_peft(fx: &serde_json::Value, base: &GgufFile, tag: &str) -> PathBuf {
         alpha: fx["alpha"].as_f64().unwrap() as f32,
         seed: fx["seed"].as_u64().unwrap(),
         amplitude: fx["amplitude"].as_f64().unwrap() as f32,
+        embed: fx["embed"].as_bool().unwrap_or(false),
     };
     let (config, st) = lora_gen::peft_adapter(base, &g);
     assert_eq!(
@@ -114,6 +115,8 @@ const FIXTURES: &[&str] = &[
     "qwen_r8",
     "lfm2_q8_0_r8",
     "lfm2_q8_0_r16",
+    "lfm2moe_q8_0_r8",
+    "lfm2moe_untied_r8_embd",
 ];
 
 fn check_fixture(name: &str) {
@@ -252,6 +255,16 @@ fn lfm2_adapters_match_llama_cpp() {
     check_fixture("lfm2_q8_0_r16");
 }
 
+/// Every linear projection of an lfm2moe, the MoE router and each expert's gate, up and down
+/// included (stacked per expert in the GGUF form); then the same with a pair on the token
+/// embeddings too, on a model with an untied output (llama.cpp aborts on an embedding pair
+/// when the output is tied: it applies the pair to the output projection as well).
+#[test]
+fn moe_and_embedding_adapters_match_llama_cpp() {
+    check_fixture("lfm2moe_q8_0_r8");
+    check_fixture("lfm2moe_untied_r8_embd");
+}
+
 #[test]
 fn every_fixture_is_checked() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lora");
@@ -347,6 +360,62 @@ fn scale_zero_detach_and_batched_steps() {
     ext.push(next[0]);
     assert_eq!(out.get(0), &logits_of(&eng, &ext, &[])[..]);
     assert_eq!(out.get(2), &logits_of(&eng, &ext, &[(&a, 0.5)])[..]);
+}
+
+/// On the MoE model with the adapter that also changes the embeddings, router and experts: one
+/// step mixing sessions with no adapter, the adapter and the adapter at another scale equals
+/// each alone, in prefill and in decode (the grouped MoE dispatch shares experts between
+/// sequences whose deltas differ).
+#[test]
+fn moe_batched_steps_equal_alone() {
+    let fx = fixture("lfm2moe_untied_r8_embd");
+    let eng = engine(&base_path(fx["base"].as_str().unwrap()));
+    let dir = write_peft(&fx, eng.gguf(), "moe-batch");
+    let a = eng.load_lora(&dir).unwrap();
+    let toks = eng
+        .tokenizer()
+        .encode("The capital of France is", true, false);
+    let base = logits_of(&eng, &toks, &[]);
+    let with = logits_of(&eng, &toks, &[(&a, 1.0)]);
+    let low = logits_of(&eng, &toks, &[(&a, 0.3)]);
+    assert_ne!(base, with, "the adapter changes nothing");
+    let mut ss: Vec<_> = [Some(1.0), None, Some(0.3), Some(1.0)]
+        .iter()
+        .map(|sc| {
+            let mut s = eng.session(SessionOptions::default());
+            if let Some(sc) = sc {
+                s.attach_lora(&a, *sc).unwrap();
+            }
+            s
+        })
+        .collect();
+    let mut step = eng.batch();
+    for s in ss.iter_mut() {
+        step.add(s, &toks, Logits::Last).unwrap();
+    }
+    let out = step.run().unwrap();
+    for (i, want) in [&with, &base, &low, &with].iter().enumerate() {
+        assert_eq!(out.get(i), &want[..], "prefill entry {i}");
+    }
+    let next = [cera::backend::argmax(&with) as u32];
+    let mut step = eng.batch();
+    for s in ss.iter_mut() {
+        step.add(s, &next, Logits::Last).unwrap();
+    }
+    let out = step.run().unwrap();
+    let mut ext = toks.clone();
+    ext.push(next[0]);
+    assert_eq!(
+        out.get(0),
+        &logits_of(&eng, &ext, &[(&a, 1.0)])[..],
+        "decode 0"
+    );
+    assert_eq!(out.get(1), &logits_of(&eng, &ext, &[])[..], "decode 1");
+    assert_eq!(
+        out.get(2),
+        &logits_of(&eng, &ext, &[(&a, 0.3)])[..],
+        "decode 2"
+    );
 }
 
 /// The fixture adapter again with every tensor stored as `ty` (a GGUF adapter file).
@@ -536,6 +605,7 @@ fn bad_adapters_are_clear_errors() {
         alpha: 8.0,
         seed: 9,
         amplitude: 0.5,
+        embed: false,
     };
     let (config, st) = lora_gen::peft_adapter(eng.gguf(), &g);
     let config: serde_json::Value = serde_json::from_str(&config).unwrap();

@@ -283,7 +283,7 @@ mod x86 {
         let mut k = 0;
         while k < n {
             let c = c0 + k;
-            if c % BLOCK == 0 && k + BLOCK <= n {
+            if c.is_multiple_of(BLOCK) && k + BLOCK <= n {
                 let base = (c / BLOCK) * r * BLOCK;
                 // SAFETY: the caller's guarantees; the block is whole.
                 unsafe {
@@ -297,7 +297,7 @@ mod x86 {
                 k += BLOCK;
                 continue;
             }
-            if c % 8 == 0 && k + 8 <= n {
+            if c.is_multiple_of(8) && k + 8 <= n {
                 // half a block (chunks of rows are cut at multiples of eight)
                 let base = (c / BLOCK) * r * BLOCK + c % BLOCK;
                 // SAFETY: as above; the half block is whole.
@@ -410,6 +410,13 @@ mod x86 {
         }
     }
 }
+
+/// `(output index, pair, scale)` of the deltas a list of projections adds.
+pub(crate) type Deltas<'a> = [(usize, &'a LowRank, f32)];
+
+/// The deltas of [`Cpu::matmul_list_lora`] with `x` quantized for them and room for their
+/// `A · x`.
+pub(crate) type FusedLora<'a> = (&'a Deltas<'a>, &'a QuantizedActs, &'a mut [f32]);
 
 /// Deltas added inside a product's parallel region ([`Cpu::matmul_lora_fused`]) up to this many.
 pub(super) const MAX_DELTAS: usize = 32;

@@ -14,7 +14,7 @@
 use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, OnceLock};
 
-use super::lowrank::{Epilogue, FREE, LowRank, MAX_DELTAS};
+use super::lowrank::{Epilogue, FREE, FusedLora, MAX_DELTAS};
 use super::{Cpu, SyncPtr};
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -315,7 +315,7 @@ impl Cpu {
         x: &[f32],
         n_tokens: usize,
         scratch: &mut QuantizedActs,
-        mut lora: Option<(&[(usize, &LowRank, f32)], &QuantizedActs, &mut [f32])>,
+        mut lora: Option<FusedLora>,
     ) -> Result<()> {
         for &(w, _, len) in ops {
             KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {

@@ -192,6 +192,7 @@ impl MoeScratch {
 }
 
 /// `out` (n × d) = the MoE FFN of `h` (n × d).
+#[allow(clippy::too_many_arguments)]
 pub fn moe_ffn(
     cpu: &Cpu,
     w: &MoeWeights,

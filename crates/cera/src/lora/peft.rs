@@ -6,8 +6,10 @@
 //! PEFT scales a delta by `lora_alpha / r` (`lora_alpha / sqrt(r)` with `use_rslora`); the GGUF
 //! form stores one alpha that llama.cpp divides by each pair's rank, so an rsLoRA adapter is
 //! written with `alpha · sqrt(r)`. What the GGUF form cannot express is refused: DoRA,
-//! `modules_to_save` and trained biases (full-weight extras), per-module alphas, embedding
-//! adapters, Conv1D-style (`fan_in_fan_out`) weights.
+//! `modules_to_save` and trained biases (full-weight extras), per-module alphas, Conv1D-style
+//! (`fan_in_fan_out`) weights. Embedding pairs (`lora_embedding_A/B`) and the per-expert pairs
+//! of a MoE block (stacked into one 3-D pair per projection, as the converter stacks them) are
+//! carried over.
 
 use std::path::Path;
 
@@ -119,24 +121,21 @@ pub fn to_gguf(dir: &Path, base: &GgufFile) -> Result<Vec<u8>> {
     w.set(keys::ADAPTER_TYPE, "lora");
     w.set(keys::ADAPTER_LORA_ALPHA, gguf_alpha);
     let mut n = 0;
+    // MoE experts' halves, stacked per (GGUF name, half) in expert order as the converter does
+    let mut experts: std::collections::BTreeMap<(String, bool), Vec<Option<Half>>> =
+        Default::default();
     for (tname, t) in &st.tensors {
         let (module, is_a) = split_name(tname).ok_or_else(|| {
-            if tname.contains("lora_embedding_") {
-                err(format!(
-                    "'{tname}' adapts an embedding table, which is not supported"
-                ))
-            } else {
-                err(format!(
-                    "'{tname}' is not a lora_A / lora_B weight (full-weight extras are not \
-                     supported)"
-                ))
-            }
-        })?;
-        let gguf_name = gguf_name(arch, module).ok_or_else(|| {
             err(format!(
-                "'{tname}': module '{module}' has no GGUF counterpart in {arch_name}"
+                "'{tname}' is not a lora_A / lora_B weight (full-weight extras are not \
+                 supported)"
             ))
         })?;
+        let ty = match t.dtype {
+            Dtype::F32 => GgmlType::F32,
+            Dtype::F16 => GgmlType::F16,
+            Dtype::BF16 => GgmlType::BF16,
+        };
         if t.shape.len() != 2 {
             return Err(err(format!(
                 "'{tname}' has shape {:?}, expected 2 dimensions",
@@ -144,11 +143,44 @@ pub fn to_gguf(dir: &Path, base: &GgufFile) -> Result<Vec<u8>> {
             )));
         }
         let (rows, cols) = (t.shape[0], t.shape[1]);
-        let ty = match t.dtype {
-            Dtype::F32 => GgmlType::F32,
-            Dtype::F16 => GgmlType::F16,
-            Dtype::BF16 => GgmlType::BF16,
-        };
+        if module.ends_with("embed_tokens") {
+            // PEFT's embedding pair: A [r, vocab], B [embd, r]; the GGUF form keeps B and
+            // stores A transposed (a row of r values per token), as the converter does
+            let mut data = st.data(t).to_vec();
+            if is_a {
+                data = transpose(&data, rows, cols, t.dtype.size());
+            }
+            let (suffix, shape) = if is_a {
+                ("lora_a", [rows as u64, cols as u64])
+            } else {
+                ("lora_b", [cols as u64, rows as u64])
+            };
+            w.add_tensor_raw(
+                format!("{}.weight.{suffix}", crate::models::names::TOKEN_EMBD),
+                ty,
+                &shape,
+                data,
+            )?;
+            n += 1;
+            continue;
+        }
+        if let Some((gguf, e)) = expert_name(arch, module) {
+            let n_expert: usize = base.get_as(&arch_key(&arch_name, k::EXPERT_COUNT))?;
+            if e >= n_expert {
+                return Err(err(format!(
+                    "'{tname}': expert {e}, the model has {n_expert}"
+                )));
+            }
+            let list = experts.entry((gguf, is_a)).or_default();
+            list.resize(n_expert, None);
+            list[e] = Some((t.shape.clone(), t.dtype, st.data(t).to_vec()));
+            continue;
+        }
+        let gguf_name = gguf_name(arch, module).ok_or_else(|| {
+            err(format!(
+                "'{tname}': module '{module}' has no GGUF counterpart in {arch_name}"
+            ))
+        })?;
         let mut data = st.data(t).to_vec();
         if !is_a && permutes_qk(arch) {
             // the converter permutes llama's Q and K rows for its RoPE layout; B holds the rows
@@ -170,10 +202,85 @@ pub fn to_gguf(dir: &Path, base: &GgufFile) -> Result<Vec<u8>> {
         )?;
         n += 1;
     }
+    for ((gguf, is_a), list) in experts {
+        let half = if is_a { "lora_A" } else { "lora_B" };
+        let mut data = Vec::new();
+        let mut first: Option<(Vec<usize>, Dtype)> = None;
+        for (e, x) in list.into_iter().enumerate() {
+            let Some((shape, dtype, bytes)) = x else {
+                return Err(err(format!(
+                    "'{gguf}': expert {e} has no {half} (every expert needs a pair)"
+                )));
+            };
+            match &first {
+                None => first = Some((shape, dtype)),
+                Some((s0, d0)) if *s0 == shape && *d0 == dtype => {}
+                Some(_) => {
+                    return Err(err(format!(
+                        "'{gguf}': the experts' {half} differ in shape or type"
+                    )));
+                }
+            }
+            data.extend_from_slice(&bytes);
+        }
+        let (shape, dtype) = first.expect("at least one expert");
+        let ne = data.len() / (shape[0] * shape[1] * dtype.size());
+        let ty = match dtype {
+            Dtype::F32 => GgmlType::F32,
+            Dtype::F16 => GgmlType::F16,
+            Dtype::BF16 => GgmlType::BF16,
+        };
+        let suffix = if is_a { "lora_a" } else { "lora_b" };
+        // torch [experts, rows, cols] is ggml [cols, rows, experts]
+        w.add_tensor_raw(
+            format!("{gguf}.weight.{suffix}"),
+            ty,
+            &[shape[1] as u64, shape[0] as u64, ne as u64],
+            data,
+        )?;
+        n += 1;
+    }
     if n == 0 {
         return Err(err("adapter_model.safetensors holds no tensors".into()));
     }
     w.to_bytes()
+}
+
+/// One expert's lora_A or lora_B: shape, type, bytes.
+type Half = (Vec<usize>, Dtype, Vec<u8>);
+
+/// `rows × cols` elements of `elem` bytes, transposed to `cols × rows`.
+fn transpose(data: &[u8], rows: usize, cols: usize, elem: usize) -> Vec<u8> {
+    let mut out = vec![0u8; data.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            let (src, dst) = ((r * cols + c) * elem, (c * rows + r) * elem);
+            out[dst..dst + elem].copy_from_slice(&data[src..src + elem]);
+        }
+    }
+    out
+}
+
+/// A MoE expert's projection (`model.layers.N.feed_forward.experts.E.w1`): the stacked GGUF
+/// tensor's base name and the expert.
+fn expert_name(arch: Arch, module: &str) -> Option<(String, usize)> {
+    use crate::models::names as n;
+    if !matches!(arch, Arch::Lfm2Moe) {
+        return None;
+    }
+    let il = layer_of(module)?;
+    let tail = module
+        .split(&format!("layers.{il}."))
+        .nth(1)?
+        .strip_prefix("feed_forward.experts.")?;
+    let (e, proj) = tail.split_once('.')?;
+    let g = match proj {
+        "w1" => n::FFN_GATE_EXPS,
+        "w3" => n::FFN_UP_EXPS,
+        "w2" => n::FFN_DOWN_EXPS,
+        _ => return None,
+    };
+    Some((format!("blk.{il}.{g}"), e.parse().ok()?))
 }
 
 /// `{arch}.attention.head_count_kv`: one value or one per layer (default: `n_head`).
@@ -193,10 +300,16 @@ fn head_count_kv(base: &GgufFile, arch: &str, n_head: usize) -> Result<Vec<usize
 /// `base_model.model.<module>.lora_{A,B}.weight` → (`<module>`, is A).
 fn split_name(name: &str) -> Option<(&str, bool)> {
     let name = name.strip_prefix("base_model.model.").unwrap_or(name);
-    if let Some(m) = name.strip_suffix(".lora_A.weight") {
+    // an embedding's pair is saved as parameters, without `.weight`
+    if let Some(m) = name
+        .strip_suffix(".lora_A.weight")
+        .or_else(|| name.strip_suffix(".lora_embedding_A"))
+    {
         Some((m, true))
     } else {
-        name.strip_suffix(".lora_B.weight").map(|m| (m, false))
+        name.strip_suffix(".lora_B.weight")
+            .or_else(|| name.strip_suffix(".lora_embedding_B"))
+            .map(|m| (m, false))
     }
 }
 
@@ -283,6 +396,28 @@ mod tests {
         );
         assert_eq!(gguf_name(Arch::Llama, "model.layers.0.conv.in_proj"), None);
         assert_eq!(gguf_name(Arch::Qwen2, "lm_head").as_deref(), Some("output"));
+        assert_eq!(
+            split_name("base_model.model.model.embed_tokens.lora_embedding_B"),
+            Some(("model.embed_tokens", false))
+        );
+        assert_eq!(
+            expert_name(Arch::Lfm2Moe, "model.layers.4.feed_forward.experts.17.w2"),
+            Some(("blk.4.ffn_down_exps".to_owned(), 17))
+        );
+        assert_eq!(
+            expert_name(Arch::Lfm2, "model.layers.4.feed_forward.experts.17.w2"),
+            None
+        );
+    }
+
+    #[test]
+    fn transpose_swaps_rows_and_columns() {
+        // 2 x 3 of 2-byte elements
+        let data: Vec<u8> = (0..12).collect();
+        assert_eq!(
+            transpose(&data, 2, 3, 2),
+            vec![0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11]
+        );
     }
 
     #[test]

@@ -406,10 +406,21 @@ pub fn bench_variants() -> Vec<Variant> {
     ]
 }
 
+/// Models for the LoRA tests only (no fixtures of their own): lfm2moe with an untied output,
+/// so that llama.cpp can run an adapter on the token embeddings (with a tied output it
+/// applies the embedding's pair to the output projection too, whose shapes do not match).
+pub fn lora_variants() -> Vec<Variant> {
+    const MOE_8: &[Feature] = &[Lfm2(&[2, 5], 3), Moe(32, 4, 64, 2), RopeBase(1000000.0)];
+    let mut x = lfm2("lfm2moe_untied_q8_0", "lfm2moe", 8, 64, (4, 1), 128, MOE_8);
+    x.output_ty = Some(F32);
+    vec![quant(x, Q8_0, Q8_0)]
+}
+
 pub fn variant(name: &str) -> Variant {
     variants()
         .into_iter()
         .chain(bench_variants())
+        .chain(lora_variants())
         .find(|v| v.name == name)
         .unwrap_or_else(|| panic!("no test model {name}"))
 }

@@ -18,6 +18,8 @@ pub struct LoraGen {
     pub seed: u64,
     /// Scale of A's and B's uniform values (before dividing by sqrt of their input width).
     pub amplitude: f32,
+    /// Also adapt the token embeddings (PEFT `lora_embedding_A/B` on `embed_tokens`).
+    pub embed: bool,
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -33,8 +35,29 @@ fn uniform(state: &mut u64) -> f32 {
     ((splitmix(state) >> 40) as f32 / (1u64 << 23) as f32) - 1.0
 }
 
-/// (Hugging Face module path, GGUF tensor name) of every linear projection of `base`.
-pub fn modules(base: &GgufFile) -> Vec<(String, String)> {
+/// (Hugging Face module path, input width, output width) of every linear projection of
+/// `base`, a MoE block's router and each of its experts' projections included.
+pub fn modules(base: &GgufFile) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    for (hf, gguf) in projections(base) {
+        let info = base.tensor(&gguf).unwrap();
+        let (cols, rows) = (info.shape[0] as usize, info.shape[1] as usize);
+        if info.shape.len() == 3 {
+            // experts stacked in the model, one module each in Hugging Face
+            let (stem, w) = hf.rsplit_once('.').unwrap();
+            for e in 0..info.shape[2] {
+                out.push((format!("{stem}.experts.{e}.{w}"), cols, rows));
+            }
+        } else {
+            out.push((hf, cols, rows));
+        }
+    }
+    out
+}
+
+/// (Hugging Face module path, GGUF tensor name) of every linear projection of `base` (MoE
+/// experts as one entry per stacked tensor, `…feed_forward.w1` for `ffn_gate_exps`).
+fn projections(base: &GgufFile) -> Vec<(String, String)> {
     let arch = base.architecture().unwrap().to_owned();
     let lfm2 = arch.starts_with("lfm2");
     let mut out = Vec::new();
@@ -57,6 +80,10 @@ pub fn modules(base: &GgufFile) -> Vec<(String, String)> {
             ("ffn_down.weight", true) => "feed_forward.w2",
             ("shortconv.in_proj.weight", true) => "conv.in_proj",
             ("shortconv.out_proj.weight", true) => "conv.out_proj",
+            ("ffn_gate_inp.weight", true) => "feed_forward.gate",
+            ("ffn_gate_exps.weight", true) => "feed_forward.w1",
+            ("ffn_up_exps.weight", true) => "feed_forward.w3",
+            ("ffn_down_exps.weight", true) => "feed_forward.w2",
             _ => continue,
         };
         out.push((format!("model.layers.{il}.{hf}"), t.name.clone()));
@@ -69,9 +96,7 @@ pub fn peft_adapter(base: &GgufFile, g: &LoraGen) -> (String, Vec<u8>) {
     let mut state = g.seed;
     let mut tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)> = BTreeMap::new();
     let mut targets = std::collections::BTreeSet::new();
-    for (hf, gguf) in modules(base) {
-        let info = base.tensor(&gguf).unwrap();
-        let (cols, rows) = (info.shape[0] as usize, info.shape[1] as usize);
+    for (hf, cols, rows) in modules(base) {
         let a_amp = g.amplitude / (cols as f32).sqrt();
         let b_amp = g.amplitude / (g.rank as f32).sqrt();
         let a: Vec<f32> = (0..g.rank * cols)
@@ -89,6 +114,22 @@ pub fn peft_adapter(base: &GgufFile, g: &LoraGen) -> (String, Vec<u8>) {
             (vec![rows, g.rank], b),
         );
         targets.insert(hf.rsplit('.').next().unwrap().to_owned());
+    }
+    if g.embed {
+        // PEFT's embedding pair: A [r, vocab], B [embd, r], saved without `.weight`
+        let info = base.tensor("token_embd.weight").unwrap();
+        let (d, vocab) = (info.shape[0] as usize, info.shape[1] as usize);
+        let a: Vec<f32> = (0..g.rank * vocab)
+            .map(|_| uniform(&mut state) * g.amplitude)
+            .collect();
+        let b_amp = g.amplitude / (g.rank as f32).sqrt();
+        let b: Vec<f32> = (0..d * g.rank)
+            .map(|_| uniform(&mut state) * b_amp)
+            .collect();
+        let m = "base_model.model.model.embed_tokens";
+        tensors.insert(format!("{m}.lora_embedding_A"), (vec![g.rank, vocab], a));
+        tensors.insert(format!("{m}.lora_embedding_B"), (vec![d, g.rank], b));
+        targets.insert("embed_tokens".to_owned());
     }
     let targets: Vec<String> = targets.into_iter().collect();
     let config = serde_json::json!({
@@ -186,12 +227,32 @@ pub fn hf_config(base: &GgufFile) -> String {
                 u("attention.head_count_kv").into(),
             );
         }
-        "lfm2" => {
-            o.insert(
-                "architectures".into(),
-                serde_json::json!(["Lfm2ForCausalLM"]),
-            );
-            o.insert("model_type".into(), "lfm2".into());
+        "lfm2" | "lfm2moe" => {
+            if arch == "lfm2" {
+                o.insert(
+                    "architectures".into(),
+                    serde_json::json!(["Lfm2ForCausalLM"]),
+                );
+                o.insert("model_type".into(), "lfm2".into());
+            } else {
+                o.insert(
+                    "architectures".into(),
+                    serde_json::json!(["Lfm2MoeForCausalLM"]),
+                );
+                o.insert("model_type".into(), "lfm2_moe".into());
+                o.insert("num_experts".into(), u("expert_count").into());
+                o.insert("num_experts_per_tok".into(), u("expert_used_count").into());
+                o.insert(
+                    "moe_intermediate_size".into(),
+                    u("expert_feed_forward_length").into(),
+                );
+                o.insert(
+                    "num_dense_layers".into(),
+                    u("leading_dense_block_count").into(),
+                );
+                o.insert("norm_topk_prob".into(), true.into());
+                o.insert("use_expert_bias".into(), true.into());
+            }
             let kv = base
                 .get(&key("attention.head_count_kv"))
                 .unwrap()

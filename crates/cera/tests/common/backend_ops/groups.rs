@@ -699,13 +699,13 @@ fn routing_gap(router: &[f32], x: &[f32], gating: Gating, bias: Option<&[f32]>, 
     }
 }
 
+/// A delta on the weight of that name, at that scale.
+type NamedPair = (String, cera::backend::LowRank, f32);
+
 /// LoRA deltas in a step's MoE block, per group of rows, on its router and every expert.
 struct TestMoeLora {
     /// (rows, or every row; (weight name, pair, scale))
-    groups: Vec<(
-        Option<Vec<usize>>,
-        Vec<(String, cera::backend::LowRank, f32)>,
-    )>,
+    groups: Vec<(Option<Vec<usize>>, Vec<NamedPair>)>,
 }
 
 impl cera::backend::MoeLora for TestMoeLora {
@@ -812,7 +812,7 @@ fn moe_lora<B: Backend>(h: &mut H<B>) {
         norm_weights: true,
         weights_scale: 1.0,
     };
-    let pairs = |ad: usize, s: f32| -> Vec<(String, cera::backend::LowRank, f32)> {
+    let pairs = |ad: usize, s: f32| -> Vec<NamedPair> {
         targets
             .iter()
             .map(|(name, _, o)| {
