@@ -14,7 +14,7 @@ use super::{Cpu, QuantizedActs, SyncPtr, Weight};
 use crate::error::Result;
 use crate::kernels::{ActRows, CpuTier, KernelTable};
 use crate::quant::GgmlType;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// B transposed and blocked by 16 output columns: for each block, its `rank × 16` values
 /// (row `j` of the block is `B[c0..c0 + 16][j]`), the blocks end to end (the last padded
@@ -423,12 +423,14 @@ pub(super) const MAX_DELTAS: usize = 32;
 
 /// The LoRA deltas of a decode step's projections, added by the threads of the base product
 /// as they finish each chunk of output rows. The region's first units compute the `A · x`
-/// products (one unit per delta, handed out before any chunk of rows). A chunk whose product
-/// is still being computed by the other thread computes its own copy on the stack rather
-/// than wait: a thread preempted mid-product (two cores, shared with the rest of the system)
-/// then costs a few microseconds of repeated work, not a spin for a time slice. The
-/// arithmetic is [`Cpu::lora_delta`]'s: the same `A · x` kernel on the same rows and the same
-/// rank sum per column, so fused and separate deltas agree bit for bit.
+/// products, each cut in two halves of A's rows when the rank allows (so a projection with a
+/// single delta has both threads on its product), handed out before any chunk of rows. A
+/// chunk whose product is not ready helps with a half nobody took, waits a few microseconds
+/// for the one another thread is computing, and past that computes its own copy: a thread
+/// preempted mid-product (two cores, shared with the rest of the system) then costs a few
+/// microseconds of repeated work, not a spin for a time slice. The arithmetic is
+/// [`Cpu::lora_delta`]'s: the same `A · x` kernel per row and the same rank sum per column,
+/// so fused and separate deltas agree bit for bit.
 pub(super) struct Epilogue<'a> {
     /// `(output index in the fused list, pair, scale)`, in the order they add
     pub deltas: &'a [(usize, &'a LowRank, f32)],
@@ -439,18 +441,30 @@ pub(super) struct Epilogue<'a> {
     /// per delta `[4, rank]` at `off[d]`: its `A · x` rows
     pub t: SyncPtr<f32>,
     pub off: [usize; MAX_DELTAS],
-    /// per delta: [`FREE`], [`BUSY`] (a thread is computing it) or [`READY`]
-    pub state: [AtomicU8; MAX_DELTAS],
+    /// per delta and half of A: taken by a thread
+    pub taken: [AtomicBool; 2 * MAX_DELTAS],
+    /// per delta: halves finished
+    pub done: [AtomicU8; MAX_DELTAS],
     pub tier: CpuTier,
 }
 
-pub(super) const FREE: u8 = 0;
-const BUSY: u8 = 1;
-const READY: u8 = 2;
+/// Spins a chunk waits for a product another thread is finishing before computing its own.
+const PATIENCE: usize = 4000;
+
+/// Halves of A's rows a delta's product is cut into: two when each half is whole groups of
+/// four rows (the GEMM kernels' row tile, so a row's arithmetic is the same either way).
+fn halves(rank: usize) -> usize {
+    if rank.is_multiple_of(8) { 2 } else { 1 }
+}
 
 impl Epilogue<'_> {
-    /// Delta `d`'s `A · x` for every row into `t` (`4 · rank`).
-    fn a_into(&self, table: &KernelTable, d: usize, t: &mut [f32]) {
+    /// The A-product units: every delta's halves, in order.
+    pub fn n_units(&self) -> usize {
+        self.deltas.iter().map(|d| halves(d.1.rank)).sum()
+    }
+
+    /// Delta `d`'s `A · x` of A's rows `rows`, for every input row, into `t` (`[4, rank]`).
+    fn a_rows(&self, table: &KernelTable, d: usize, rows: std::ops::Range<usize>, t: &mut [f32]) {
         let w = self.deltas[d].1;
         let n = self.acts.n_tokens;
         let ar = ActRows {
@@ -458,7 +472,46 @@ impl Epilogue<'_> {
             rows: std::array::from_fn(|i| self.acts.row(i.min(n - 1))),
             packed: &[],
         };
-        table.gemm(w.a.ty, w.a.cols, w.rank, w.a.data(), &ar, t, w.rank);
+        let rb = w.a.row_bytes();
+        let a = &w.a.data()[rows.start * rb..rows.end * rb];
+        table.gemm(
+            w.a.ty,
+            w.a.cols,
+            rows.len(),
+            a,
+            &ar,
+            &mut t[rows.start..],
+            w.rank,
+        );
+    }
+
+    /// Half `h` of delta `d`'s product into the shared buffer, unless a thread took it.
+    fn half(&self, table: &KernelTable, d: usize, h: usize) {
+        if self.taken[2 * d + h].swap(true, Ordering::Acquire) {
+            return;
+        }
+        let w = self.deltas[d].1;
+        let per = w.rank / halves(w.rank);
+        let rb = w.a.row_bytes();
+        // all of the half's requests in flight at once (it is a few KB)
+        let a = &w.a.data()[h * per * rb..(h + 1) * per * rb];
+        prefetch_l2(a.as_ptr(), a.len());
+        // SAFETY: this half's rows of the slice are written by the thread that took it, before
+        // `done` counts it.
+        let t = unsafe { self.t.slice(self.off[d], 4 * w.rank) };
+        self.a_rows(table, d, h * per..(h + 1) * per, t);
+        self.done[d].fetch_add(1, Ordering::Release);
+    }
+
+    /// Unit `u` of the region's first [`Epilogue::n_units`].
+    pub fn a_unit(&self, table: &KernelTable, mut u: usize) {
+        for (d, &(_, w, _)) in self.deltas.iter().enumerate() {
+            let h = halves(w.rank);
+            if u < h {
+                return self.half(table, d, u);
+            }
+            u -= h;
+        }
     }
 
     /// Asks for the adapter bytes output `i`'s rows `cols` will read (B's blocks for them),
@@ -473,24 +526,20 @@ impl Epilogue<'_> {
         }
     }
 
-    /// Unit `d`: computes delta `d`'s shared `A · x` unless a thread already took it; true
-    /// when it is ready.
-    pub fn a_product(&self, table: &KernelTable, d: usize) -> bool {
-        if self.state[d]
-            .compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return self.state[d].load(Ordering::Acquire) == READY;
+    /// Whether delta `d`'s shared product is complete, after helping with it and waiting a
+    /// little for it.
+    fn ready(&self, table: &KernelTable, d: usize) -> bool {
+        let h = halves(self.deltas[d].1.rank);
+        for k in 0..h {
+            self.half(table, d, k);
         }
-        let rank = self.deltas[d].1.rank;
-        // all of A's requests in flight at once (it is a few KB)
-        let a = self.deltas[d].1.a.data();
-        prefetch_l2(a.as_ptr(), a.len());
-        // SAFETY: delta d's slice is written by the thread that claimed it, before READY.
-        let t = unsafe { self.t.slice(self.off[d], 4 * rank) };
-        self.a_into(table, d, t);
-        self.state[d].store(READY, Ordering::Release);
-        true
+        for _ in 0..PATIENCE {
+            if self.done[d].load(Ordering::Acquire) as usize == h {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        false
     }
 
     /// Adds the deltas of output `i` (`o` wide, `out` its rows) to its columns `cols`.
@@ -503,23 +552,25 @@ impl Epilogue<'_> {
         o: usize,
     ) {
         let n = self.acts.n_tokens;
-        let mut own = [0f32; 4 * MAX_RANK];
         for (d, &(op, w, s)) in self.deltas.iter().enumerate() {
             if op != self.base + i {
                 continue;
             }
-            let t: &[f32] = if self.a_product(table, d) {
-                // SAFETY: READY: complete, and only read from here on.
-                unsafe { &*self.t.slice(self.off[d], 4 * w.rank) }
-            } else {
-                self.a_into(table, d, &mut own[..4 * w.rank]);
-                &own[..4 * w.rank]
+            let apply = |t: &[f32]| {
+                for tk in 0..n {
+                    // SAFETY: columns `cols` of output i belong to this chunk.
+                    let dst = unsafe { out.slice(tk * o + cols.start, cols.len()) };
+                    let row = &t[tk * w.rank..(tk + 1) * w.rank];
+                    rank_sum(self.tier, row, &w.bt, o, cols.clone(), dst, s);
+                }
             };
-            for tk in 0..n {
-                // SAFETY: columns `cols` of output i belong to this chunk.
-                let dst = unsafe { out.slice(tk * o + cols.start, cols.len()) };
-                let row = &t[tk * w.rank..(tk + 1) * w.rank];
-                rank_sum(self.tier, row, &w.bt, o, cols.clone(), dst, s);
+            if self.ready(table, d) {
+                // SAFETY: complete (both halves counted), and only read from here on.
+                apply(unsafe { &*self.t.slice(self.off[d], 4 * w.rank) });
+            } else {
+                let mut own = [0f32; 4 * MAX_RANK];
+                self.a_rows(table, d, 0..w.rank, &mut own);
+                apply(&own[..4 * w.rank]);
             }
         }
     }

@@ -11,10 +11,10 @@
 //! Other tiers run the GEMV per token over chunks of rows as stored in the file (each chunk
 //! stays in cache across the tokens).
 
-use std::sync::atomic::AtomicU8;
+use std::sync::atomic::{AtomicBool, AtomicU8};
 use std::sync::{Arc, OnceLock};
 
-use super::lowrank::{Epilogue, FREE, FusedLora, MAX_DELTAS};
+use super::lowrank::{Epilogue, FusedLora, MAX_DELTAS};
 use super::{Cpu, SyncPtr};
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -368,7 +368,8 @@ impl Cpu {
                         acts: lacts,
                         t: SyncPtr(t.as_mut_ptr()),
                         off,
-                        state: std::array::from_fn(|_| AtomicU8::new(FREE)),
+                        taken: std::array::from_fn(|_| AtomicBool::new(false)),
+                        done: std::array::from_fn(|_| AtomicU8::new(0)),
                         tier: self.table.tier(),
                     };
                     self.matmul_fused(&ops[i..j], scratch, (d1 > d0).then_some(&ep));
@@ -450,12 +451,11 @@ impl Cpu {
         let plans = &plans[..n];
         let first = &first[..=n];
         // the deltas' A products come first, so they are taken before any chunk waits on one
-        let na = ep.map_or(0, |e| e.deltas.len());
+        let na = ep.map_or(0, |e| e.n_units());
         self.pool.for_chunks(na + first[n], 1, threads, &|units| {
             for u in units {
                 if u < na {
-                    ep.expect("units below na are deltas")
-                        .a_product(self.table, u);
+                    ep.expect("units below na are deltas").a_unit(self.table, u);
                     continue;
                 }
                 let u = u - na;
