@@ -71,4 +71,11 @@ fi
 cargo run --release --locked -q -p cera --example make_bert_model -- target/pytest-rerank.gguf rerank >/dev/null
 CERA_RERANK_MODEL="$PWD/target/pytest-rerank.gguf" CERA_BIN="$PWD/target/release/cera" \
   "$venv/bin/python" -m pytest -q tests/server
+step "python: the cera wheel (maturin), pip-installed into a fresh venv, pytest"
+"$venv/bin/pip" install -q --disable-pip-version-check maturin
+rm -rf target/wheels target/wheel-venv
+"$venv/bin/maturin" build --release --locked -m crates/cera-py/Cargo.toml -o target/wheels
+python3 -m venv target/wheel-venv
+target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/cera-*.whl pytest
+CERA_BIN="$PWD/target/release/cera" target/wheel-venv/bin/python -m pytest -q tests/python
 step "done"

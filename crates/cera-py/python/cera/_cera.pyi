@@ -1,0 +1,97 @@
+"""Type stubs of the native module (`cera._cera`)."""
+
+from typing import Iterator, List, Optional, Union, overload, Literal
+
+__version__: str
+
+class CeraError(RuntimeError):
+    """An error from the Cera engine (the message carries its context)."""
+
+class ModelLoadError(CeraError):
+    """The model file is missing, unreadable, corrupt or of an unsupported kind."""
+
+class ContextOverflowError(CeraError):
+    """The prompt (or prompt and reply) does not fit in the session's context."""
+
+class LoraError(CeraError):
+    """A LoRA adapter that does not fit the model or cannot be read."""
+
+class CancelledError(CeraError):
+    """The operation was cancelled from another thread."""
+
+class LoraAdapter:
+    """A loaded LoRA adapter (attach it to sessions)."""
+    @property
+    def name(self) -> str: ...
+
+class Stream(Iterator[str]):
+    """Text pieces of a streaming `Session.generate`, in order."""
+    def __iter__(self) -> "Stream": ...
+    def __next__(self) -> str: ...
+    @property
+    def finish_reason(self) -> Optional[str]:
+        """Why generation ended ("stop", "length", "cancelled", …) once exhausted."""
+
+class Session:
+    """One sequence's context."""
+    @overload
+    def generate(
+        self,
+        prompt: str,
+        max_tokens: int = 128,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        stream: Literal[False] = False,
+    ) -> str: ...
+    @overload
+    def generate(
+        self,
+        prompt: str,
+        max_tokens: int = 128,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        *,
+        stream: Literal[True],
+    ) -> Stream: ...
+    def cancel(self) -> None:
+        """Stops a running `generate` from another thread (within a token)."""
+    @property
+    def tokens(self) -> List[int]: ...
+    @property
+    def n_ctx(self) -> int: ...
+    def reset(self) -> None: ...
+    def attach_lora(self, adapter: LoraAdapter, scale: float = 1.0) -> None: ...
+    def detach_lora(self, adapter: LoraAdapter) -> bool: ...
+
+class Engine:
+    """A loaded model: a GGUF path or a catalog name (fetched when missing)."""
+    def __init__(self, model: str, n_threads: Optional[int] = None) -> None: ...
+    def session(
+        self,
+        n_ctx: int = 0,
+        cache_type_k: Optional[str] = None,
+        cache_type_v: Optional[str] = None,
+    ) -> Session: ...
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> List[int]: ...
+    def detokenize(self, ids: List[int]) -> str: ...
+    def embed(
+        self, texts: List[str], pooling: Optional[str] = None, normalize: int = 2
+    ) -> List[List[List[float]]]:
+        """Per text: one pooled vector, or one per token with pooling="none"."""
+    def load_lora(self, path: str) -> LoraAdapter: ...
+    @property
+    def n_vocab(self) -> int: ...
+    @property
+    def n_ctx_train(self) -> int: ...
+    @property
+    def path(self) -> str: ...

@@ -1,0 +1,414 @@
+//! Python bindings (module `cera._cera`, re-exported by the `cera` package): an [`Engine`]
+//! loads a model once; [`Session`]s hold a sequence's context and generate with the GIL
+//! released, so several Python threads decode at once; [`Stream`] yields text as it is
+//! produced. Errors are Python exceptions carrying the core error's message (see [`errors`]).
+//!
+//! A thin front end: every decision (tokenization, sampling, stop strings, embeddings) is the
+//! core's; this file only converts arguments and results.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyStopIteration, PyValueError};
+use pyo3::prelude::*;
+
+mod errors;
+
+use errors::to_py;
+
+/// A loaded model.
+#[pyclass(frozen, module = "cera")]
+struct Engine {
+    inner: cera::engine::Engine,
+}
+
+#[pymethods]
+impl Engine {
+    /// Loads `model`: a GGUF path, or a catalog name (fetched into the cache when missing).
+    #[new]
+    #[pyo3(signature = (model, n_threads=None))]
+    fn new(py: Python<'_>, model: &str, n_threads: Option<usize>) -> PyResult<Engine> {
+        if n_threads == Some(0) {
+            return Err(PyValueError::new_err("n_threads must be at least 1"));
+        }
+        let model = model.to_owned();
+        let inner = py
+            .detach(move || {
+                let path = cera::fetch::resolve_model(Some(&model), &mut |_| {})?;
+                let mut o = cera::engine::EngineOptions::default();
+                o.n_threads = n_threads;
+                cera::engine::Engine::load(path, o)
+            })
+            .map_err(to_py)?;
+        Ok(Engine { inner })
+    }
+
+    /// A new session (its own context). `n_ctx` 0: the model's training context, capped at
+    /// 4096. `cache_type_k` / `cache_type_v`: KV cache types as llama.cpp names them (`f16`,
+    /// `q8_0`, `q4_0`, …).
+    #[pyo3(signature = (n_ctx=0, cache_type_k=None, cache_type_v=None))]
+    fn session(
+        &self,
+        n_ctx: usize,
+        cache_type_k: Option<&str>,
+        cache_type_v: Option<&str>,
+    ) -> PyResult<Session> {
+        let mut o = cera::engine::SessionOptions::default();
+        o.n_ctx = n_ctx;
+        if let Some(k) = cache_type_k {
+            o.kv_type = k.parse().map_err(PyValueError::new_err)?;
+        }
+        if let Some(v) = cache_type_v {
+            o.kv_type_v = Some(v.parse().map_err(PyValueError::new_err)?);
+        }
+        let s = self.inner.session(o);
+        Ok(Session {
+            cancel: s.cancel_handle(),
+            inner: Arc::new(Mutex::new(s)),
+        })
+    }
+
+    /// Token ids of `text` (BOS/EOS as the model asks when `add_special`; special tokens
+    /// written in the text parsed when `parse_special`).
+    #[pyo3(signature = (text, add_special=true, parse_special=false))]
+    fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.inner
+            .tokenizer()
+            .encode(text, add_special, parse_special)
+    }
+
+    /// The text of `ids`.
+    fn detokenize(&self, ids: Vec<u32>) -> PyResult<String> {
+        let n = self.inner.n_vocab();
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= n) {
+            return Err(to_py(cera::Error::TokenOutOfRange {
+                id: bad,
+                n_vocab: n,
+            }));
+        }
+        Ok(self.inner.tokenizer().decode(&ids))
+    }
+
+    /// Embeddings of `texts`, batched: one vector per text (pooled `mean`, `cls`, `last`, or
+    /// `rank` for rerankers), or with `pooling="none"` one per token. `pooling` None: the
+    /// model's own. `normalize` as llama.cpp's `--embd-normalize` (-1 none, 2 euclidean, …).
+    #[pyo3(signature = (texts, pooling=None, normalize=2))]
+    fn embed(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        pooling: Option<&str>,
+        normalize: i32,
+    ) -> PyResult<Vec<Vec<Vec<f32>>>> {
+        let mut o = cera::embed::EmbedOptions::default();
+        o.pooling = pooling
+            .map(cera::embed::Pooling::from_name)
+            .transpose()
+            .map_err(to_py)?;
+        o.normalize = cera::embed::Normalize::from_llama(normalize).map_err(to_py)?;
+        let e = py
+            .detach(|| {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                self.inner.embed(&refs, &o)
+            })
+            .map_err(to_py)?;
+        Ok(e.items.into_iter().map(|i| i.vectors).collect())
+    }
+
+    /// Tokens in the vocabulary.
+    #[getter]
+    fn n_vocab(&self) -> usize {
+        self.inner.n_vocab()
+    }
+
+    /// The context length the model was trained with.
+    #[getter]
+    fn n_ctx_train(&self) -> usize {
+        self.inner.n_ctx_train()
+    }
+
+    /// The model file.
+    #[getter]
+    fn path(&self) -> String {
+        self.inner.path().display().to_string()
+    }
+
+    /// Loads a LoRA adapter for this model (a GGUF adapter or a PEFT directory).
+    fn load_lora(&self, py: Python<'_>, path: &str) -> PyResult<LoraAdapter> {
+        let a = py.detach(|| self.inner.load_lora(path)).map_err(to_py)?;
+        Ok(LoraAdapter { inner: a })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("cera.Engine({:?})", self.inner.path().display().to_string())
+    }
+}
+
+/// A loaded LoRA adapter (attach it to sessions).
+#[pyclass(frozen, module = "cera")]
+struct LoraAdapter {
+    inner: Arc<cera::lora::LoraAdapter>,
+}
+
+#[pymethods]
+impl LoraAdapter {
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("cera.LoraAdapter({:?})", self.inner.name)
+    }
+}
+
+/// Sampling and stopping for one `generate` call, from Python keyword arguments.
+#[allow(clippy::too_many_arguments)]
+fn options(
+    max_tokens: usize,
+    temperature: f32,
+    top_k: usize,
+    top_p: f32,
+    min_p: f32,
+    repeat_penalty: f32,
+    seed: Option<u64>,
+    stop: Option<Vec<String>>,
+) -> PyResult<cera::session::GenerateOptions> {
+    if !(temperature.is_finite() && top_p.is_finite() && min_p.is_finite()) {
+        return Err(PyValueError::new_err(
+            "temperature, top_p and min_p must be finite numbers",
+        ));
+    }
+    if !(0.0..=1.0).contains(&top_p) || !(0.0..=1.0).contains(&min_p) {
+        return Err(PyValueError::new_err(
+            "top_p and min_p must be within [0, 1]",
+        ));
+    }
+    let mut o = cera::session::GenerateOptions::default();
+    o.max_tokens = max_tokens;
+    o.sampler.temperature = temperature;
+    o.sampler.top_k = top_k;
+    o.sampler.top_p = top_p;
+    o.sampler.min_p = min_p;
+    o.sampler.repeat_penalty = repeat_penalty;
+    if let Some(s) = seed {
+        o.sampler.seed = s;
+    }
+    o.stop = stop.unwrap_or_default();
+    Ok(o)
+}
+
+/// One sequence's context. Generation holds the session (other calls on it wait), and runs
+/// with the GIL released; [`Session::cancel`] works from any thread while it runs.
+#[pyclass(frozen, module = "cera")]
+struct Session {
+    inner: Arc<Mutex<cera::session::Session>>,
+    cancel: cera::session::CancelHandle,
+}
+
+impl Session {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, cera::session::Session>> {
+        self.inner
+            .lock()
+            .map_err(|_| errors::CeraError::new_err("the session was poisoned by a panic"))
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// Continues the context with `prompt` (tokenized; BOS when the context is empty) and
+    /// generates. `stream=False` returns the text; `stream=True` returns an iterator of text
+    /// pieces as they are produced. Greedy when `temperature <= 0`.
+    #[pyo3(signature = (prompt, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95,
+        min_p=0.05, repeat_penalty=1.0, seed=None, stop=None, stream=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn generate(
+        &self,
+        py: Python<'_>,
+        prompt: &str,
+        max_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        min_p: f32,
+        repeat_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+        stream: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let opts = options(
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            stop,
+        )?;
+        let prompt = prompt.to_owned();
+        if stream {
+            let (tx, rx) = mpsc::sync_channel::<Piece>(64);
+            let inner = Arc::clone(&self.inner);
+            std::thread::Builder::new()
+                .name("cera-generate".into())
+                .spawn(move || {
+                    let Ok(mut s) = inner.lock() else {
+                        let _ = tx.send(Piece::Err(cera::Error::Model(
+                            "the session was poisoned by a panic".into(),
+                        )));
+                        return;
+                    };
+                    let r = run(&mut s, &prompt, &opts, &mut |text: &str| {
+                        tx.send(Piece::Text(text.to_owned())).is_ok()
+                    });
+                    let _ = tx.send(match r {
+                        Ok(f) => Piece::End(f),
+                        Err(e) => Piece::Err(e),
+                    });
+                })
+                .map_err(|e| errors::CeraError::new_err(format!("cannot start a thread: {e}")))?;
+            let st = Stream {
+                rx: Mutex::new(Some(rx)),
+                finish: Mutex::new(None),
+            };
+            return Ok(Py::new(py, st)?.into_any());
+        }
+        let mut text = String::new();
+        py.detach(|| {
+            let mut s = self.lock()?;
+            run(&mut s, &prompt, &opts, &mut |t: &str| {
+                text.push_str(t);
+                true
+            })
+            .map_err(to_py)
+        })?;
+        Ok(text.into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// Stops a running `generate` (from another thread): it returns within a token.
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// The context's token ids.
+    #[getter]
+    fn tokens(&self, py: Python<'_>) -> PyResult<Vec<u32>> {
+        py.detach(|| Ok(self.lock()?.tokens().to_vec()))
+    }
+
+    /// Context length in tokens.
+    #[getter]
+    fn n_ctx(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| Ok(self.lock()?.n_ctx()))
+    }
+
+    /// Empties the context.
+    fn reset(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            self.lock()?.reset();
+            Ok(())
+        })
+    }
+
+    /// Applies `adapter` at `scale` from now on (the context is cleared when the set changes).
+    #[pyo3(signature = (adapter, scale=1.0))]
+    fn attach_lora(&self, py: Python<'_>, adapter: &LoraAdapter, scale: f32) -> PyResult<()> {
+        py.detach(|| {
+            self.lock()?
+                .attach_lora(&adapter.inner, scale)
+                .map_err(to_py)
+        })
+    }
+
+    /// Stops applying `adapter`; whether it was attached.
+    fn detach_lora(&self, py: Python<'_>, adapter: &LoraAdapter) -> PyResult<bool> {
+        py.detach(|| Ok(self.lock()?.detach_lora(&adapter.inner)))
+    }
+}
+
+/// What the generating thread sends a [`Stream`].
+enum Piece {
+    Text(String),
+    End(cera::session::FinishReason),
+    Err(cera::Error),
+}
+
+/// Prefills `prompt` and generates, calling `emit` with each non-empty piece (false from
+/// `emit`: the consumer is gone, stop).
+fn run(
+    s: &mut cera::session::Session,
+    prompt: &str,
+    opts: &cera::session::GenerateOptions,
+    emit: &mut dyn FnMut(&str) -> bool,
+) -> cera::Result<cera::session::FinishReason> {
+    s.append_text(prompt, false)?;
+    let summary = s.generate(opts, &mut |_t: u32, text: &str| {
+        if text.is_empty() || emit(text) {
+            cera::session::Control::Continue
+        } else {
+            cera::session::Control::Stop
+        }
+    })?;
+    Ok(summary.finish)
+}
+
+/// The text pieces of a streaming `generate`, in order; `finish_reason` is set at the end
+/// (`"stop"`, `"length"`, …).
+#[pyclass(module = "cera")]
+struct Stream {
+    rx: Mutex<Option<mpsc::Receiver<Piece>>>,
+    finish: Mutex<Option<String>>,
+}
+
+#[pymethods]
+impl Stream {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<String> {
+        let mut guard = self.rx.lock().expect("stream lock");
+        let Some(rx) = guard.take() else {
+            return Err(PyStopIteration::new_err(()));
+        };
+        // wait for the next piece without holding the GIL (other threads run meanwhile)
+        let (piece, rx) = py.detach(move || (rx.recv(), rx));
+        *guard = Some(rx);
+        match piece {
+            Ok(Piece::Text(t)) => Ok(t),
+            Ok(Piece::End(f)) => {
+                *guard = None;
+                *self.finish.lock().expect("stream lock") = Some(f.as_str().to_owned());
+                Err(PyStopIteration::new_err(()))
+            }
+            Ok(Piece::Err(e)) => {
+                *guard = None;
+                Err(to_py(e))
+            }
+            Err(_) => {
+                *guard = None;
+                Err(errors::CeraError::new_err(
+                    "the generating thread ended early",
+                ))
+            }
+        }
+    }
+
+    /// Why generation ended, once the stream is exhausted (None before).
+    #[getter]
+    fn finish_reason(&self) -> Option<String> {
+        self.finish.lock().expect("stream lock").clone()
+    }
+}
+
+#[pymodule]
+fn _cera(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Engine>()?;
+    m.add_class::<Session>()?;
+    m.add_class::<Stream>()?;
+    m.add_class::<LoraAdapter>()?;
+    errors::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
