@@ -76,6 +76,6 @@ step "python: the cera wheel (maturin), pip-installed into a fresh venv, pytest"
 rm -rf target/wheels target/wheel-venv
 "$venv/bin/maturin" build --release --locked -m crates/cera-py/Cargo.toml -o target/wheels
 python3 -m venv target/wheel-venv
-target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/cera-*.whl pytest
+target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/cera-*.whl pytest jsonschema
 CERA_BIN="$PWD/target/release/cera" target/wheel-venv/bin/python -m pytest -q tests/python
 step "done"

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 
+mod chat;
 mod errors;
 
 use errors::to_py;
@@ -66,6 +67,15 @@ impl Engine {
             cancel: s.cancel_handle(),
             inner: Arc::new(Mutex::new(s)),
         })
+    }
+
+    /// A conversation with the model's chat template, over a new session of `n_ctx` tokens.
+    #[pyo3(signature = (n_ctx=0))]
+    fn chat(&self, n_ctx: usize) -> PyResult<chat::Chat> {
+        let mut o = cera::engine::SessionOptions::default();
+        o.n_ctx = n_ctx;
+        let c = self.inner.session(o).into_chat().map_err(to_py)?;
+        Ok(chat::Chat::new(c))
     }
 
     /// Token ids of `text` (BOS/EOS as the model asks when `add_special`; special tokens
@@ -164,7 +174,7 @@ impl LoraAdapter {
 
 /// Sampling and stopping for one `generate` call, from Python keyword arguments.
 #[allow(clippy::too_many_arguments)]
-fn options(
+pub(crate) fn options(
     max_tokens: usize,
     temperature: f32,
     top_k: usize,
@@ -408,6 +418,8 @@ fn _cera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_class::<Stream>()?;
     m.add_class::<LoraAdapter>()?;
+    m.add_class::<chat::Chat>()?;
+    m.add_class::<chat::ChatStream>()?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

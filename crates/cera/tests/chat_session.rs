@@ -195,6 +195,39 @@ fn tool_loop_with_a_named_tool() {
     assert_eq!(tool_msg.name.as_deref(), Some("get_weather"));
 }
 
+/// A client replaying the whole history (as OpenAI clients do): an assistant message with
+/// tool calls, ingested as history, leaves its calls waiting for their results, which the
+/// tool messages then answer by id.
+#[test]
+fn replayed_tool_calls_wait_for_results() {
+    let eng = engine(&real_model("qwen2.5-coder-0.5b"));
+    let mut chat = eng.session(sopts()).into_chat().unwrap();
+    chat.ingest(Message::user("What is the weather in Paris and Rome?"))
+        .unwrap();
+    let calls = vec![
+        cera::chat::ToolCall::new(Some("a1".into()), "get_weather", json!({"city": "Paris"})),
+        cera::chat::ToolCall::new(None, "get_weather", json!({"city": "Rome"})),
+    ];
+    chat.ingest(Message::tool_calls(calls)).unwrap();
+    let pending: Vec<String> = chat
+        .pending_tool_calls()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(pending.len(), 2);
+    assert_eq!(pending[0], "a1");
+    let e = chat.complete(&greedy(8)).unwrap_err().to_string();
+    assert!(e.contains("waiting for their results"), "{e}");
+    let mut m = Message::new("tool", "18 C");
+    m.tool_call_id = Some("a1".into());
+    chat.ingest(m).unwrap();
+    chat.ingest_tool_result(&pending[1], "21 C").unwrap();
+    assert_eq!(chat.phase(), Phase::PromptReady);
+    let r = chat.complete(&greedy(16)).unwrap();
+    assert!(!r.text.is_empty());
+    assert_eq!(chat.messages()[3].name.as_deref(), Some("get_weather"));
+}
+
 #[test]
 fn json_schema_turn() {
     let eng = engine(&real_model("qwen2.5-coder-0.5b"));

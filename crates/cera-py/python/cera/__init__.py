@@ -7,6 +7,10 @@ stream text (`Stream`), embed texts, attach LoRA adapters.
     for piece in s.generate("Once upon a time", max_tokens=32, temperature=0, stream=True):
         print(piece, end="", flush=True)
 
+`cera.Llama` takes llama-cpp-python's arguments and returns its OpenAI-shaped dicts
+(`create_completion`, `create_chat_completion` with tools and `response_format`,
+`create_embedding`), so code written for `llama_cpp.Llama` switches by changing the import.
+
 Generation runs with the GIL released: sessions of one engine generate concurrently from
 several Python threads, and `Session.cancel()` stops a running generation from another one.
 """
@@ -14,6 +18,8 @@ several Python threads, and `Session.cancel()` stops a running generation from a
 from ._cera import (  # noqa: F401
     CancelledError,
     CeraError,
+    Chat,
+    ChatStream,
     ContextOverflowError,
     Engine,
     LoraAdapter,
@@ -23,10 +29,14 @@ from ._cera import (  # noqa: F401
     Stream,
     __version__,
 )
+from .llama import Llama  # noqa: F401
 
 __all__ = [
     "CancelledError",
     "CeraError",
+    "Chat",
+    "ChatStream",
+    "Llama",
     "ContextOverflowError",
     "Engine",
     "LoraAdapter",

@@ -89,9 +89,42 @@ class Engine:
     ) -> List[List[List[float]]]:
         """Per text: one pooled vector, or one per token with pooling="none"."""
     def load_lora(self, path: str) -> LoraAdapter: ...
+    def chat(self, n_ctx: int = 0) -> "Chat": ...
     @property
     def n_vocab(self) -> int: ...
     @property
     def n_ctx_train(self) -> int: ...
     @property
     def path(self) -> str: ...
+
+class ChatStream(Iterator[str]):
+    """Raw text pieces of a streaming `Chat.complete` (tool-call markup included)."""
+    def __iter__(self) -> "ChatStream": ...
+    def __next__(self) -> str: ...
+    @property
+    def result(self) -> Optional[dict]:
+        """The finished turn (as `Chat.complete` returns it) once exhausted."""
+
+class Chat:
+    """A conversation with the model's chat template (messages and tools as JSON text)."""
+    def set_tools(self, tools_json: Optional[str] = None) -> None: ...
+    def ingest(self, message_json: str) -> None: ...
+    def reset(self) -> None: ...
+    def cancel(self) -> None: ...
+    def complete(
+        self,
+        max_tokens: int = 0,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        json_schema: Optional[str] = None,
+        json_object: bool = False,
+        tool_choice: Optional[str] = None,
+        stream: bool = False,
+    ) -> Union[dict, ChatStream]:
+        """The reply: {text, tool_calls: [{id, name, arguments}], finish_reason,
+        prompt_tokens, completion_tokens, reused_tokens}, or a ChatStream."""

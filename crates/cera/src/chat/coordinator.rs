@@ -268,7 +268,8 @@ impl Chat {
     }
 
     /// Adds a message. `tool` messages answer a pending call (by `tool_call_id`, or the only
-    /// pending one); an `assistant` message is history the model did not write.
+    /// pending one); an `assistant` message is history the model did not write (its tool
+    /// calls, if any, then wait for their results).
     pub fn ingest(&mut self, msg: Message) -> Result<()> {
         if self.phase == Phase::Generating {
             return Err(self.phase_error("ingest", "a reply is being generated"));
@@ -311,7 +312,17 @@ impl Chat {
                 ),
             ));
         }
+        let mut msg = msg;
         self.phase = if msg.role == "assistant" {
+            // a replayed reply that called tools (a client sending the whole history back):
+            // its calls wait for their results, as if the model had just made them
+            for c in &mut msg.tool_calls {
+                let id = c.id.get_or_insert_with(|| {
+                    self.n_calls += 1;
+                    format!("call_{}", self.n_calls)
+                });
+                self.pending.push((id.clone(), c.name.clone()));
+            }
             Phase::TurnComplete
         } else {
             Phase::PromptReady

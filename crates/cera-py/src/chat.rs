@@ -1,0 +1,237 @@
+//! `cera.Chat`: a conversation over a session with the model's own chat template (the core's
+//! chat coordinator): messages in, a reply out, tool calls parsed, JSON Schema and tool
+//! choice enforced by grammar. Messages and tools cross as JSON text in OpenAI's shapes, so
+//! the Python layer passes what its caller passed.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyStopIteration, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use serde_json::Value as Json;
+
+use crate::errors::{self, to_py};
+
+#[pyclass(frozen, module = "cera")]
+pub struct Chat {
+    inner: Arc<Mutex<cera::chat::Chat>>,
+    cancel: cera::session::CancelHandle,
+}
+
+impl Chat {
+    pub fn new(chat: cera::chat::Chat) -> Chat {
+        Chat {
+            cancel: chat.session().cancel_handle(),
+            inner: Arc::new(Mutex::new(chat)),
+        }
+    }
+
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, cera::chat::Chat>> {
+        self.inner
+            .lock()
+            .map_err(|_| errors::CeraError::new_err("the chat was poisoned by a panic"))
+    }
+}
+
+fn parse_json(what: &str, text: &str) -> PyResult<Json> {
+    serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
+/// A finished turn as a dict: `text`, `tool_calls` (`id`, `name`, `arguments` as JSON text),
+/// `finish_reason` (the engine's: `eog`, `length`, `stop`, …), `prompt_tokens`,
+/// `completion_tokens`, `reused_tokens` (context kept from the last turn or restored from the
+/// prefix cache).
+fn turn_dict<'py>(py: Python<'py>, r: &cera::chat::TurnResult) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("text", &r.text)?;
+    let calls = PyList::empty(py);
+    for c in &r.tool_calls {
+        let cd = PyDict::new(py);
+        cd.set_item("id", c.id.clone().unwrap_or_default())?;
+        cd.set_item("name", &c.name)?;
+        cd.set_item("arguments", c.arguments.to_string())?;
+        calls.append(cd)?;
+    }
+    d.set_item("tool_calls", calls)?;
+    d.set_item("finish_reason", r.finish.as_str())?;
+    d.set_item("prompt_tokens", r.summary.prompt_tokens)?;
+    d.set_item("completion_tokens", r.summary.generated_tokens)?;
+    d.set_item("reused_tokens", r.prefill.kept + r.prefill.from_cache)?;
+    Ok(d)
+}
+
+#[pymethods]
+impl Chat {
+    /// Sets the tools the model may call (OpenAI's `tools` list as JSON text; None: none).
+    #[pyo3(signature = (tools_json=None))]
+    fn set_tools(&self, py: Python<'_>, tools_json: Option<&str>) -> PyResult<()> {
+        let tools = match tools_json {
+            None => Vec::new(),
+            Some(t) => cera::tools::parse_tools(&parse_json("tools", t)?).map_err(to_py)?,
+        };
+        py.detach(|| {
+            self.lock()?.set_tools(tools);
+            Ok(())
+        })
+    }
+
+    /// Adds one message (OpenAI's shape as JSON text: `role`, `content`, `tool_calls`,
+    /// `tool_call_id`).
+    fn ingest(&self, py: Python<'_>, message_json: &str) -> PyResult<()> {
+        let msg: cera::chat::Message = serde_json::from_value(parse_json("message", message_json)?)
+            .map_err(|e| PyValueError::new_err(format!("message: {e}")))?;
+        py.detach(|| self.lock()?.ingest(msg).map_err(to_py))
+    }
+
+    /// Forgets the conversation (tools stay).
+    fn reset(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            self.lock()?.reset();
+            Ok(())
+        })
+    }
+
+    /// Stops a running `complete` from another thread.
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Generates the assistant's reply. `json_schema` (JSON text) or `json_object` constrain it
+    /// to JSON; `tool_choice` is `"auto"`, `"none"`, `"required"` or a tool's name. Without
+    /// `stream`, returns the turn's dict; with it, a `ChatStream` of raw text pieces whose
+    /// `result` is that dict once exhausted.
+    #[pyo3(signature = (max_tokens=0, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
+        repeat_penalty=1.0, seed=None, stop=None, json_schema=None, json_object=false,
+        tool_choice=None, stream=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &self,
+        py: Python<'_>,
+        max_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        min_p: f32,
+        repeat_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+        json_schema: Option<&str>,
+        json_object: bool,
+        tool_choice: Option<&str>,
+        stream: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let g = crate::options(
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            stop,
+        )?;
+        let mut opts = cera::chat::TurnOptions::new(g);
+        if let Some(s) = json_schema {
+            opts = opts
+                .json_schema(&parse_json("json_schema", s)?)
+                .map_err(to_py)?;
+        } else if json_object {
+            opts.generate.grammar = Some(cera::grammar::GrammarConstraint::new(Arc::new(
+                cera::grammar::Grammar::json(),
+            )));
+        }
+        opts.tool_choice = match tool_choice {
+            None | Some("auto") => cera::chat::ToolChoice::Auto,
+            Some("none") => cera::chat::ToolChoice::None,
+            Some("required") => cera::chat::ToolChoice::Required,
+            Some(name) => cera::chat::ToolChoice::Named(name.to_owned()),
+        };
+        if stream {
+            let (tx, rx) = mpsc::sync_channel::<Piece>(64);
+            let inner = Arc::clone(&self.inner);
+            std::thread::Builder::new()
+                .name("cera-chat".into())
+                .spawn(move || {
+                    let Ok(mut chat) = inner.lock() else {
+                        let _ = tx.send(Piece::Err(cera::Error::Model(
+                            "the chat was poisoned by a panic".into(),
+                        )));
+                        return;
+                    };
+                    let r = chat.complete_streaming(&opts, &mut |text: &str| {
+                        if text.is_empty() || tx.send(Piece::Text(text.to_owned())).is_ok() {
+                            cera::session::Control::Continue
+                        } else {
+                            cera::session::Control::Stop
+                        }
+                    });
+                    let _ = tx.send(match r {
+                        Ok(t) => Piece::End(Box::new(t)),
+                        Err(e) => Piece::Err(e),
+                    });
+                })
+                .map_err(|e| errors::CeraError::new_err(format!("cannot start a thread: {e}")))?;
+            let st = ChatStream {
+                rx: Mutex::new(Some(rx)),
+                result: Mutex::new(None),
+            };
+            return Ok(Py::new(py, st)?.into_any());
+        }
+        let r = py.detach(|| self.lock()?.complete(&opts).map_err(to_py))?;
+        Ok(turn_dict(py, &r)?.into_any().unbind())
+    }
+}
+
+enum Piece {
+    Text(String),
+    End(Box<cera::chat::TurnResult>),
+    Err(cera::Error),
+}
+
+/// The raw text pieces of a streaming `Chat.complete` (tool-call markup included); `result`
+/// is the turn's dict once exhausted.
+#[pyclass(module = "cera")]
+pub struct ChatStream {
+    rx: Mutex<Option<mpsc::Receiver<Piece>>>,
+    result: Mutex<Option<Py<PyDict>>>,
+}
+
+#[pymethods]
+impl ChatStream {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<String> {
+        let mut guard = self.rx.lock().expect("stream lock");
+        let Some(rx) = guard.take() else {
+            return Err(PyStopIteration::new_err(()));
+        };
+        let (piece, rx) = py.detach(move || (rx.recv(), rx));
+        match piece {
+            Ok(Piece::Text(t)) => {
+                *guard = Some(rx);
+                Ok(t)
+            }
+            Ok(Piece::End(r)) => {
+                *self.result.lock().expect("stream lock") = Some(turn_dict(py, &r)?.unbind());
+                Err(PyStopIteration::new_err(()))
+            }
+            Ok(Piece::Err(e)) => Err(to_py(e)),
+            Err(_) => Err(errors::CeraError::new_err(
+                "the generating thread ended early",
+            )),
+        }
+    }
+
+    /// The finished turn (see `Chat.complete`), once the stream is exhausted.
+    #[getter]
+    fn result(&self, py: Python<'_>) -> Option<Py<PyDict>> {
+        self.result
+            .lock()
+            .expect("stream lock")
+            .as_ref()
+            .map(|d| d.clone_ref(py))
+    }
+}
