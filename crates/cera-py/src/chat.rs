@@ -3,7 +3,6 @@
 //! choice enforced by grammar. Messages and tools cross as JSON text in OpenAI's shapes, so
 //! the Python layer passes what its caller passed.
 
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyStopIteration, PyValueError};
@@ -12,6 +11,7 @@ use pyo3::types::{PyDict, PyList};
 use serde_json::Value as Json;
 
 use crate::errors::{self, to_py};
+use crate::stream;
 
 #[pyclass(frozen, module = "cera")]
 pub struct Chat {
@@ -148,32 +148,22 @@ impl Chat {
             Some(name) => cera::chat::ToolChoice::Named(name.to_owned()),
         };
         if stream {
-            let (tx, rx) = mpsc::sync_channel::<Piece>(64);
             let inner = Arc::clone(&self.inner);
-            std::thread::Builder::new()
-                .name("cera-chat".into())
-                .spawn(move || {
-                    let Ok(mut chat) = inner.lock() else {
-                        let _ = tx.send(Piece::Err(cera::Error::Model(
-                            "the chat was poisoned by a panic".into(),
-                        )));
-                        return;
-                    };
-                    let r = chat.complete_streaming(&opts, &mut |text: &str| {
-                        if text.is_empty() || tx.send(Piece::Text(text.to_owned())).is_ok() {
-                            cera::session::Control::Continue
-                        } else {
-                            cera::session::Control::Stop
-                        }
-                    });
-                    let _ = tx.send(match r {
-                        Ok(t) => Piece::End(Box::new(t)),
-                        Err(e) => Piece::Err(e),
-                    });
-                })
-                .map_err(|e| errors::CeraError::new_err(format!("cannot start a thread: {e}")))?;
+            let pieces = stream::Pieces::spawn("cera-chat", move |emit| {
+                let mut chat = inner
+                    .lock()
+                    .map_err(|_| cera::Error::Model("the chat was poisoned by a panic".into()))?;
+                let r = chat.complete_streaming(&opts, &mut |text: &str| {
+                    if text.is_empty() || emit(text) {
+                        cera::session::Control::Continue
+                    } else {
+                        cera::session::Control::Stop
+                    }
+                })?;
+                Ok(Box::new(r))
+            })?;
             let st = ChatStream {
-                rx: Mutex::new(Some(rx)),
+                pieces,
                 result: Mutex::new(None),
             };
             return Ok(Py::new(py, st)?.into_any());
@@ -183,17 +173,11 @@ impl Chat {
     }
 }
 
-enum Piece {
-    Text(String),
-    End(Box<cera::chat::TurnResult>),
-    Err(cera::Error),
-}
-
 /// The raw text pieces of a streaming `Chat.complete` (tool-call markup included); `result`
 /// is the turn's dict once exhausted.
 #[pyclass(module = "cera")]
 pub struct ChatStream {
-    rx: Mutex<Option<mpsc::Receiver<Piece>>>,
+    pieces: stream::Pieces<Box<cera::chat::TurnResult>>,
     result: Mutex<Option<Py<PyDict>>>,
 }
 
@@ -204,24 +188,12 @@ impl ChatStream {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<String> {
-        let mut guard = self.rx.lock().expect("stream lock");
-        let Some(rx) = guard.take() else {
-            return Err(PyStopIteration::new_err(()));
-        };
-        let (piece, rx) = py.detach(move || (rx.recv(), rx));
-        match piece {
-            Ok(Piece::Text(t)) => {
-                *guard = Some(rx);
-                Ok(t)
-            }
-            Ok(Piece::End(r)) => {
+        match self.pieces.next(py)? {
+            stream::Next::Text(t) => Ok(t),
+            stream::Next::End(r) => {
                 *self.result.lock().expect("stream lock") = Some(turn_dict(py, &r)?.unbind());
                 Err(PyStopIteration::new_err(()))
             }
-            Ok(Piece::Err(e)) => Err(to_py(e)),
-            Err(_) => Err(errors::CeraError::new_err(
-                "the generating thread ended early",
-            )),
         }
     }
 

@@ -6,7 +6,6 @@
 //! A thin front end: every decision (tokenization, sampling, stop strings, embeddings) is the
 //! core's; this file only converts arguments and results.
 
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyStopIteration, PyValueError};
@@ -14,6 +13,7 @@ use pyo3::prelude::*;
 
 mod chat;
 mod errors;
+mod stream;
 
 use errors::to_py;
 
@@ -258,28 +258,15 @@ impl Session {
         )?;
         let prompt = prompt.to_owned();
         if stream {
-            let (tx, rx) = mpsc::sync_channel::<Piece>(64);
             let inner = Arc::clone(&self.inner);
-            std::thread::Builder::new()
-                .name("cera-generate".into())
-                .spawn(move || {
-                    let Ok(mut s) = inner.lock() else {
-                        let _ = tx.send(Piece::Err(cera::Error::Model(
-                            "the session was poisoned by a panic".into(),
-                        )));
-                        return;
-                    };
-                    let r = run(&mut s, &prompt, &opts, &mut |text: &str| {
-                        tx.send(Piece::Text(text.to_owned())).is_ok()
-                    });
-                    let _ = tx.send(match r {
-                        Ok(f) => Piece::End(f),
-                        Err(e) => Piece::Err(e),
-                    });
-                })
-                .map_err(|e| errors::CeraError::new_err(format!("cannot start a thread: {e}")))?;
+            let pieces = stream::Pieces::spawn("cera-generate", move |emit| {
+                let mut s = inner.lock().map_err(|_| {
+                    cera::Error::Model("the session was poisoned by a panic".into())
+                })?;
+                run(&mut s, &prompt, &opts, emit)
+            })?;
             let st = Stream {
-                rx: Mutex::new(Some(rx)),
+                pieces,
                 finish: Mutex::new(None),
             };
             return Ok(Py::new(py, st)?.into_any());
@@ -337,13 +324,6 @@ impl Session {
     }
 }
 
-/// What the generating thread sends a [`Stream`].
-enum Piece {
-    Text(String),
-    End(cera::session::FinishReason),
-    Err(cera::Error),
-}
-
 /// Prefills `prompt` and generates, calling `emit` with each non-empty piece (false from
 /// `emit`: the consumer is gone, stop).
 fn run(
@@ -367,7 +347,7 @@ fn run(
 /// (`"stop"`, `"length"`, …).
 #[pyclass(module = "cera")]
 struct Stream {
-    rx: Mutex<Option<mpsc::Receiver<Piece>>>,
+    pieces: stream::Pieces<cera::session::FinishReason>,
     finish: Mutex<Option<String>>,
 }
 
@@ -378,29 +358,11 @@ impl Stream {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<String> {
-        let mut guard = self.rx.lock().expect("stream lock");
-        let Some(rx) = guard.take() else {
-            return Err(PyStopIteration::new_err(()));
-        };
-        // wait for the next piece without holding the GIL (other threads run meanwhile)
-        let (piece, rx) = py.detach(move || (rx.recv(), rx));
-        *guard = Some(rx);
-        match piece {
-            Ok(Piece::Text(t)) => Ok(t),
-            Ok(Piece::End(f)) => {
-                *guard = None;
+        match self.pieces.next(py)? {
+            stream::Next::Text(t) => Ok(t),
+            stream::Next::End(f) => {
                 *self.finish.lock().expect("stream lock") = Some(f.as_str().to_owned());
                 Err(PyStopIteration::new_err(()))
-            }
-            Ok(Piece::Err(e)) => {
-                *guard = None;
-                Err(to_py(e))
-            }
-            Err(_) => {
-                *guard = None;
-                Err(errors::CeraError::new_err(
-                    "the generating thread ended early",
-                ))
             }
         }
     }
