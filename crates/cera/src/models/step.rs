@@ -205,20 +205,22 @@ fn project_groups<B: Backend>(
                 })
             })
         };
-        let count = pairs().count();
-        if count == 0 {
+        // one pass over the adapters' pairs (each a lookup by name), on the stack when few
+        let mut it = pairs();
+        let Some(first) = it.next() else {
             return be.matmul(cx, ops, x);
-        }
-        if count <= INLINE_DELTAS {
-            let first = pairs().next().expect("counted");
-            let mut list = [first; INLINE_DELTAS];
-            for (e, d) in list.iter_mut().zip(pairs()) {
-                *e = d;
+        };
+        let mut list = [first; INLINE_DELTAS];
+        let mut count = 1;
+        for d in it.by_ref() {
+            if count == INLINE_DELTAS {
+                let all: Vec<_> = list.into_iter().chain([d]).chain(it).collect();
+                return be.matmul_lora(cx, ops, x, &all);
             }
-            return be.matmul_lora(cx, ops, x, &list[..count]);
+            list[count] = d;
+            count += 1;
         }
-        let list: Vec<_> = pairs().collect();
-        return be.matmul_lora(cx, ops, x, &list);
+        return be.matmul_lora(cx, ops, x, &list[..count]);
     }
     be.matmul(cx, ops, x)?;
     add_deltas(be, cx, groups, bufs, ops, x)
