@@ -78,4 +78,8 @@ rm -rf target/wheels target/wheel-venv
 python3 -m venv target/wheel-venv
 target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/cera-*.whl pytest jsonschema
 CERA_BIN="$PWD/target/release/cera" target/wheel-venv/bin/python -m pytest -q tests/python
+step "kotlin: UniFFI bindings generated, compiled with kotlinc, tests/kotlin/bindings.kts"
+bash scripts/kotlin-test.sh
+step "parity: the same greedy tokens through Rust, the CLI, Python and Kotlin"
+bash scripts/parity.sh
 step "done"

@@ -1,0 +1,308 @@
+//! Kotlin and Swift bindings through UniFFI's proc-macros: an [`Engine`] loads a model once;
+//! [`Session`]s hold a sequence's context; [`chat::Chat`] is a conversation with the model's
+//! template, tools and JSON Schema. Every call that generates has three forms: blocking
+//! (`generate`), `suspend`/`async` (`generateAsync`), and streaming (`stream` → a
+//! [`stream::TextStream`], or `generateWith` and a [`stream::TokenListener`] callback).
+//! Errors are [`errors::CeraError`] (Kotlin `CeraException.*`, Swift `CeraError.*`).
+//!
+//! A thin front end, like `cera-py`: every decision is the core's; this crate converts
+//! arguments and results. `cargo run -p cera-ffi --bin uniffi-bindgen -- generate --library
+//! target/release/libcera_ffi.so --language kotlin|swift --out-dir OUT` writes the bindings.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub mod chat;
+pub mod errors;
+pub mod stream;
+pub mod types;
+
+use errors::{Result, invalid, poisoned};
+use stream::{End, TextStream, TokenListener};
+use types::{GenerateConfig, Generation, SessionConfig};
+
+uniffi::setup_scaffolding!();
+
+/// A loaded model: shared by any number of sessions and chats, on any threads.
+#[derive(uniffi::Object)]
+pub struct Engine {
+    inner: cera::engine::Engine,
+}
+
+#[uniffi::export]
+impl Engine {
+    /// Loads `model`: a GGUF path, or a catalog name (fetched into the cache when missing).
+    /// `n_threads` null: all cores.
+    #[uniffi::constructor(default(n_threads = None))]
+    pub fn new(model: String, n_threads: Option<u32>) -> Result<Arc<Engine>> {
+        if n_threads == Some(0) {
+            return Err(invalid("n_threads must be at least 1"));
+        }
+        let path = cera::fetch::resolve_model(Some(&model), &mut |_| {})?;
+        let mut o = cera::engine::EngineOptions::default();
+        o.n_threads = n_threads.map(|n| n as usize);
+        let inner = cera::engine::Engine::load(path, o)?;
+        Ok(Arc::new(Engine { inner }))
+    }
+
+    /// A new session (its own context).
+    pub fn session(&self, config: SessionConfig) -> Result<Arc<Session>> {
+        let s = self.inner.session(config.to_core()?);
+        Ok(Arc::new(Session {
+            cancel: s.cancel_handle(),
+            inner: Arc::new(Mutex::new(s)),
+        }))
+    }
+
+    /// A conversation with the model's chat template, over a new session.
+    pub fn chat(&self, config: SessionConfig) -> Result<Arc<chat::Chat>> {
+        let c = self.inner.session(config.to_core()?).into_chat()?;
+        Ok(Arc::new(chat::Chat::new(c)))
+    }
+
+    /// Token ids of `text` (BOS/EOS as the model asks when `add_special`; special tokens
+    /// written in the text parsed when `parse_special`).
+    #[uniffi::method(default(add_special = true, parse_special = false))]
+    pub fn tokenize(&self, text: String, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.inner
+            .tokenizer()
+            .encode(&text, add_special, parse_special)
+    }
+
+    /// The text of `ids`.
+    pub fn detokenize(&self, ids: Vec<u32>) -> Result<String> {
+        let n = self.inner.n_vocab();
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= n) {
+            return Err(cera::Error::TokenOutOfRange {
+                id: bad,
+                n_vocab: n,
+            }
+            .into());
+        }
+        Ok(self.inner.tokenizer().decode(&ids))
+    }
+
+    /// One pooled embedding per text (`pooling` null: the model's own; `mean`, `cls`, `last`,
+    /// `rank` for rerankers); `normalize` as llama.cpp's `--embd-normalize` (-1 none, 2
+    /// euclidean, …).
+    #[uniffi::method(default(pooling = None, normalize = 2))]
+    pub fn embed(
+        &self,
+        texts: Vec<String>,
+        pooling: Option<String>,
+        normalize: i32,
+    ) -> Result<Vec<Vec<f32>>> {
+        let mut o = cera::embed::EmbedOptions::default();
+        o.pooling = match pooling.as_deref() {
+            Some("none") => {
+                return Err(invalid(
+                    "pooling `none` gives a vector per token: use mean, cls, last or rank here",
+                ));
+            }
+            p => p.map(cera::embed::Pooling::from_name).transpose()?,
+        };
+        o.normalize = cera::embed::Normalize::from_llama(normalize)?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let e = self.inner.embed(&refs, &o)?;
+        Ok(e.items
+            .into_iter()
+            .map(|i| i.vectors.into_iter().next().unwrap_or_default())
+            .collect())
+    }
+
+    /// Loads a LoRA adapter for this model (a GGUF adapter or a PEFT directory).
+    pub fn load_lora(&self, path: String) -> Result<Arc<LoraAdapter>> {
+        Ok(Arc::new(LoraAdapter {
+            inner: self.inner.load_lora(path)?,
+        }))
+    }
+
+    /// Tokens in the vocabulary.
+    pub fn n_vocab(&self) -> u32 {
+        self.inner.n_vocab() as u32
+    }
+
+    /// The context length the model was trained with.
+    pub fn n_ctx_train(&self) -> u32 {
+        self.inner.n_ctx_train() as u32
+    }
+
+    /// The model file.
+    pub fn path(&self) -> String {
+        self.inner.path().display().to_string()
+    }
+}
+
+/// A loaded LoRA adapter (attach it to sessions).
+#[derive(uniffi::Object)]
+pub struct LoraAdapter {
+    inner: Arc<cera::lora::LoraAdapter>,
+}
+
+#[uniffi::export]
+impl LoraAdapter {
+    pub fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+}
+
+/// One sequence's context. A generation holds the session (other calls on it wait);
+/// `cancel` works from any thread while it runs.
+#[derive(uniffi::Object)]
+pub struct Session {
+    inner: Arc<Mutex<cera::session::Session>>,
+    cancel: cera::session::CancelHandle,
+}
+
+fn lock(s: &Mutex<cera::session::Session>) -> Result<MutexGuard<'_, cera::session::Session>> {
+    s.lock().map_err(|_| poisoned("session"))
+}
+
+/// Continues the context with `prompt` (BOS when the context is empty) and generates, calling
+/// `emit` with each non-empty piece (false from `emit`: stop).
+fn run(
+    s: &mut cera::session::Session,
+    prompt: &str,
+    opts: &cera::session::GenerateOptions,
+    emit: &mut dyn FnMut(&str) -> bool,
+) -> Result<Generation> {
+    s.append_text(prompt, false)?;
+    let mut text = String::new();
+    let mut tokens = Vec::new();
+    let summary = s.generate(opts, &mut |t: u32, piece: &str| {
+        tokens.push(t);
+        text.push_str(piece);
+        if piece.is_empty() || emit(piece) {
+            cera::session::Control::Continue
+        } else {
+            cera::session::Control::Stop
+        }
+    })?;
+    Ok(Generation {
+        text,
+        tokens,
+        finish_reason: summary.finish.as_str().to_owned(),
+    })
+}
+
+#[uniffi::export]
+impl Session {
+    /// Continues the context with `prompt` and generates (blocking).
+    pub fn generate(&self, prompt: String, config: GenerateConfig) -> Result<Generation> {
+        let opts = config.to_core()?;
+        run(&mut *lock(&self.inner)?, &prompt, &opts, &mut |_| true)
+    }
+
+    /// As `generate`, suspending (Kotlin) / awaiting (Swift) instead of blocking: the engine
+    /// works on its own thread.
+    pub async fn generate_async(
+        &self,
+        prompt: String,
+        config: GenerateConfig,
+    ) -> Result<Generation> {
+        let opts = config.to_core()?;
+        let inner = Arc::clone(&self.inner);
+        stream::spawn("cera-generate", move || {
+            run(&mut *lock(&inner)?, &prompt, &opts, &mut |_| true)
+        })
+        .await
+    }
+
+    /// As `generate`, calling `listener` with each piece on this thread (false: stop).
+    pub fn generate_with(
+        &self,
+        prompt: String,
+        config: GenerateConfig,
+        listener: Box<dyn TokenListener>,
+    ) -> Result<Generation> {
+        let opts = config.to_core()?;
+        run(&mut *lock(&self.inner)?, &prompt, &opts, &mut |t| {
+            listener.on_text(t.to_owned())
+        })
+    }
+
+    /// The pieces of a generation as a stream (Kotlin: `.asFlow()`).
+    pub fn stream(&self, prompt: String, config: GenerateConfig) -> Result<Arc<TextStream>> {
+        let opts = config.to_core()?;
+        let inner = Arc::clone(&self.inner);
+        stream::start("cera-generate", move |emit| {
+            let g = run(&mut *lock(&inner)?, &prompt, &opts, emit)?;
+            Ok(End::Finish(g.finish_reason))
+        })
+    }
+
+    /// Stops a running generation (from another thread): it returns within a token.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// The context's token ids (prompt and replies).
+    pub fn tokens(&self) -> Result<Vec<u32>> {
+        Ok(lock(&self.inner)?.tokens().to_vec())
+    }
+
+    /// Context length in tokens.
+    pub fn n_ctx(&self) -> Result<u32> {
+        Ok(lock(&self.inner)?.n_ctx() as u32)
+    }
+
+    /// Empties the context.
+    pub fn reset(&self) -> Result<()> {
+        lock(&self.inner)?.reset();
+        Ok(())
+    }
+
+    /// The session's state (context tokens, KV cache, sampler) as bytes, for `restore`.
+    pub fn checkpoint(&self) -> Result<Vec<u8>> {
+        Ok(lock(&self.inner)?.checkpoint()?)
+    }
+
+    /// Goes back to a `checkpoint` of a session of this model.
+    pub fn restore(&self, bytes: Vec<u8>) -> Result<()> {
+        Ok(lock(&self.inner)?.restore(&bytes)?)
+    }
+
+    /// Writes a checkpoint to `path`.
+    pub fn save_checkpoint(&self, path: String) -> Result<()> {
+        Ok(lock(&self.inner)?.save_checkpoint(path)?)
+    }
+
+    /// Restores a checkpoint written by `save_checkpoint`.
+    pub fn load_checkpoint(&self, path: String) -> Result<()> {
+        Ok(lock(&self.inner)?.load_checkpoint(path)?)
+    }
+
+    /// Applies `adapter` at `scale` from now on (the context is cleared when the set changes).
+    #[uniffi::method(default(scale = 1.0))]
+    pub fn attach_lora(&self, adapter: Arc<LoraAdapter>, scale: f32) -> Result<()> {
+        Ok(lock(&self.inner)?.attach_lora(&adapter.inner, scale)?)
+    }
+
+    /// Stops applying `adapter`; whether it was attached.
+    pub fn detach_lora(&self, adapter: Arc<LoraAdapter>) -> Result<bool> {
+        Ok(lock(&self.inner)?.detach_lora(&adapter.inner))
+    }
+}
+
+/// Whether `text` is valid under the JSON Schema `schema_json` (as the engine's grammar for it
+/// reads it: what a `json_schema`-constrained reply is guaranteed to satisfy).
+#[uniffi::export]
+pub fn schema_accepts(schema_json: String, text: String) -> Result<bool> {
+    let schema = types::parse_json("json_schema", &schema_json)?;
+    Ok(cera::grammar::Grammar::from_json_schema(&schema)?.accepts(&text))
+}
+
+/// The OpenAI `tools` list (JSON text) for `tools`, as the server and Python take it.
+#[uniffi::export]
+pub fn tools_json(tools: Vec<types::ToolSpec>) -> Result<String> {
+    let t = tools
+        .iter()
+        .map(types::ToolSpec::to_core)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(cera::tools::tools_value(&t).to_string())
+}
+
+/// The engine's version.
+#[uniffi::export]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_owned()
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The Kotlin bindings from a clean checkout: installs a JDK and JNA (Debian) and a current
+# Kotlin compiler (npm's `kotlin-compiler`; Debian's is too old for the generated code), builds
+# libcera_ffi, generates the Kotlin and Swift sources with the crate's own uniffi-bindgen,
+# compiles the Kotlin into a jar with the Flow wrappers, and runs tests/kotlin/bindings.kts
+# with `kotlinc -script` against it. Swift is generated only: this machine has no Swift
+# toolchain, and the script says so rather than pretending.
+#
+# Usage: scripts/kotlin-test.sh [MODEL [TOOL_MODEL]] (defaults: the SmolLM2 and Qwen2.5
+# catalog models). Writes the Kotlin run's greedy tokens to target/parity/kotlin.txt for
+# scripts/parity.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=${1:-smollm2-135m-instruct-q4_1}
+TOOL_MODEL=${2:-qwen2.5-coder-0.5b-instruct-q4_k_m}
+PROMPT="Once upon a time"
+N=48
+KOTLIN_VERSION=2.4.20
+
+need=()
+command -v javac >/dev/null || need+=(default-jdk-headless)
+[ -f /usr/share/java/jna.jar ] || need+=(libjna-java)
+if ((${#need[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${need[@]}"
+fi
+kroot=target/kotlin-compiler
+kotlinc=$kroot/node_modules/kotlin-compiler/bin/kotlinc
+if ! "$kotlinc" -version 2>&1 | grep -q "$KOTLIN_VERSION"; then
+  npm install --silent --no-audit --no-fund --prefix "$kroot" "kotlin-compiler@$KOTLIN_VERSION"
+fi
+# the coroutines library the generated `suspend` functions and our Flow wrappers need ships
+# with the compiler
+coroutines=$kroot/node_modules/kotlin-compiler/lib/kotlinx-coroutines-core-jvm.jar
+[ -f "$coroutines" ] || { echo "error: $coroutines missing from the Kotlin compiler" >&2; exit 1; }
+
+cargo build --release --locked -p cera-ffi -p cera-cli
+out=target/bindings
+rm -rf "$out" && mkdir -p "$out/kotlin" "$out/swift" target/parity
+./target/release/uniffi-bindgen generate --library target/release/libcera_ffi.so \
+  --language kotlin --out-dir "$out/kotlin" --no-format
+./target/release/uniffi-bindgen generate --library target/release/libcera_ffi.so \
+  --language swift --out-dir "$out/swift" --no-format
+cp crates/cera-ffi/swift/CeraAsync.swift "$out/swift/"
+ls "$out/swift"
+if command -v swiftc >/dev/null; then
+  (cd "$out/swift" && swiftc -parse-as-library -emit-module -module-name Cera \
+    -Xcc -fmodule-map-file=CeraFFI.modulemap Cera.swift CeraAsync.swift -o /dev/null)
+  echo "swift: bindings compiled"
+else
+  echo "swift: no Swift toolchain on this machine: bindings generated in $out/swift, not compiled"
+fi
+
+cp=/usr/share/java/jna.jar:$coroutines
+echo "-- kotlinc: bindings + Flow wrappers -> $out/cera-kotlin.jar"
+"$kotlinc" -nowarn -cp "$cp" -d "$out/cera-kotlin.jar" \
+  "$out/kotlin/dev/cera/cera_ffi.kt" crates/cera-ffi/kotlin/dev/cera/Flows.kt
+./target/release/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" > target/parity/cli.txt
+echo "-- kotlinc -script tests/kotlin/bindings.kts"
+LD_LIBRARY_PATH="$PWD/target/release" "$kotlinc" -cp "$cp:$out/cera-kotlin.jar" \
+  -script tests/kotlin/bindings.kts "$MODEL" "$TOOL_MODEL" "$PROMPT" "$N" target/parity/cli.txt target/parity/kotlin.txt

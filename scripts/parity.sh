@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One prompt through every front end of the core: Rust (the core API), the CLI, Python (the
+# installed wheel) and Kotlin (the UniFFI bindings): the same greedy tokens and text, or a diff.
+# Expects what scripts/test.sh leaves behind: the wheel in target/wheel-venv and the Kotlin
+# leg's output in target/parity/kotlin.txt (scripts/kotlin-test.sh).
+#
+# Usage: scripts/parity.sh [MODEL] (default: the SmolLM2 catalog model, prompt and length as
+# in scripts/kotlin-test.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=${1:-smollm2-135m-instruct-q4_1}
+PROMPT="Once upon a time"
+N=48
+d=target/parity
+mkdir -p "$d"
+[ -f "$d/kotlin.txt" ] || { echo "error: $d/kotlin.txt missing: run scripts/kotlin-test.sh first" >&2; exit 1; }
+[ -x target/wheel-venv/bin/python ] || { echo "error: target/wheel-venv missing: the wheel step of scripts/test.sh makes it" >&2; exit 1; }
+cargo run --release --locked -q -p cera --example parity -- "$MODEL" "$PROMPT" "$N" > "$d/rust.txt"
+target/wheel-venv/bin/python scripts/parity.py "$MODEL" "$PROMPT" "$N" > "$d/python.txt"
+./target/release/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" 2>/dev/null > "$d/cli.txt"
+fail=0
+for leg in python kotlin; do
+  if ! cmp -s "$d/rust.txt" "$d/$leg.txt"; then
+    echo "parity: $leg differs from rust:"; diff "$d/rust.txt" "$d/$leg.txt" || true
+    fail=1
+  fi
+done
+if [ "$(tail -n +2 "$d/rust.txt")" != "$(cat "$d/cli.txt")" ]; then
+  echo "parity: the CLI's text differs from rust:"; diff <(tail -n +2 "$d/rust.txt") "$d/cli.txt" || true
+  fail=1
+fi
+ntok=$(head -1 "$d/rust.txt" | wc -w)
+[ "$ntok" -eq "$N" ] || { echo "parity: rust generated $ntok tokens, not $N"; fail=1; }
+[ "$fail" -eq 0 ] && echo "parity: rust, cli, python and kotlin agree on $ntok greedy tokens of $MODEL"
+exit "$fail"

@@ -1,0 +1,115 @@
+// The Kotlin bindings as an app uses them (run by scripts/kotlin-test.sh with `kotlinc -script`
+// against the generated bindings compiled into a jar): a greedy reply streamed through a Flow
+// equals the CLI's, the blocking, callback and suspend forms agree, errors are typed, chat
+// tools and JSON Schema work, cancel returns promptly and checkpoints restore.
+//
+// Arguments: MODEL TOOL_MODEL PROMPT N CLI_TEXT_FILE PARITY_OUT (TOOL_MODEL: one trained for
+// tool calls, Qwen2.5 here; the CLI's greedy text of PROMPT on MODEL; where to write this
+// run's tokens for the parity check).
+
+import dev.cera.*
+import java.io.File
+import kotlinx.coroutines.flow.toList
+import kotlinx.coroutines.runBlocking
+
+val (model, toolModel, prompt, nArg, cliFile) = args
+val parityOut = args[5]
+val n = nArg.toUInt()
+var failures = 0
+
+fun check(what: String, ok: Boolean, detail: () -> String = { "" }) {
+    if (ok) println("ok   $what") else { failures++; println("FAIL $what ${detail()}") }
+}
+
+val engine = Engine(model, 2u)
+val greedy = GenerateConfig(maxTokens = n, temperature = 0f)
+val cliText = File(cliFile).readText()
+
+// streaming through a Flow equals the CLI's greedy text
+val pieces = runBlocking { engine.session(SessionConfig(nCtx = 512u)).generateFlow(prompt, greedy).toList() }
+val streamed = pieces.joinToString("")
+check("streamed in pieces", pieces.size > 10) { "got ${pieces.size}" }
+check("stream equals the CLI", streamed == cliText || streamed == cliText.trimEnd('\n')) {
+    "\n  cli:    ${cliText.trim()}\n  kotlin: $streamed"
+}
+
+// blocking, listener and suspend forms give the same text; the session kept its context
+val s = engine.session(SessionConfig(nCtx = 512u))
+val g = s.generate(prompt, greedy)
+check("blocking equals stream", g.text == streamed)
+check("finish reason", g.finishReason == "length") { g.finishReason }
+check("one token per step", g.tokens.size == n.toInt()) { "${g.tokens.size}" }
+check("context is prompt + reply", s.tokens() == engine.tokenize(prompt) + g.tokens)
+val heard = StringBuilder()
+val viaListener = engine.session(SessionConfig(nCtx = 512u)).generateWith(prompt, greedy, object : TokenListener {
+    override fun onText(text: String): Boolean { heard.append(text); return true }
+})
+check("listener hears every piece", heard.toString() == streamed && viaListener.text == streamed)
+val viaSuspend = runBlocking { engine.session(SessionConfig(nCtx = 512u)).generateAsync(prompt, greedy) }
+check("suspend equals blocking", viaSuspend.text == streamed && viaSuspend.tokens == g.tokens)
+File(parityOut).writeText(g.tokens.joinToString(" ") + "\n" + g.text + "\n")
+
+// typed errors carrying the core's message
+try {
+    Engine("/nonexistent/missing.gguf", null)
+    check("missing model throws", false)
+} catch (e: CeraException.ModelLoad) {
+    check("missing model is ModelLoad", e.message!!.contains("missing.gguf")) { e.message!! }
+}
+try {
+    engine.session(SessionConfig(nCtx = 16u)).generate("word ".repeat(40), GenerateConfig(maxTokens = 4u))
+    check("overflow throws", false)
+} catch (e: CeraException.ContextOverflow) {
+    check("overflow is ContextOverflow", e.message!!.contains("context")) { e.message!! }
+}
+try {
+    s.generate("x", GenerateConfig(topP = 2f))
+    check("top_p out of range throws", false)
+} catch (e: CeraException.InvalidArgument) {
+    check("top_p out of range is InvalidArgument", e.message!!.contains("top_p"))
+}
+
+// cancel from another thread returns within a token or so
+val long = engine.session(SessionConfig(nCtx = 2048u))
+val t0 = System.nanoTime()
+val canceller = Thread { Thread.sleep(300); long.cancel() }
+canceller.start()
+val cancelled = try {
+    long.generate(prompt, GenerateConfig(maxTokens = 1500u, temperature = 0f)).finishReason
+} catch (e: CeraException.Cancelled) { "cancelled" }
+val ms = (System.nanoTime() - t0) / 1_000_000
+canceller.join()
+check("cancel stops the generation", cancelled == "cancelled" && ms < 2000) { "$cancelled after $ms ms" }
+
+// checkpoints: restore and continue as before
+val cp = engine.session(SessionConfig(nCtx = 512u))
+cp.generate(prompt, GenerateConfig(maxTokens = 8u, temperature = 0f))
+val saved = cp.checkpoint()
+val first = cp.generate(" and", GenerateConfig(maxTokens = 8u, temperature = 0f)).text
+cp.restore(saved)
+check("restore continues identically", cp.generate(" and", GenerateConfig(maxTokens = 8u, temperature = 0f)).text == first)
+
+// chat: a JSON-Schema-constrained reply that validates, and a tool call parsed
+val schema = """{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}"""
+val chat = engine.chat(SessionConfig(nCtx = 2048u))
+chat.ingest("user", "Describe a person as JSON with a name and an age.")
+val jsonText = runBlocking {
+    chat.stream(TurnConfig(GenerateConfig(maxTokens = 96u, temperature = 0f), jsonSchema = schema)).asFlow().toList().joinToString("")
+}
+check("JSON reply validates", schemaAccepts(schema, jsonText)) { jsonText }
+val tools = listOf(ToolSpec("get_weather", "Weather for a city",
+    """{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"""))
+val tc = Engine(toolModel, 2u).chat(SessionConfig(nCtx = 2048u))
+tc.setTools(tools)
+tc.ingest("user", "What is the weather in Paris?")
+val turn = tc.complete(TurnConfig(GenerateConfig(maxTokens = 64u, temperature = 0f), toolChoice = "required"))
+check("tool call parsed", turn.toolCalls.size == 1 && turn.toolCalls[0].name == "get_weather"
+    && schemaAccepts("""{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}""", turn.toolCalls[0].argumentsJson)) { turn.toString() }
+if (turn.toolCalls.isEmpty()) kotlin.system.exitProcess(1)
+tc.ingestToolResult(turn.toolCalls[0].id, "18 C and sunny")
+val events = runBlocking { tc.completeFlow(TurnConfig(GenerateConfig(maxTokens = 32u, temperature = 0f))).toList() }
+val done = events.last() as? ChatEvent.Done
+check("reply after the tool result", done != null && done.turn.text.isNotEmpty() && done.turn.reusedTokens > 0u) { events.toString() }
+
+println(if (failures == 0) "all Kotlin checks passed" else "$failures Kotlin checks failed")
+if (failures != 0) kotlin.system.exitProcess(1)
