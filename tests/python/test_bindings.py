@@ -135,3 +135,52 @@ def test_embeddings(engine):
     assert len(per_token[0]) == len(engine.tokenize("a cat"))
     with pytest.raises(cera.CeraError, match="pooling"):
         engine.embed(["x"], pooling="maximal")
+
+
+def test_checkpoints(engine, tmp_path):
+    s = engine.session(n_ctx=512)
+    s.generate(PROMPT, max_tokens=8, temperature=0)
+    state = s.checkpoint()
+    assert isinstance(state, bytes) and len(state) > 0
+    first = s.generate(" and", max_tokens=8, temperature=0)
+    s.restore(state)
+    assert s.generate(" and", max_tokens=8, temperature=0) == first
+    # through a file, into another session of the engine
+    path = tmp_path / "s.ckpt"
+    s.restore(state)
+    s.save_checkpoint(str(path))
+    other = engine.session(n_ctx=512)
+    other.load_checkpoint(str(path))
+    assert other.tokens == s.tokens
+    assert other.generate(" and", max_tokens=8, temperature=0) == first
+    # a damaged checkpoint is an error naming what is wrong, and the session is unchanged
+    with pytest.raises(cera.CeraError):
+        other.restore(state[: len(state) // 2])
+    with pytest.raises(cera.CeraError):
+        other.load_checkpoint(str(tmp_path / "missing.ckpt"))
+
+
+def test_chat_stream_json_and_checkpoint(engine, tmp_path):
+    import json
+
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    chat = engine.chat(n_ctx=2048)
+    chat.ingest(json.dumps({"role": "user", "content": "Describe a person as JSON with a name and an age."}))
+    st = chat.stream_json(schema, max_tokens=96, temperature=0)
+    pieces = list(st)
+    assert len(pieces) > 3
+    jsonschema.validate(json.loads("".join(pieces)), schema)
+    assert st.result["text"] == "".join(pieces)
+    # the conversation, saved and loaded into a new chat, continues identically
+    chat.ingest(json.dumps({"role": "user", "content": "Now another one."}))
+    path = tmp_path / "chat.ckpt"
+    chat.save(str(path))
+    a = chat.complete(max_tokens=24, temperature=0)["text"]
+    other = engine.chat(n_ctx=2048)
+    other.load(str(path))
+    assert json.loads(other.messages_json())[-1]["content"] == "Now another one."
+    b = other.stream(max_tokens=24, temperature=0)
+    assert "".join(b) == a

@@ -84,6 +84,119 @@ impl Chat {
         py.detach(|| self.lock()?.ingest(msg).map_err(to_py))
     }
 
+    /// Adds the result of the tool call `id` (from the turn's `tool_calls`).
+    fn ingest_tool_result(&self, py: Python<'_>, id: &str, content: &str) -> PyResult<()> {
+        py.detach(|| self.lock()?.ingest_tool_result(id, content).map_err(to_py))
+    }
+
+    /// The conversation (messages, tools, context) as bytes, for `restore`.
+    fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let b = py.detach(|| self.lock()?.checkpoint().map_err(to_py))?;
+        Ok(pyo3::types::PyBytes::new(py, &b))
+    }
+
+    /// Goes back to a `checkpoint` of a chat on this model.
+    fn restore(&self, py: Python<'_>, state: Vec<u8>) -> PyResult<()> {
+        py.detach(|| self.lock()?.restore(&state).map_err(to_py))
+    }
+
+    /// Writes a checkpoint to `path` (atomically).
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.lock()?.save(&path).map_err(to_py))
+    }
+
+    /// Restores a checkpoint written by `save`.
+    fn load(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.lock()?.load(&path).map_err(to_py))
+    }
+
+    /// The messages so far, OpenAI-shaped, as JSON text.
+    fn messages_json(&self, py: Python<'_>) -> PyResult<String> {
+        py.detach(|| {
+            serde_json::to_string(self.lock()?.messages())
+                .map_err(|e| errors::CeraError::new_err(format!("messages: {e}")))
+        })
+    }
+
+    /// `complete(..., stream=True)`: the reply's raw pieces as a `ChatStream`.
+    #[pyo3(signature = (max_tokens=0, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
+        repeat_penalty=1.0, seed=None, stop=None, json_schema=None, json_object=false,
+        tool_choice=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn stream(
+        &self,
+        py: Python<'_>,
+        max_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        min_p: f32,
+        repeat_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+        json_schema: Option<&str>,
+        json_object: bool,
+        tool_choice: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        self.complete(
+            py,
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            stop,
+            json_schema,
+            json_object,
+            tool_choice,
+            true,
+        )
+    }
+
+    /// A reply constrained to the JSON Schema `schema` (a dict, or JSON text), streamed: the
+    /// pieces joined parse as JSON and validate against it (tools are not called).
+    #[pyo3(signature = (schema, max_tokens=0, temperature=0.8, top_k=40, top_p=0.95,
+        min_p=0.05, repeat_penalty=1.0, seed=None, stop=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn stream_json(
+        &self,
+        py: Python<'_>,
+        schema: &Bound<'_, PyAny>,
+        max_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        min_p: f32,
+        repeat_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+    ) -> PyResult<Py<PyAny>> {
+        let text: String = match schema.extract::<String>() {
+            Ok(t) => t,
+            Err(_) => py
+                .import("json")?
+                .call_method1("dumps", (schema,))?
+                .extract()?,
+        };
+        self.complete(
+            py,
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            stop,
+            Some(&text),
+            false,
+            Some("none"),
+            true,
+        )
+    }
+
     /// Forgets the conversation (tools stay).
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| {

@@ -322,6 +322,27 @@ impl Session {
     fn detach_lora(&self, py: Python<'_>, adapter: &LoraAdapter) -> PyResult<bool> {
         py.detach(|| Ok(self.lock()?.detach_lora(&adapter.inner)))
     }
+
+    /// The session's state (context tokens, KV cache, sampler) as bytes, for `restore`.
+    fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let b = py.detach(|| self.lock()?.checkpoint().map_err(to_py))?;
+        Ok(pyo3::types::PyBytes::new(py, &b))
+    }
+
+    /// Goes back to a `checkpoint` of a session of this model.
+    fn restore(&self, py: Python<'_>, state: Vec<u8>) -> PyResult<()> {
+        py.detach(|| self.lock()?.restore(&state).map_err(to_py))
+    }
+
+    /// Writes a checkpoint to `path` (atomically).
+    fn save_checkpoint(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.lock()?.save_checkpoint(&path).map_err(to_py))
+    }
+
+    /// Restores a checkpoint written by `save_checkpoint`.
+    fn load_checkpoint(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.lock()?.load_checkpoint(&path).map_err(to_py))
+    }
 }
 
 /// Prefills `prompt` and generates, calling `emit` with each non-empty piece (false from

@@ -72,6 +72,11 @@ class Session:
     def reset(self) -> None: ...
     def attach_lora(self, adapter: LoraAdapter, scale: float = 1.0) -> None: ...
     def detach_lora(self, adapter: LoraAdapter) -> bool: ...
+    def checkpoint(self) -> bytes:
+        """The session's state (context, KV cache, sampler) as bytes, for `restore`."""
+    def restore(self, state: bytes) -> None: ...
+    def save_checkpoint(self, path: str) -> None: ...
+    def load_checkpoint(self, path: str) -> None: ...
 
 class Engine:
     """A loaded model: a GGUF path or a catalog name (fetched when missing)."""
@@ -109,7 +114,42 @@ class Chat:
     """A conversation with the model's chat template (messages and tools as JSON text)."""
     def set_tools(self, tools_json: Optional[str] = None) -> None: ...
     def ingest(self, message_json: str) -> None: ...
+    def ingest_tool_result(self, id: str, content: str) -> None: ...
     def reset(self) -> None: ...
+    def checkpoint(self) -> bytes:
+        """The conversation (messages, tools, context) as bytes, for `restore`."""
+    def restore(self, state: bytes) -> None: ...
+    def save(self, path: str) -> None: ...
+    def load(self, path: str) -> None: ...
+    def messages_json(self) -> str: ...
+    def stream(
+        self,
+        max_tokens: int = 0,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        json_schema: Optional[str] = None,
+        json_object: bool = False,
+        tool_choice: Optional[str] = None,
+    ) -> ChatStream:
+        """`complete(..., stream=True)`."""
+    def stream_json(
+        self,
+        schema: Union[dict, str],
+        max_tokens: int = 0,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+    ) -> ChatStream:
+        """A reply constrained to the JSON Schema `schema`, streamed."""
     def cancel(self) -> None: ...
     def complete(
         self,
