@@ -187,3 +187,45 @@ def test_embeddings_and_tokens(smol):
     toks = smol.tokenize(b"Hello world", add_bos=False)
     assert smol.detokenize(toks) == b"Hello world"
     assert smol.n_ctx() == 1024
+
+
+def test_logprobs(smol):
+    import math
+
+    prompt = "The capital of France is"
+    plain = smol.create_completion(prompt, max_tokens=12, temperature=0)["choices"][0]["text"]
+    out = smol.create_completion(prompt, max_tokens=12, temperature=0, logprobs=3)
+    c = out["choices"][0]
+    assert c["text"] == plain, "asking for logprobs does not change the text"
+    lp = c["logprobs"]
+    assert set(lp) == {"tokens", "text_offset", "token_logprobs", "top_logprobs"}
+    assert "".join(lp["tokens"]) == c["text"]
+    assert lp["text_offset"][0] == len(prompt)
+    assert all(b - a == len(t) for a, b, t in zip(lp["text_offset"], lp["text_offset"][1:], lp["tokens"]))
+    for tok, l, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+        assert l <= 0 and len(top) == 3 and tok in top
+        assert top[tok] == max(top.values()), "greedy takes the most likely token"
+        assert sum(math.exp(v) for v in top.values()) <= 1.0 + 1e-4
+    # streamed: the same tokens and logprobs, spread over the chunks
+    chunks = list(smol.create_completion(prompt, max_tokens=12, temperature=0, logprobs=3, stream=True))
+    toks = [t for ch in chunks if ch["choices"][0]["logprobs"] for t in ch["choices"][0]["logprobs"]["tokens"]]
+    lps = [x for ch in chunks if ch["choices"][0]["logprobs"] for x in ch["choices"][0]["logprobs"]["token_logprobs"]]
+    assert toks == lp["tokens"]
+    assert lps == pytest.approx(lp["token_logprobs"], abs=1e-6)
+    with pytest.raises(ValueError, match="logprobs"):
+        smol.create_completion(prompt, logprobs=50)
+
+    # chat: OpenAI's `logprobs.content`
+    msgs = [{"role": "user", "content": "Name a color."}]
+    out = smol.create_chat_completion(messages=msgs, max_tokens=8, temperature=0, logprobs=True, top_logprobs=2)
+    content = out["choices"][0]["logprobs"]["content"]
+    assert "".join(e["token"] for e in content) == out["choices"][0]["message"]["content"]
+    for e in content:
+        assert bytes(e["bytes"]) == e["token"].encode() and e["logprob"] <= 0
+        assert len(e["top_logprobs"]) == 2 and e["top_logprobs"][0]["token"] == e["token"]
+    streamed = list(smol.create_chat_completion(messages=msgs, max_tokens=8, temperature=0,
+                                                logprobs=True, top_logprobs=2, stream=True))
+    got = [e["token"] for ch in streamed if ch["choices"][0]["logprobs"]
+           for e in ch["choices"][0]["logprobs"]["content"]]
+    assert got == [e["token"] for e in content]
+    assert smol.create_chat_completion(messages=msgs, max_tokens=4, temperature=0)["choices"][0]["logprobs"] is None

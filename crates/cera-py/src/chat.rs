@@ -121,7 +121,7 @@ impl Chat {
     /// `complete(..., stream=True)`: the reply's raw pieces as a `ChatStream`.
     #[pyo3(signature = (max_tokens=0, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
         repeat_penalty=1.0, seed=None, stop=None, json_schema=None, json_object=false,
-        tool_choice=None))]
+        tool_choice=None, logprobs=None))]
     #[allow(clippy::too_many_arguments)]
     fn stream(
         &self,
@@ -137,6 +137,7 @@ impl Chat {
         json_schema: Option<&str>,
         json_object: bool,
         tool_choice: Option<&str>,
+        logprobs: Option<usize>,
     ) -> PyResult<Py<PyAny>> {
         self.complete(
             py,
@@ -152,6 +153,7 @@ impl Chat {
             json_object,
             tool_choice,
             true,
+            logprobs,
         )
     }
 
@@ -194,6 +196,7 @@ impl Chat {
             false,
             Some("none"),
             true,
+            None,
         )
     }
 
@@ -216,7 +219,7 @@ impl Chat {
     /// `result` is that dict once exhausted.
     #[pyo3(signature = (max_tokens=0, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
         repeat_penalty=1.0, seed=None, stop=None, json_schema=None, json_object=false,
-        tool_choice=None, stream=false))]
+        tool_choice=None, stream=false, logprobs=None))]
     #[allow(clippy::too_many_arguments)]
     fn complete(
         &self,
@@ -233,7 +236,9 @@ impl Chat {
         json_object: bool,
         tool_choice: Option<&str>,
         stream: bool,
+        logprobs: Option<usize>,
     ) -> PyResult<Py<PyAny>> {
+        let logprobs = crate::logprob_count(logprobs, stream)?;
         let g = crate::options(
             max_tokens,
             temperature,
@@ -262,22 +267,19 @@ impl Chat {
         };
         if stream {
             let inner = Arc::clone(&self.inner);
+            let log: Option<crate::LogprobLog> = logprobs.map(|_| Arc::default());
+            let lp = logprobs.zip(log.clone());
             let pieces = stream::Pieces::spawn("cera-chat", move |emit| {
                 let mut chat = inner
                     .lock()
                     .map_err(|_| cera::Error::Model("the chat was poisoned by a panic".into()))?;
-                let r = chat.complete_streaming(&opts, &mut |text: &str| {
-                    if text.is_empty() || emit(text) {
-                        cera::session::Control::Continue
-                    } else {
-                        cera::session::Control::Stop
-                    }
-                })?;
-                Ok(Box::new(r))
+                let mut sink = crate::PySink { emit, logprobs: lp };
+                Ok(Box::new(chat.complete_with(&opts, &mut sink)?))
             })?;
             let st = ChatStream {
                 pieces,
                 result: Mutex::new(None),
+                logprobs: log,
             };
             return Ok(Py::new(py, st)?.into_any());
         }
@@ -292,6 +294,7 @@ impl Chat {
 pub struct ChatStream {
     pieces: stream::Pieces<Box<cera::chat::TurnResult>>,
     result: Mutex<Option<Py<PyDict>>>,
+    logprobs: Option<crate::LogprobLog>,
 }
 
 #[pymethods]
@@ -308,6 +311,12 @@ impl ChatStream {
                 Err(PyStopIteration::new_err(()))
             }
         }
+    }
+
+    /// The logprobs of the tokens behind the pieces returned since the last call (see
+    /// `Stream.take_logprobs`).
+    fn take_logprobs(&self) -> Vec<crate::LogprobTuple> {
+        crate::take_logprobs(&self.logprobs)
     }
 
     /// The finished turn (see `Chat.complete`), once the stream is exhausted.

@@ -228,9 +228,11 @@ impl Session {
 impl Session {
     /// Continues the context with `prompt` (tokenized; BOS when the context is empty) and
     /// generates. `stream=False` returns the text; `stream=True` returns an iterator of text
-    /// pieces as they are produced. Greedy when `temperature <= 0`.
+    /// pieces as they are produced. Greedy when `temperature <= 0`. `logprobs` (with
+    /// `stream=True`): each token's logprob and that many most likely alternatives, from
+    /// `Stream.take_logprobs()`.
     #[pyo3(signature = (prompt, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95,
-        min_p=0.05, repeat_penalty=1.0, seed=None, stop=None, stream=false))]
+        min_p=0.05, repeat_penalty=1.0, seed=None, stop=None, stream=false, logprobs=None))]
     #[allow(clippy::too_many_arguments)]
     fn generate(
         &self,
@@ -245,7 +247,9 @@ impl Session {
         seed: Option<u64>,
         stop: Option<Vec<String>>,
         stream: bool,
+        logprobs: Option<usize>,
     ) -> PyResult<Py<PyAny>> {
+        let logprobs = logprob_count(logprobs, stream)?;
         let opts = options(
             max_tokens,
             temperature,
@@ -259,25 +263,37 @@ impl Session {
         let prompt = prompt.to_owned();
         if stream {
             let inner = Arc::clone(&self.inner);
+            let log: Option<LogprobLog> = logprobs.map(|_| Arc::default());
+            let lp = logprobs.zip(log.clone());
             let pieces = stream::Pieces::spawn("cera-generate", move |emit| {
                 let mut s = inner.lock().map_err(|_| {
                     cera::Error::Model("the session was poisoned by a panic".into())
                 })?;
-                run(&mut s, &prompt, &opts, emit)
+                run(&mut s, &prompt, &opts, &mut PySink { emit, logprobs: lp })
             })?;
             let st = Stream {
                 pieces,
                 finish: Mutex::new(None),
+                logprobs: log,
             };
             return Ok(Py::new(py, st)?.into_any());
         }
         let mut text = String::new();
         py.detach(|| {
             let mut s = self.lock()?;
-            run(&mut s, &prompt, &opts, &mut |t: &str| {
+            let emit = &mut |t: &str| {
                 text.push_str(t);
                 true
-            })
+            };
+            run(
+                &mut s,
+                &prompt,
+                &opts,
+                &mut PySink {
+                    emit,
+                    logprobs: None,
+                },
+            )
             .map_err(to_py)
         })?;
         Ok(text.into_pyobject(py)?.into_any().unbind())
@@ -345,22 +361,73 @@ impl Session {
     }
 }
 
-/// Prefills `prompt` and generates, calling `emit` with each non-empty piece (false from
-/// `emit`: the consumer is gone, stop).
-fn run(
-    s: &mut cera::session::Session,
-    prompt: &str,
-    opts: &cera::session::GenerateOptions,
-    emit: &mut dyn FnMut(&str) -> bool,
-) -> cera::Result<cera::session::FinishReason> {
-    s.append_text(prompt, false)?;
-    let summary = s.generate(opts, &mut |_t: u32, text: &str| {
-        if text.is_empty() || emit(text) {
+/// Logprobs of the tokens generated so far that the consumer has not taken yet: the
+/// generating thread adds a token's before sending its piece, and waits for the consumer
+/// after each piece (see [`stream`]), so a piece's tokens are all there when it arrives.
+pub(crate) type LogprobLog = Arc<Mutex<Vec<cera::session::TokenLogprobs>>>;
+
+/// The sink of a Python generation: text pieces to `emit` (false: the consumer is gone,
+/// stop), logprobs (when asked for, with `.0` alternatives each) into the log.
+pub(crate) struct PySink<'a> {
+    pub emit: &'a mut dyn FnMut(&str) -> bool,
+    pub logprobs: Option<(usize, LogprobLog)>,
+}
+
+impl cera::session::Sink for PySink<'_> {
+    fn on_token(&mut self, _token: u32, text: &str) -> cera::session::Control {
+        if text.is_empty() || (self.emit)(text) {
             cera::session::Control::Continue
         } else {
             cera::session::Control::Stop
         }
-    })?;
+    }
+
+    fn logprobs(&self) -> Option<usize> {
+        self.logprobs.as_ref().map(|l| l.0)
+    }
+
+    fn on_logprobs(&mut self, lp: cera::session::TokenLogprobs) {
+        if let Some((_, log)) = &self.logprobs {
+            log.lock().expect("logprob log").push(lp);
+        }
+    }
+}
+
+/// A token's logprobs as Python sees them: `(token, logprob, [(token, logprob), ...])`.
+pub(crate) type LogprobTuple = (u32, f32, Vec<(u32, f32)>);
+
+/// The log's entries so far as Python tuples `(token, logprob, [(token, logprob), ...])`,
+/// emptying it.
+pub(crate) fn take_logprobs(log: &Option<LogprobLog>) -> Vec<LogprobTuple> {
+    let Some(log) = log else { return Vec::new() };
+    std::mem::take(&mut *log.lock().expect("logprob log"))
+        .into_iter()
+        .map(|l| (l.token, l.logprob, l.top))
+        .collect()
+}
+
+/// Checks a `logprobs` argument (alternatives per token, as OpenAI bounds it).
+pub(crate) fn logprob_count(logprobs: Option<usize>, stream: bool) -> PyResult<Option<usize>> {
+    match logprobs {
+        Some(n) if n > 20 => Err(PyValueError::new_err(
+            "logprobs is at most 20 alternatives per token",
+        )),
+        Some(_) if !stream => Err(PyValueError::new_err(
+            "logprobs need stream=True: read them with Stream.take_logprobs() after each piece",
+        )),
+        l => Ok(l),
+    }
+}
+
+/// Prefills `prompt` and generates into `sink`.
+fn run(
+    s: &mut cera::session::Session,
+    prompt: &str,
+    opts: &cera::session::GenerateOptions,
+    sink: &mut PySink<'_>,
+) -> cera::Result<cera::session::FinishReason> {
+    s.append_text(prompt, false)?;
+    let summary = s.generate(opts, sink)?;
     Ok(summary.finish)
 }
 
@@ -370,6 +437,7 @@ fn run(
 struct Stream {
     pieces: stream::Pieces<cera::session::FinishReason>,
     finish: Mutex<Option<String>>,
+    logprobs: Option<LogprobLog>,
 }
 
 #[pymethods]
@@ -392,6 +460,13 @@ impl Stream {
     #[getter]
     fn finish_reason(&self) -> Option<String> {
         self.finish.lock().expect("stream lock").clone()
+    }
+
+    /// The logprobs of the tokens behind the pieces returned since the last call, as
+    /// `(token, logprob, [(token, logprob), ...])` (alternatives most likely first); empty
+    /// without `logprobs=`.
+    fn take_logprobs(&self) -> Vec<LogprobTuple> {
+        take_logprobs(&self.logprobs)
     }
 }
 

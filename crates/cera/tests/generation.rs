@@ -242,3 +242,72 @@ fn context_overflow_is_a_clear_error() {
     let e = s.append_tokens(&[u32::MAX]).unwrap_err().to_string();
     assert!(e.contains("out of range"), "{e}");
 }
+
+/// A sink that asks for logprobs: each sampled token's logprob is its log-softmax over the
+/// raw logits, greedy picks the top alternative, and the stream is unchanged by asking.
+#[test]
+fn a_sink_can_ask_for_each_tokens_logprobs() {
+    struct WithLogprobs {
+        got: Vec<cera::session::TokenLogprobs>,
+        tokens: Vec<u32>,
+    }
+    impl cera::session::Sink for WithLogprobs {
+        fn on_token(&mut self, token: u32, _text: &str) -> Control {
+            self.tokens.push(token);
+            Control::Continue
+        }
+        fn logprobs(&self) -> Option<usize> {
+            Some(3)
+        }
+        fn on_logprobs(&mut self, lp: cera::session::TokenLogprobs) {
+            self.got.push(lp);
+        }
+    }
+    let eng = engine("smollm2-135m-instruct-q4_1");
+    let mut opts = SessionOptions::default();
+    opts.n_ctx = 256;
+    let mut g = greedy();
+    g.max_tokens = 12;
+    let mut s = eng.session(opts.clone());
+    s.append_text("The capital of France is", false).unwrap();
+    let logits = s.logits().to_vec();
+    let mut sink = WithLogprobs {
+        got: Vec::new(),
+        tokens: Vec::new(),
+    };
+    s.generate(&g, &mut sink).unwrap();
+    assert_eq!(sink.got.len(), sink.tokens.len());
+    for (lp, &t) in sink.got.iter().zip(&sink.tokens) {
+        assert_eq!(lp.token, t);
+        assert_eq!(lp.top.len(), 3);
+        assert_eq!(
+            lp.top[0],
+            (t, lp.logprob),
+            "greedy takes the most likely token"
+        );
+        assert!(lp.top.windows(2).all(|w| w[0].1 >= w[1].1));
+        assert!(lp.logprob <= 0.0);
+    }
+    // the first token's logprob from the prompt's logits, by hand in f64 (the engine sums
+    // 49152 terms in f32: ~1e-4 apart)
+    let max = logits.iter().cloned().fold(f32::MIN, f32::max) as f64;
+    let lse = max
+        + logits
+            .iter()
+            .map(|&x| (x as f64 - max).exp())
+            .sum::<f64>()
+            .ln();
+    let want = logits[sink.tokens[0] as usize] as f64 - lse;
+    let got = sink.got[0].logprob as f64;
+    assert!((got - want).abs() < 1e-3, "{got} vs {want}");
+    // asking for logprobs does not change what is generated
+    let mut plain = Vec::new();
+    let mut s2 = eng.session(opts);
+    s2.append_text("The capital of France is", false).unwrap();
+    s2.generate(&g, &mut |t: u32, _: &str| {
+        plain.push(t);
+        Control::Continue
+    })
+    .unwrap();
+    assert_eq!(plain, sink.tokens);
+}

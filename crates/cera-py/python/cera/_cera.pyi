@@ -1,6 +1,6 @@
 """Type stubs of the native module (`cera._cera`)."""
 
-from typing import Iterator, List, Optional, Union, overload, Literal
+from typing import Iterator, List, Optional, Tuple, Union, overload, Literal
 
 __version__: str
 
@@ -31,6 +31,9 @@ class Stream(Iterator[str]):
     @property
     def finish_reason(self) -> Optional[str]:
         """Why generation ended ("stop", "length", "cancelled", …) once exhausted."""
+    def take_logprobs(self) -> List[Tuple[int, float, List[Tuple[int, float]]]]:
+        """With `logprobs=N`: (token, logprob, N most likely (token, logprob)) for the tokens
+        behind the pieces returned since the last call."""
 
 class Session:
     """One sequence's context."""
@@ -62,6 +65,7 @@ class Session:
         stop: Optional[List[str]] = None,
         *,
         stream: Literal[True],
+        logprobs: Optional[int] = None,
     ) -> Stream: ...
     def cancel(self) -> None:
         """Stops a running `generate` from another thread (within a token)."""
@@ -109,6 +113,8 @@ class ChatStream(Iterator[str]):
     @property
     def result(self) -> Optional[dict]:
         """The finished turn (as `Chat.complete` returns it) once exhausted."""
+    def take_logprobs(self) -> List[Tuple[int, float, List[Tuple[int, float]]]]:
+        """As `Stream.take_logprobs`."""
 
 class Chat:
     """A conversation with the model's chat template (messages and tools as JSON text)."""
@@ -135,6 +141,7 @@ class Chat:
         json_schema: Optional[str] = None,
         json_object: bool = False,
         tool_choice: Optional[str] = None,
+        logprobs: Optional[int] = None,
     ) -> ChatStream:
         """`complete(..., stream=True)`."""
     def stream_json(
@@ -165,6 +172,7 @@ class Chat:
         json_object: bool = False,
         tool_choice: Optional[str] = None,
         stream: bool = False,
+        logprobs: Optional[int] = None,
     ) -> Union[dict, ChatStream]:
         """The reply: {text, tool_calls: [{id, name, arguments}], finish_reason,
         prompt_tokens, completion_tokens, reused_tokens}, or a ChatStream."""

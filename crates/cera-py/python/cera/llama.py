@@ -83,6 +83,12 @@ def _response_format(rf: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     raise ValueError(f"response_format type {kind!r} is not one of text, json_object, json_schema")
 
 
+def _lp_count(n: Any, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 20:
+        raise ValueError(f"{what} must be an integer from 0 to 20, got {n!r}")
+    return n
+
+
 class Llama:
     """A model, as `llama_cpp.Llama`."""
 
@@ -105,6 +111,7 @@ class Llama:
         self.verbose = verbose
         self._session = self._engine.session(n_ctx=self._n_ctx)
         self._chat = self._engine.chat(n_ctx=self._n_ctx)
+        self._token_texts: Dict[int, str] = {}
 
     # -- tokens ------------------------------------------------------------------------
 
@@ -122,6 +129,35 @@ class Llama:
 
     def n_vocab(self) -> int:
         return self._engine.n_vocab
+
+    def _token_text(self, tok: int) -> str:
+        t = self._token_texts.get(tok)
+        if t is None:
+            t = self._token_texts[tok] = self._engine.detokenize([tok])
+        return t
+
+    def _completion_logprobs(self, entries, offset: int) -> Dict[str, Any]:
+        """llama-cpp-python's `logprobs` of a completion choice for `entries` (the stream's
+        `(token, logprob, top)` tuples), text offsets counted from `offset`."""
+        out: Dict[str, Any] = {"tokens": [], "text_offset": [], "token_logprobs": [], "top_logprobs": []}
+        for tok, lp, top in entries:
+            text = self._token_text(tok)
+            out["tokens"].append(text)
+            out["text_offset"].append(offset)
+            out["token_logprobs"].append(lp)
+            alts = {self._token_text(t): l for t, l in top}
+            alts[text] = lp  # as llama-cpp-python: the chosen token is always among them
+            out["top_logprobs"].append(alts)
+            offset += len(text)
+        return out
+
+    def _chat_logprobs(self, entries, n_top: int) -> Dict[str, Any]:
+        """OpenAI's chat `logprobs` object (`content`: token, logprob, bytes, top_logprobs)."""
+        def item(tok: int, lp: float) -> Dict[str, Any]:
+            text = self._token_text(tok)
+            return {"token": text, "logprob": lp, "bytes": list(text.encode())}
+        return {"content": [dict(item(t, lp), top_logprobs=[item(a, l) for a, l in top[:n_top]])
+                            for t, lp, top in entries]}
 
     # -- completions ---------------------------------------------------------------------
 
@@ -157,7 +193,9 @@ class Llama:
         """A text completion of `prompt`: llama-cpp-python's `text_completion` dict (or its
         chunks with `stream=True`)."""
         if logprobs is not None:
-            raise ValueError("logprobs are not supported by cera.Llama yet")
+            logprobs = _lp_count(logprobs, "logprobs")
+            if echo:
+                raise ValueError("logprobs with echo=True (the prompt's own logprobs) are not supported")
         if isinstance(prompt, list):
             prompt = self._engine.detokenize(prompt)
         args = self._sampling(temperature, top_p, min_p, top_k, repeat_penalty, seed, max_tokens, stop)
@@ -176,27 +214,35 @@ class Llama:
             n = len(s.tokens) - n_prompt
             return {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
 
-        def choice(text: str, finish: Optional[str]) -> Dict[str, Any]:
-            return {"text": text, "index": 0, "logprobs": None, "finish_reason": finish}
+        def choice(text: str, finish: Optional[str], lp: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+            return {"text": text, "index": 0, "logprobs": lp, "finish_reason": finish}
 
         if not stream:
-            st = s.generate(prompt, stream=True, **args)
+            st = s.generate(prompt, stream=True, logprobs=logprobs, **args)
             text = "".join(st)
+            lp = None
+            if logprobs is not None:
+                lp = self._completion_logprobs(st.take_logprobs(), len(prompt))
             return {
                 "id": cid, "object": "text_completion", "created": created,
                 "model": self.model_path,
-                "choices": [choice(head + text + (suffix or ""), _finish(st.finish_reason))],
+                "choices": [choice(head + text + (suffix or ""), _finish(st.finish_reason), lp)],
                 "usage": usage(),
             }
 
         def chunks() -> Iterator[Dict[str, Any]]:
-            st = s.generate(prompt, stream=True, **args)
+            st = s.generate(prompt, stream=True, logprobs=logprobs, **args)
             if head:
                 yield {"id": cid, "object": "text_completion", "created": created,
                        "model": self.model_path, "choices": [choice(head, None)]}
+            offset = len(prompt)
             for piece in st:
+                lp = None
+                if logprobs is not None:
+                    lp = self._completion_logprobs(st.take_logprobs(), offset)
+                    offset += sum(len(t) for t in lp["tokens"])
                 yield {"id": cid, "object": "text_completion", "created": created,
-                       "model": self.model_path, "choices": [choice(piece, None)]}
+                       "model": self.model_path, "choices": [choice(piece, None, lp)]}
             yield {"id": cid, "object": "text_completion", "created": created,
                    "model": self.model_path,
                    "choices": [choice(suffix or "", _finish(st.finish_reason))]}
@@ -228,6 +274,8 @@ class Llama:
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         repeat_penalty: float = 1.0,
+        logprobs: Optional[bool] = None,
+        top_logprobs: Optional[int] = None,
         **kwargs: Any,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """A chat completion: llama-cpp-python's (OpenAI's) `chat.completion` dict, or its
@@ -239,6 +287,11 @@ class Llama:
                 tool_choice = {"type": "function", "function": function_call}
             elif function_call is not None:
                 tool_choice = function_call
+        n_top = None
+        if logprobs:
+            n_top = _lp_count(top_logprobs or 0, "top_logprobs")
+        elif top_logprobs is not None:
+            raise ValueError("top_logprobs needs logprobs=True")
         msgs = _messages(messages)
         args = self._sampling(temperature, top_p, min_p, top_k, repeat_penalty, seed, max_tokens, stop)
         args.update(_response_format(response_format))
@@ -261,7 +314,15 @@ class Llama:
             return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
         if not stream:
-            r = chat.complete(tool_choice=choice_arg, **args)
+            lps = None
+            if n_top is None:
+                r = chat.complete(tool_choice=choice_arg, **args)
+            else:
+                st = chat.complete(tool_choice=choice_arg, stream=True, logprobs=n_top, **args)
+                for _ in st:
+                    pass
+                r = st.result
+                lps = self._chat_logprobs(st.take_logprobs(), n_top)
             calls = calls_json(r)
             message: Dict[str, Any] = {"role": "assistant", "content": r["text"] if not calls or r["text"] else None}
             if calls:
@@ -269,18 +330,22 @@ class Llama:
             return {
                 "id": cid, "object": "chat.completion", "created": created,
                 "model": self.model_path,
-                "choices": [{"index": 0, "message": message, "logprobs": None,
+                "choices": [{"index": 0, "message": message, "logprobs": lps,
                              "finish_reason": _finish(r["finish_reason"], bool(calls))}],
                 "usage": usage(r),
             }
 
-        def chunk(delta: Dict[str, Any], finish: Optional[str] = None) -> Dict[str, Any]:
+        def chunk(delta: Dict[str, Any], finish: Optional[str] = None,
+                  lp: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
             return {"id": cid, "object": "chat.completion.chunk", "created": created,
                     "model": self.model_path,
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                    "choices": [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}]}
+
+        def chunk_lps(st) -> Optional[Dict[str, Any]]:
+            return self._chat_logprobs(st.take_logprobs(), n_top) if n_top is not None else None
 
         def chunks() -> Iterator[Dict[str, Any]]:
-            st = chat.complete(tool_choice=choice_arg, stream=True, **args)
+            st = chat.complete(tool_choice=choice_arg, stream=True, logprobs=n_top, **args)
             yield chunk({"role": "assistant"})
             if tools and choice_arg != "none":
                 # the raw text holds the tool-call markup: the reply is sent once parsed
@@ -288,12 +353,12 @@ class Llama:
                     pass
             else:
                 for piece in st:
-                    yield chunk({"content": piece})
+                    yield chunk({"content": piece}, lp=chunk_lps(st))
             r = st.result
             calls = calls_json(r)
             if tools and choice_arg != "none":
                 if r["text"]:
-                    yield chunk({"content": r["text"]})
+                    yield chunk({"content": r["text"]}, lp=chunk_lps(st))
                 if calls:
                     yield chunk({"tool_calls": [dict(c, index=i) for i, c in enumerate(calls)]})
             yield chunk({}, _finish(r["finish_reason"], bool(calls)))

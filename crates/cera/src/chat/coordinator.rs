@@ -30,7 +30,9 @@ use serde_json::{Value as Json, json};
 use super::{ChatTemplate, Message, RenderOptions, ToolCall};
 use crate::error::{Error, Result};
 use crate::grammar::{GrammarConstraint, json_schema};
-use crate::session::{Control, FinishReason, GenerateOptions, PrefillReport, Session, Summary};
+use crate::session::{
+    Control, FinishReason, GenerateOptions, PrefillReport, Session, Sink, Summary,
+};
 use crate::spec::{Drafter, SpecOptions, SpecStats};
 use crate::state::PrefixCache;
 use crate::state::checkpoint::Kind;
@@ -409,6 +411,13 @@ impl Chat {
         opts: &TurnOptions,
         sink: &mut dyn FnMut(&str) -> Control,
     ) -> Result<TurnResult> {
+        self.complete_with(opts, &mut |_t: u32, piece: &str| sink(piece))
+    }
+
+    /// As [`Chat::complete_streaming`], to a full [`Sink`]: token ids, and each token's
+    /// logprobs when the sink asks for them (not under speculative decoding, whose verified
+    /// tokens carry none).
+    pub fn complete_with(&mut self, opts: &TurnOptions, sink: &mut dyn Sink) -> Result<TurnResult> {
         let continuing = match self.phase {
             Phase::PromptReady => false,
             Phase::Interrupted => true,
@@ -446,15 +455,11 @@ impl Chat {
             self.prepare(&opts.tool_choice)?;
         }
         self.phase = Phase::Generating;
-        let mut sink_tok = |_t: u32, piece: &str| sink(piece);
         let r = match &mut self.spec {
-            None => self
-                .session
-                .generate(&gopts, &mut sink_tok)
-                .map(|s| (s, None)),
+            None => self.session.generate(&gopts, sink).map(|s| (s, None)),
             Some((so, d)) => self
                 .session
-                .generate_speculative(&gopts, so, d.as_mut(), &mut sink_tok)
+                .generate_speculative(&gopts, so, d.as_mut(), sink)
                 .map(|(s, st)| (s, Some(st))),
         };
         let (summary, spec) = match r {

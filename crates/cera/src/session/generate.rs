@@ -241,6 +241,9 @@ impl Session {
         let mut summary = self.start_generation()?;
         let engine = Arc::clone(&self.engine);
         let mut g = Generator::new(&engine, opts, &self.tokens);
+        if let Some(k) = sink.logprobs() {
+            g = g.with_logprobs(k);
+        }
         let t0 = Instant::now();
         let finish = loop {
             if self.cancel.swap(false, Ordering::AcqRel) {
@@ -255,6 +258,9 @@ impl Session {
                     break reason;
                 }
                 Step::Token { id, text } => {
+                    if let Some(lp) = g.take_logprobs() {
+                        sink.on_logprobs(lp);
+                    }
                     if sink.on_token(id, &text) == Control::Stop {
                         g.stop(FinishReason::Cancelled);
                         break FinishReason::Cancelled;

@@ -81,6 +81,17 @@ pub trait Sink {
     /// `text` is the new, complete UTF-8 text (may be empty while a character or a possible stop
     /// string is incomplete); `token` the id just generated.
     fn on_token(&mut self, token: u32, text: &str) -> Control;
+
+    /// How many alternatives each token's logprobs carry; `None` (the default): no logprobs
+    /// are computed.
+    fn logprobs(&self) -> Option<usize> {
+        None
+    }
+
+    /// The logprobs of each sampled token (when [`Sink::logprobs`] asks for them), just before
+    /// the `on_token` of the same token; the token that ends generation (EOG, or one completing
+    /// a stop string) has none.
+    fn on_logprobs(&mut self, _lp: TokenLogprobs) {}
 }
 
 impl<F: FnMut(u32, &str) -> Control> Sink for F {
