@@ -40,6 +40,10 @@ def test_stream_equals_the_cli(engine):
     assert len(pieces) > 10, "streamed in pieces, not at the end"
     assert "".join(pieces) == want.rstrip("\n") or "".join(pieces) == want
     assert st.finish_reason == "length"
+    t = s.timings
+    assert t["generated_tokens"] == 48 and t["prompt_tokens"] == len(engine.tokenize(PROMPT))
+    assert t["decode_ms"] > 0 and t["decode_tps"] > 0 and t["finish_reason"] == "length"
+    assert engine.session(n_ctx=64).timings is None
     # the whole text at once is the same, on a fresh session
     assert engine.session(n_ctx=512).generate(PROMPT, max_tokens=48, temperature=0) == "".join(pieces)
     # the session kept its context: prompt and reply

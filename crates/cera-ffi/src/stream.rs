@@ -5,9 +5,12 @@
 //! - [`TokenListener`]: a callback interface called with each piece on the caller's thread;
 //! - [`spawn`]: a whole-result future for the `…Async` methods.
 //!
-//! The engine generates on its own thread and runs at most [`AHEAD`] pieces ahead of the
-//! consumer, so an abandoned or slow stream costs a bounded amount of work; closing or dropping
-//! the stream stops generation at the next token.
+//! The engine generates on its own thread, and the two take turns: after a piece the
+//! generating thread waits until the consumer asks for the next one. On a machine whose cores
+//! the engine's threads fill, a consumer thread waking beside them every token slowed decode
+//! (a third runnable thread: measured in benchmarks/README.md); taking turns costs a hand-off
+//! per token, and nothing is computed for a consumer that stopped reading. Stopping or
+//! dropping the stream stops generation at the next token.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -17,9 +20,6 @@ use std::task::{Context, Poll, Waker};
 
 use crate::errors::{CeraError, Result, poisoned};
 use crate::types::Turn;
-
-/// Pieces the generating thread may produce before the consumer takes them.
-const AHEAD: usize = 32;
 
 /// Called with each piece of text as it is generated; return false to stop.
 #[uniffi::export(callback_interface)]
@@ -41,6 +41,8 @@ struct State {
     end: Option<Result<End>>,
     /// The consumer is gone or asked to stop.
     closed: bool,
+    /// The consumer is waiting for a piece (the generating thread may produce the next).
+    wanted: bool,
     /// The error was handed out once already (later `next` calls end the stream).
     error_taken: bool,
     waker: Option<Waker>,
@@ -48,7 +50,7 @@ struct State {
 
 struct Pipe {
     state: Mutex<State>,
-    /// Signalled when the consumer takes a piece or closes (the producer waits on it).
+    /// Signalled when the consumer asks for a piece or closes (the producer waits on it).
     space: Condvar,
     /// Signalled when a piece or the end arrives (blocking consumers wait on it).
     ready: Condvar,
@@ -60,23 +62,27 @@ impl Pipe {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues `text` for the consumer; false when the consumer is gone.
+    /// Hands `text` to the consumer, then waits until it asks for the next piece; false when
+    /// the consumer is gone.
     fn push(&self, text: &str) -> bool {
         let mut s = self.lock();
-        while s.queue.len() >= AHEAD && !s.closed {
-            s = self.space.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
         if s.closed {
             return false;
         }
         s.queue.push_back(text.to_owned());
+        s.wanted = false;
         let w = s.waker.take();
+        // wake without the lock: a foreign executor may poll the stream from inside `wake`
         drop(s);
         self.ready.notify_all();
         if let Some(w) = w {
             w.wake();
         }
-        true
+        let mut s = self.lock();
+        while !s.wanted && !s.closed {
+            s = self.space.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        !s.closed
     }
 
     fn finish(&self, end: Result<End>) {
@@ -94,11 +100,17 @@ impl Pipe {
     /// error once `Some(Err)`; `None`: nothing yet.
     fn take(&self, s: &mut State) -> Option<Result<Option<String>>> {
         if let Some(t) = s.queue.pop_front() {
-            self.space.notify_all();
             return Some(Ok(Some(t)));
         }
         match &s.end {
-            None => None,
+            None => {
+                // the consumer waits: the generating thread's turn
+                if !s.wanted {
+                    s.wanted = true;
+                    self.space.notify_all();
+                }
+                None
+            }
             Some(Ok(_)) => Some(Ok(None)),
             Some(Err(e)) if !s.error_taken => {
                 s.error_taken = true;
@@ -132,6 +144,8 @@ pub(crate) fn start(
             queue: VecDeque::new(),
             end: None,
             closed: false,
+            // the first piece is asked for from the start
+            wanted: true,
             error_taken: false,
             waker: None,
         }),

@@ -151,11 +151,12 @@ fn stopping_or_dropping_a_stream_stops_the_engine() {
     while st.next_blocking().unwrap().is_some() {
         rest += 1;
     }
-    // what was already queued (the look-ahead) plus the token being computed
-    assert!(rest <= 34, "{rest} pieces after stop");
+    // the generating thread waits for the consumer after each piece: at most the piece
+    // handed over when stop came
+    assert!(rest <= 1, "{rest} pieces after stop");
     assert_eq!(st.finish_reason().as_deref(), Some("cancelled"));
     let n = s.tokens().unwrap().len();
-    assert!(n < 60, "the engine went on to {n} tokens");
+    assert!(n <= 4 + 5, "the engine went on to {n} tokens");
 
     // dropped unread: the generating thread stops and releases the session
     let st = s.stream(" and".into(), greedy(1500)).unwrap();

@@ -66,6 +66,7 @@ impl Engine {
         Ok(Session {
             cancel: s.cancel_handle(),
             inner: Arc::new(Mutex::new(s)),
+            last: Arc::default(),
         })
     }
 
@@ -214,6 +215,7 @@ pub(crate) fn options(
 struct Session {
     inner: Arc<Mutex<cera::session::Session>>,
     cancel: cera::session::CancelHandle,
+    last: Arc<Mutex<Option<Timings>>>,
 }
 
 impl Session {
@@ -263,13 +265,15 @@ impl Session {
         let prompt = prompt.to_owned();
         if stream {
             let inner = Arc::clone(&self.inner);
+            let last = Arc::clone(&self.last);
             let log: Option<LogprobLog> = logprobs.map(|_| Arc::default());
             let lp = logprobs.zip(log.clone());
             let pieces = stream::Pieces::spawn("cera-generate", move |emit| {
                 let mut s = inner.lock().map_err(|_| {
                     cera::Error::Model("the session was poisoned by a panic".into())
                 })?;
-                run(&mut s, &prompt, &opts, &mut PySink { emit, logprobs: lp })
+                let sink = &mut PySink { emit, logprobs: lp };
+                run(&mut s, &prompt, &opts, sink, &last)
             })?;
             let st = Stream {
                 pieces,
@@ -293,6 +297,7 @@ impl Session {
                     emit,
                     logprobs: None,
                 },
+                &self.last,
             )
             .map_err(to_py)
         })?;
@@ -302,6 +307,27 @@ impl Session {
     /// Stops a running `generate` (from another thread): it returns within a token.
     fn cancel(&self) {
         self.cancel.cancel();
+    }
+
+    /// The engine's own counts and times of the last finished `generate` (what `cera run`
+    /// prints): `prompt_tokens`, `prompt_ms`, `generated_tokens`, `decode_ms`, `decode_tps`,
+    /// `finish_reason`; None before the first.
+    #[getter]
+    fn timings<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        let Some(t) = *self.last.lock().unwrap_or_else(|p| p.into_inner()) else {
+            return Ok(None);
+        };
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("prompt_tokens", t.prompt_tokens)?;
+        d.set_item("prompt_ms", t.prefill.as_secs_f64() * 1e3)?;
+        d.set_item("generated_tokens", t.generated_tokens)?;
+        d.set_item("decode_ms", t.decode.as_secs_f64() * 1e3)?;
+        d.set_item(
+            "decode_tps",
+            t.generated_tokens as f64 / t.decode.as_secs_f64().max(1e-9),
+        )?;
+        d.set_item("finish_reason", t.finish.as_str())?;
+        Ok(Some(d))
     }
 
     /// The context's token ids.
@@ -419,23 +445,43 @@ pub(crate) fn logprob_count(logprobs: Option<usize>, stream: bool) -> PyResult<O
     }
 }
 
-/// Prefills `prompt` and generates into `sink`.
+/// The engine's own counts and times of a session's last generation (`Session.timings`):
+/// what `cera run` reports, so the bindings' overhead can be told from the engine's speed.
+#[derive(Clone, Copy)]
+struct Timings {
+    finish: cera::session::FinishReason,
+    prompt_tokens: usize,
+    prefill: std::time::Duration,
+    generated_tokens: usize,
+    decode: std::time::Duration,
+}
+
+/// Prefills `prompt` and generates into `sink`; the timings also go to `last`.
 fn run(
     s: &mut cera::session::Session,
     prompt: &str,
     opts: &cera::session::GenerateOptions,
     sink: &mut PySink<'_>,
-) -> cera::Result<cera::session::FinishReason> {
+    last: &Mutex<Option<Timings>>,
+) -> cera::Result<Timings> {
     s.append_text(prompt, false)?;
     let summary = s.generate(opts, sink)?;
-    Ok(summary.finish)
+    let t = Timings {
+        finish: summary.finish,
+        prompt_tokens: summary.prompt_tokens,
+        prefill: summary.prefill,
+        generated_tokens: summary.generated_tokens,
+        decode: summary.decode,
+    };
+    *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+    Ok(t)
 }
 
 /// The text pieces of a streaming `generate`, in order; `finish_reason` is set at the end
 /// (`"stop"`, `"length"`, …).
 #[pyclass(module = "cera")]
 struct Stream {
-    pieces: stream::Pieces<cera::session::FinishReason>,
+    pieces: stream::Pieces<Timings>,
     finish: Mutex<Option<String>>,
     logprobs: Option<LogprobLog>,
 }
@@ -449,8 +495,8 @@ impl Stream {
     fn __next__(&self, py: Python<'_>) -> PyResult<String> {
         match self.pieces.next(py)? {
             stream::Next::Text(t) => Ok(t),
-            stream::Next::End(f) => {
-                *self.finish.lock().expect("stream lock") = Some(f.as_str().to_owned());
+            stream::Next::End(t) => {
+                *self.finish.lock().expect("stream lock") = Some(t.finish.as_str().to_owned());
                 Err(PyStopIteration::new_err(()))
             }
         }

@@ -70,6 +70,11 @@ class Session:
     def cancel(self) -> None:
         """Stops a running `generate` from another thread (within a token)."""
     @property
+    def timings(self) -> Optional[dict]:
+        """The engine's own counts and times of the last `generate` (as `cera run` prints
+        them): prompt_tokens, prompt_ms, generated_tokens, decode_ms, decode_tps,
+        finish_reason."""
+    @property
     def tokens(self) -> List[int]: ...
     @property
     def n_ctx(self) -> int: ...
