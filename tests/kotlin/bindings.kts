@@ -47,6 +47,15 @@ val viaListener = engine.session(SessionConfig(nCtx = 512u)).generateWith(prompt
 check("listener hears every piece", heard.toString() == streamed && viaListener.text == streamed)
 val viaSuspend = runBlocking { engine.session(SessionConfig(nCtx = 512u)).generateAsync(prompt, greedy) }
 check("suspend equals blocking", viaSuspend.text == streamed && viaSuspend.tokens == g.tokens)
+val viaNext = runBlocking {
+    val st = engine.session(SessionConfig(nCtx = 512u)).stream(prompt, greedy)
+    val sb = StringBuilder()
+    while (true) { sb.append(st.next() ?: break) }
+    check("stream finish reason", st.finishReason() == "length") { "${st.finishReason()}" }
+    st.destroy()
+    sb.toString()
+}
+check("suspend next() equals blocking", viaNext == streamed)
 File(parityOut).writeText(g.tokens.joinToString(" ") + "\n" + g.text + "\n")
 
 // typed errors carrying the core's message
