@@ -74,6 +74,10 @@ def test_typed_errors(engine, tmp_path):
         s.generate("x", top_p=2.0)
     with pytest.raises(ValueError):
         engine.session(cache_type_k="q9_9")
+    with pytest.raises(ValueError, match="no GPU backend"):
+        cera.Engine(MODEL, device="gpu")
+    with pytest.raises(ValueError, match="not one of cpu, gpu, auto"):
+        cera.Engine(MODEL, device="tpu")
     assert issubclass(cera.ContextOverflowError, cera.CeraError)
     assert issubclass(cera.CeraError, RuntimeError)
 

@@ -28,26 +28,13 @@ pub enum CeraError {
 
 impl From<cera::Error> for CeraError {
     fn from(e: cera::Error) -> CeraError {
-        use cera::Error as E;
+        use cera::ErrorKind as K;
         let msg = e.to_string();
-        match e {
-            E::ContextOverflow { .. } => CeraError::ContextOverflow(msg),
-            E::Cancelled => CeraError::Cancelled(msg),
-            E::Lora { .. } => CeraError::Lora(msg),
-            E::Io { .. }
-            | E::GgufMagic { .. }
-            | E::GgufVersion(_)
-            | E::GgufTruncated { .. }
-            | E::GgufCorrupt { .. }
-            | E::GgufValueType { .. }
-            | E::GgufDuplicateKey(_)
-            | E::GgufDuplicateTensor(_)
-            | E::GgufTensorType { .. }
-            | E::GgufTensor { .. }
-            | E::MissingKey(_)
-            | E::KeyType { .. }
-            | E::MissingTensor(_)
-            | E::UnsupportedArch { .. } => CeraError::ModelLoad(msg),
+        match e.kind() {
+            K::ContextOverflow => CeraError::ContextOverflow(msg),
+            K::Cancelled => CeraError::Cancelled(msg),
+            K::Lora => CeraError::Lora(msg),
+            K::ModelLoad => CeraError::ModelLoad(msg),
             _ => CeraError::Engine(msg),
         }
     }

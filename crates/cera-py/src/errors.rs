@@ -38,26 +38,13 @@ create_exception!(
 
 /// The Python exception for a core error.
 pub fn to_py(e: cera::Error) -> PyErr {
-    use cera::Error as E;
+    use cera::ErrorKind as K;
     let msg = e.to_string();
-    match e {
-        E::ContextOverflow { .. } => ContextOverflowError::new_err(msg),
-        E::Cancelled => CancelledError::new_err(msg),
-        E::Lora { .. } => LoraError::new_err(msg),
-        E::Io { .. }
-        | E::GgufMagic { .. }
-        | E::GgufVersion(_)
-        | E::GgufTruncated { .. }
-        | E::GgufCorrupt { .. }
-        | E::GgufValueType { .. }
-        | E::GgufDuplicateKey(_)
-        | E::GgufDuplicateTensor(_)
-        | E::GgufTensorType { .. }
-        | E::GgufTensor { .. }
-        | E::MissingKey(_)
-        | E::KeyType { .. }
-        | E::MissingTensor(_)
-        | E::UnsupportedArch { .. } => ModelLoadError::new_err(msg),
+    match e.kind() {
+        K::ContextOverflow => ContextOverflowError::new_err(msg),
+        K::Cancelled => CancelledError::new_err(msg),
+        K::Lora => LoraError::new_err(msg),
+        K::ModelLoad => ModelLoadError::new_err(msg),
         _ => CeraError::new_err(msg),
     }
 }

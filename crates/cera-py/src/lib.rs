@@ -26,11 +26,31 @@ struct Engine {
 #[pymethods]
 impl Engine {
     /// Loads `model`: a GGUF path, or a catalog name (fetched into the cache when missing).
+    /// `device`: `cpu`, or `auto` (the CPU while this build has no GPU backend); `gpu` is an
+    /// error until it has one.
     #[new]
-    #[pyo3(signature = (model, n_threads=None))]
-    fn new(py: Python<'_>, model: &str, n_threads: Option<usize>) -> PyResult<Engine> {
+    #[pyo3(signature = (model, n_threads=None, device="auto"))]
+    fn new(
+        py: Python<'_>,
+        model: &str,
+        n_threads: Option<usize>,
+        device: &str,
+    ) -> PyResult<Engine> {
         if n_threads == Some(0) {
             return Err(PyValueError::new_err("n_threads must be at least 1"));
+        }
+        match device {
+            "cpu" | "auto" => {}
+            "gpu" => {
+                return Err(PyValueError::new_err(
+                    "device=\"gpu\": this build of cera has no GPU backend yet; use \"cpu\" or \"auto\"",
+                ));
+            }
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "device {other:?} is not one of cpu, gpu, auto"
+                )));
+            }
         }
         let model = model.to_owned();
         let inner = py

@@ -130,7 +130,49 @@ pub enum Error {
     ChatTemplateRaised { message: String },
 }
 
+/// What an [`Error`] means for a caller, for front ends that map errors to their own types
+/// (Python exceptions, Kotlin/Swift error cases) without each listing the variants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The model file is missing, unreadable, corrupt or of an unsupported kind.
+    ModelLoad,
+    /// The prompt (or prompt and reply) does not fit in the context.
+    ContextOverflow,
+    /// A LoRA adapter that does not fit the model or cannot be read.
+    Lora,
+    /// Cancelled from another thread.
+    Cancelled,
+    /// Anything else.
+    Other,
+}
+
 impl Error {
+    /// The kind of failure (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        use Error as E;
+        match self {
+            E::ContextOverflow { .. } => ErrorKind::ContextOverflow,
+            E::Cancelled => ErrorKind::Cancelled,
+            E::Lora { .. } => ErrorKind::Lora,
+            E::Io { .. }
+            | E::GgufMagic { .. }
+            | E::GgufVersion(_)
+            | E::GgufTruncated { .. }
+            | E::GgufCorrupt { .. }
+            | E::GgufValueType { .. }
+            | E::GgufDuplicateKey(_)
+            | E::GgufDuplicateTensor(_)
+            | E::GgufTensorType { .. }
+            | E::GgufTensor { .. }
+            | E::MissingKey(_)
+            | E::KeyType { .. }
+            | E::MissingTensor(_)
+            | E::UnsupportedArch { .. } => ErrorKind::ModelLoad,
+            _ => ErrorKind::Other,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

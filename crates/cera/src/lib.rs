@@ -37,4 +37,4 @@ pub mod state;
 pub mod tokenizer;
 pub mod tools;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};

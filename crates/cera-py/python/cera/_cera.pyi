@@ -89,7 +89,7 @@ class Session:
 
 class Engine:
     """A loaded model: a GGUF path or a catalog name (fetched when missing)."""
-    def __init__(self, model: str, n_threads: Optional[int] = None) -> None: ...
+    def __init__(self, model: str, n_threads: Optional[int] = None, device: str = "auto") -> None: ...
     def session(
         self,
         n_ctx: int = 0,
