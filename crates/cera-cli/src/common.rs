@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use cera::fetch::{self, Progress};
 
-/// Prints fetch progress on stderr.
+/// Prints fetch progress on stderr: one line updated in place on a terminal; in a log (not a
+/// terminal) a line per quarter, not a `\r` update per percent.
 pub fn progress_printer() -> impl FnMut(Progress) {
     let mut last_pct = u64::MAX;
     let tty = std::io::stderr().is_terminal();
@@ -19,7 +20,18 @@ pub fn progress_printer() -> impl FnMut(Progress) {
         }
         Progress::Extracting { done, total } => {
             let pct = done * 100 / total.max(1);
-            if pct != last_pct {
+            if !tty {
+                let quarter = pct / 25;
+                if quarter != last_pct {
+                    last_pct = quarter;
+                    eprintln!(
+                        "cera: extracting {:3}% ({} / {})",
+                        quarter * 25,
+                        human_bytes(done),
+                        human_bytes(total)
+                    );
+                }
+            } else if pct != last_pct {
                 last_pct = pct;
                 eprint!(
                     "\rcera: extracting {pct:3}% ({} / {})",
