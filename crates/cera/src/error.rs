@@ -107,6 +107,8 @@ pub enum Error {
     // ---- model fetching ----
     #[error("model fetch failed for '{model}': {reason}")]
     Fetch { model: String, reason: String },
+    #[error("Hugging Face repo '{repo}': {reason}")]
+    Hub { repo: String, reason: String },
     #[error("unknown model '{name}'; known models: {known}")]
     UnknownModel { name: String, known: String },
 

@@ -22,6 +22,8 @@ pub mod error;
 pub mod fetch;
 pub mod gguf;
 pub mod grammar;
+#[cfg(feature = "hub")]
+pub mod hub;
 pub mod kernels;
 pub mod keys;
 pub mod lora;
