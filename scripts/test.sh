@@ -71,6 +71,9 @@ fi
 cargo run --release --locked -q -p cera --example make_bert_model -- target/pytest-rerank.gguf rerank >/dev/null
 CERA_RERANK_MODEL="$PWD/target/pytest-rerank.gguf" CERA_BIN="$PWD/target/release/cera" \
   "$venv/bin/python" -m pytest -q tests/server
+step "hub: a local Hugging Face Hub (loopback), cera's client and huggingface_hub on one cache"
+"$venv/bin/pip" install -q --disable-pip-version-check huggingface_hub
+CERA_BIN="$PWD/target/release/cera" "$venv/bin/python" -m pytest -q tests/hub
 step "python: the cera wheel (maturin), pip-installed into a fresh venv, pytest"
 "$venv/bin/pip" install -q --disable-pip-version-check maturin
 rm -rf target/wheels target/wheel-venv

@@ -1,54 +1,159 @@
-//! Helpers shared by subcommands: model resolution with progress, size formatting.
+//! Helpers shared by subcommands: model resolution with progress (the catalog, local paths and
+//! the Hugging Face Hub), size formatting.
 
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use cera::fetch::{self, Progress};
+use cera::hub::{self, HubConfig, HubProgress};
 
-/// Prints fetch progress on stderr: one line updated in place on a terminal; in a log (not a
-/// terminal) a line per quarter, not a `\r` update per percent.
+use crate::progress::ByteProgress;
+
+/// Prints catalog fetch progress on stderr (a bar on a terminal, a line per quarter in a log).
 pub fn progress_printer() -> impl FnMut(Progress) {
-    let mut last_pct = u64::MAX;
-    let tty = std::io::stderr().is_terminal();
+    let mut bar = ByteProgress::new();
     move |p| match p {
         Progress::Downloading {
             package,
             index,
             count,
         } => {
+            bar.finish();
             eprintln!("cera: downloading {package} ({}/{count})", index + 1);
         }
         Progress::Extracting { done, total } => {
-            let pct = done * 100 / total.max(1);
-            if !tty {
-                let quarter = pct / 25;
-                if quarter != last_pct {
-                    last_pct = quarter;
-                    eprintln!(
-                        "cera: extracting {:3}% ({} / {})",
-                        quarter * 25,
-                        human_bytes(done),
-                        human_bytes(total)
-                    );
-                }
-            } else if pct != last_pct {
-                last_pct = pct;
-                eprint!(
-                    "\rcera: extracting {pct:3}% ({} / {})",
-                    human_bytes(done),
-                    human_bytes(total)
-                );
-                let _ = std::io::stderr().flush();
+            if done == 0 || bar.is_idle() {
+                bar.start("extracting", total, done);
+            } else {
+                bar.update(done);
             }
         }
-        Progress::Verifying => eprintln!("{}cera: verifying sha256", if tty { "\n" } else { "" }),
+        Progress::Verifying => {
+            bar.finish();
+            eprintln!("cera: verifying sha256");
+        }
         Progress::Done { path } => eprintln!("cera: model ready at {}", path.display()),
         _ => {}
     }
 }
 
-/// `-m` as given (path or catalog name), or the default model; fetched when needed.
+/// Prints Hub fetch progress on stderr.
+pub fn hub_progress_printer() -> impl FnMut(HubProgress) {
+    let mut bar = ByteProgress::new();
+    move |p| match p {
+        HubProgress::Resolved { commit, offline } => {
+            let how = if offline {
+                " (offline: from the cache)"
+            } else {
+                ""
+            };
+            bar.line(&format!(
+                "revision is commit {}{how}",
+                &commit[..12.min(commit.len())]
+            ));
+        }
+        HubProgress::FellBackToCache { reason } => {
+            bar.line(&format!(
+                "the Hub is not reachable ({reason}); using the cache"
+            ));
+        }
+        HubProgress::Start {
+            file,
+            index,
+            count,
+            total,
+            resumed,
+        } => {
+            let of = if count > 1 {
+                format!(" ({}/{count})", index + 1)
+            } else {
+                String::new()
+            };
+            if resumed > 0 {
+                eprintln!(
+                    "cera: resuming {file}{of} at {} of {}",
+                    human_bytes(resumed),
+                    human_bytes(total)
+                );
+            } else {
+                eprintln!("cera: downloading {file}{of}, {}", human_bytes(total));
+            }
+            bar.start("downloading", total, resumed);
+        }
+        HubProgress::Bytes { done, .. } => bar.update(done),
+        HubProgress::Retry { at, reason } => {
+            bar.line(&format!("{reason}; retrying from byte {at}"));
+        }
+        HubProgress::Verifying { file } => {
+            bar.finish();
+            eprintln!("cera: verifying the sha256 of {file}");
+        }
+        HubProgress::Cached { file } => eprintln!("cera: {file} is in the cache"),
+        _ => {}
+    }
+}
+
+/// `--hf ORG/REPO[:QUANT]` and `--hf-file PATH`, given before or after the subcommand.
+#[derive(Clone, Debug, Default)]
+pub struct HubArgs {
+    pub repo: Option<String>,
+    pub file: Option<String>,
+}
+
+static HUB_ARGS: OnceLock<HubArgs> = OnceLock::new();
+
+pub fn set_hub_args(a: HubArgs) {
+    let _ = HUB_ARGS.set(a);
+}
+
+/// Whether `--hf` or `--hf-file` was given.
+pub fn hub_flags_given() -> bool {
+    HUB_ARGS
+        .get()
+        .is_some_and(|a| a.repo.is_some() || a.file.is_some())
+}
+
+/// The Hub reference `--hf`/`--hf-file` name, if any.
+fn hub_ref_from_flags() -> anyhow::Result<Option<hub::ModelRef>> {
+    let Some(a) = HUB_ARGS.get() else {
+        return Ok(None);
+    };
+    match (&a.repo, &a.file) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => anyhow::bail!("--hf-file needs --hf ORG/REPO to say which repo"),
+        (Some(r), None) => Ok(Some(hub::ModelRef::parse_repo(r)?)),
+        (Some(r), Some(f)) => {
+            let mut m = hub::ModelRef::parse_repo(r)?;
+            if !matches!(m.target, hub::Target::Quant(None)) {
+                anyhow::bail!("give either a quant tag in --hf ({r}) or --hf-file, not both");
+            }
+            m.target = hub::Target::File(f.clone());
+            Ok(Some(m))
+        }
+    }
+}
+
+/// Fetches (or finds in the cache) a model on the Hub and returns the file to load.
+pub fn resolve_hub(r: &hub::ModelRef) -> anyhow::Result<PathBuf> {
+    let cfg = HubConfig::from_env();
+    let fetched = hub::resolve(r, &cfg, &mut hub_progress_printer())?;
+    Ok(fetched.path)
+}
+
+/// `-m` as given (a path, a catalog name or `hf://org/repo[:QUANT]`), `--hf`, or the default
+/// model; fetched when needed.
 pub fn resolve_model(arg: Option<&str>) -> anyhow::Result<PathBuf> {
+    let from_flags = hub_ref_from_flags()?;
+    match (arg, from_flags) {
+        (Some(m), Some(r)) => {
+            anyhow::bail!("-m {m} and --hf {r} both name a model: give one of them")
+        }
+        (None, Some(r)) => return resolve_hub(&r),
+        (Some(m), None) if m.starts_with("hf://") => {
+            return resolve_hub(&hub::ModelRef::parse_url(m)?);
+        }
+        _ => {}
+    }
     if arg.is_none() {
         let def = fetch::default_model();
         if def.cached().is_none() {

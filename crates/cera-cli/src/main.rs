@@ -15,6 +15,7 @@ mod info;
 mod inspect;
 mod models;
 mod perplexity;
+mod progress;
 mod quantize;
 mod rerank;
 mod run;
@@ -31,6 +32,19 @@ mod tokenize;
     propagate_version = true
 )]
 struct Cli {
+    /// A model on the Hugging Face Hub, llama.cpp's `-hf` form: the GGUF of QUANT (default
+    /// Q4_K_M, then Q8_0, then the first) is fetched into the Hub's cache ($HF_HOME/hub) and
+    /// used as -m. Also `-m hf://ORG/REPO/FILE.gguf`. HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE=1.
+    #[arg(
+        long = "hf",
+        alias = "hf-repo",
+        global = true,
+        value_name = "ORG/REPO[@REV][:QUANT]"
+    )]
+    hf: Option<String>,
+    /// With --hf: this file of the repo instead of the one a quant tag picks.
+    #[arg(long = "hf-file", global = true, value_name = "PATH")]
+    hf_file: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -51,7 +65,8 @@ enum Command {
     Perplexity(perplexity::Args),
     /// Show a GGUF file's metadata, tensors, types and size.
     Inspect(inspect::Args),
-    /// Fetch a model from the catalog into the cache.
+    /// Fetch a model into the cache: a catalog name, or `hf://ORG/REPO[:QUANT]` /
+    /// `hf://ORG/REPO/FILE.gguf` (or --hf) from the Hugging Face Hub.
     Pull(models::PullArgs),
     /// List cached models and the catalog.
     Models(models::ListArgs),
@@ -70,8 +85,8 @@ enum Command {
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
 /// `-c tk`, so those are rewritten to their `--` form first.
 fn llama_style_args() -> Vec<std::ffi::OsString> {
-    const ONE_DASH: [&str; 10] = [
-        "-ctk", "-ctv", "-npp", "-ntg", "-npl", "-pps", "-tgs", "-ub", "-np", "-md",
+    const ONE_DASH: [&str; 12] = [
+        "-ctk", "-ctv", "-npp", "-ntg", "-npl", "-pps", "-tgs", "-ub", "-np", "-md", "-hf", "-hff",
     ];
     std::env::args_os()
         .map(|a| match a.to_str() {
@@ -83,6 +98,10 @@ fn llama_style_args() -> Vec<std::ffi::OsString> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse_from(llama_style_args());
+    common::set_hub_args(common::HubArgs {
+        repo: cli.hf,
+        file: cli.hf_file,
+    });
     let result = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Chat(a) => chat::run(a),

@@ -6,7 +6,8 @@ use crate::common::{human_bytes, progress_printer};
 
 #[derive(clap::Args)]
 pub struct PullArgs {
-    /// Catalog name or alias (see `cera models`); the default model when omitted.
+    /// Catalog name or alias (see `cera models`), or a Hub address `hf://ORG/REPO[:QUANT]` /
+    /// `hf://ORG/REPO[@REV]/FILE.gguf`; the default model when omitted (or --hf's).
     name: Option<String>,
 }
 
@@ -14,6 +15,17 @@ pub struct PullArgs {
 pub struct ListArgs {}
 
 pub fn pull(a: PullArgs) -> anyhow::Result<()> {
+    let from_hub = match &a.name {
+        Some(n) => n.starts_with("hf://"),
+        None => crate::common::hub_flags_given(),
+    };
+    if from_hub {
+        println!(
+            "{}",
+            crate::common::resolve_model(a.name.as_deref())?.display()
+        );
+        return Ok(());
+    }
     let entry = match &a.name {
         Some(n) => fetch::lookup(n)?,
         None => fetch::default_model(),
