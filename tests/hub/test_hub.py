@@ -40,12 +40,24 @@ def hub(tmp_path_factory):
     small.write_bytes(os.urandom(300_000))
     small2 = d / "small2.bin"
     small2.write_bytes(os.urandom(200_000))
+    split = subprocess.run(
+        [CERA, "split", str(SMOL), str(d / "SmolLM2-135M-Instruct-Q4_1"), "--max-tensors", "100"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert len(split) == 3, split
     config = {
         "token": TOKEN,
         "repos": {
             SMOL_REPO: {
                 "revisions": [
                     {"refs": ["main"], "files": {SMOL_FILE: str(SMOL), "README.md": {"text": "# SmolLM2\n"}}}
+                ]
+            },
+            "cera-test/SmolLM2-split": {
+                "revisions": [
+                    {"refs": ["main"], "files": {f"Q4_1/{pathlib.Path(p).name}": p for p in split}}
                 ]
             },
             "cera-test/quants": {
@@ -173,6 +185,15 @@ def test_cera_runs_what_huggingface_hub_fetched_offline(hub, hf_home):
     assert server_log(hub) == [], "offline mode must not touch the network"
     local = cera(["run", "-m", str(SMOL), *args[1:]], env_for(hub, hf_home))
     assert offline.stdout == local.stdout and offline.stdout.strip(), (offline.stdout, local.stdout)
+
+
+def test_a_split_gguf_on_the_hub_runs_as_the_whole_file(hub, hf_home):
+    args = ["run", "--raw", "--temp", "0", "-n", "12", "-p", "Once upon a time"]
+    env = env_for(hub, hf_home)
+    split = cera(["--hf", "cera-test/SmolLM2-split:Q4_1", *args], env)
+    assert "(3/3)" in split.stderr, split.stderr
+    local = cera(["run", "-m", str(SMOL), *args[1:]], env)
+    assert split.stdout == local.stdout and split.stdout.strip()
 
 
 def test_offline_with_an_empty_cache_is_a_clear_error(hub, hf_home):

@@ -21,6 +21,7 @@ mod rerank;
 mod run;
 mod serve;
 mod spec_args;
+mod split;
 mod structured;
 mod tokenize;
 
@@ -76,6 +77,8 @@ enum Command {
     Serve(serve::Args),
     /// Write a GGUF with its matrices in another type (llama-quantize's type names).
     Quantize(quantize::Args),
+    /// Write a GGUF as a split GGUF of several files (llama-gguf-split's layout).
+    Split(split::Args),
     /// Embeddings of texts (llama-embedding's flags and output formats).
     Embed(embed::Args),
     /// Relevance scores of documents for a query, with a reranker model.
@@ -115,6 +118,7 @@ fn main() -> ExitCode {
         Command::Tokenize(a) => tokenize::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Quantize(a) => quantize::run(a),
+        Command::Split(a) => split::run(a),
         Command::Embed(a) => embed::run(a),
         Command::Rerank(a) => rerank::run(a),
     };

@@ -126,7 +126,7 @@ impl Weight {
     }
 
     pub fn data(&self) -> &[u8] {
-        &self.file.bytes()[self.offset..self.offset + self.len]
+        self.file.slice(self.offset, self.len)
     }
 
     pub fn row_bytes(&self) -> usize {

@@ -11,6 +11,7 @@ mod value;
 mod writer;
 
 pub mod requantize;
+pub mod split;
 
 pub use meta::FromValue;
 pub use reader::{DEFAULT_ALIGNMENT, GgufFile, MAX_DIMS, TensorInfo};

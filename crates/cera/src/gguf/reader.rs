@@ -17,13 +17,13 @@ pub const MAX_DIMS: usize = 4;
 const MAX_ARRAY_DEPTH: usize = 8;
 
 /// Where the bytes live.
-enum Source {
+pub(super) enum Source {
     Mmap(memmap2::Mmap),
     Bytes(Vec<u8>),
 }
 
 impl Source {
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         match self {
             Source::Mmap(m) => m,
             Source::Bytes(b) => b,
@@ -70,6 +70,18 @@ pub struct GgufFile {
     meta_index: HashMap<String, usize>,
     pub tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
+    /// The other files of a split GGUF (`name-00002-of-00003.gguf`, ...), each mapped at a
+    /// virtual base offset after the files before it: tensor offsets of a split model are
+    /// in that one address space, so nothing above the reader knows the model is split.
+    pub(super) parts: Vec<Part>,
+}
+
+/// One more file of a split GGUF.
+pub(super) struct Part {
+    /// Virtual offset of this file's byte 0.
+    pub(super) base: u64,
+    pub(super) source: Source,
+    pub(super) path: PathBuf,
 }
 
 impl std::fmt::Debug for GgufFile {
@@ -259,15 +271,17 @@ impl GgufFile {
         let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
         let mut g = Self::parse(Source::Mmap(mmap))?;
         g.path = Some(path.to_path_buf());
-        Ok(g)
+        super::split::attach_parts(g, path)
     }
 
     /// Parses a GGUF image held in memory (no file system needed, e.g. for WASM).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile> {
-        Self::parse(Source::Bytes(bytes))
+        let g = Self::parse(Source::Bytes(bytes))?;
+        super::split::refuse_split_in_memory(&g)?;
+        Ok(g)
     }
 
-    fn parse(source: Source) -> Result<GgufFile> {
+    pub(super) fn parse(source: Source) -> Result<GgufFile> {
         let data = source.bytes();
         let mut c = Cursor { data, pos: 0 };
         let magic: [u8; 4] = c.array(&|| "magic".into())?;
@@ -411,7 +425,51 @@ impl GgufFile {
             meta_index,
             tensors,
             tensor_index,
+            parts: Vec::new(),
         })
+    }
+
+    /// Adds the tensors of another part at virtual base `base` (split GGUFs).
+    pub(super) fn push_part(&mut self, part: GgufFile, base: u64, path: PathBuf) -> Result<()> {
+        for mut t in part.tensors {
+            t.offset += base;
+            if self.tensor_index.contains_key(&t.name) {
+                return Err(Error::GgufDuplicateTensor(t.name));
+            }
+            self.tensor_index.insert(t.name.clone(), self.tensors.len());
+            self.tensors.push(t);
+        }
+        self.parts.push(Part {
+            base,
+            source: part.source,
+            path,
+        });
+        Ok(())
+    }
+
+    /// The files of this model: one, or every part of a split GGUF in order.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.path
+            .as_deref()
+            .into_iter()
+            .chain(self.parts.iter().map(|p| p.path.as_path()))
+            .collect()
+    }
+
+    /// The source holding virtual offset `offset`, and that source's base.
+    fn source_at(&self, offset: u64) -> (&Source, u64) {
+        match self.parts.iter().rev().find(|p| p.base <= offset) {
+            Some(p) => (&p.source, p.base),
+            None => (&self.source, 0),
+        }
+    }
+
+    /// `len` bytes at virtual offset `offset` (a split model's offsets run through its parts;
+    /// a range never crosses from one file into the next, as tensors do not).
+    pub fn slice(&self, offset: usize, len: usize) -> &[u8] {
+        let (src, base) = self.source_at(offset as u64);
+        let at = offset - base as usize;
+        &src.bytes()[at..at + len]
     }
 
     /// The path this file was opened from, if any.
@@ -419,7 +477,7 @@ impl GgufFile {
         self.path.as_deref()
     }
 
-    /// The whole file image.
+    /// The whole file image (of the first file, for a split GGUF).
     pub fn bytes(&self) -> &[u8] {
         self.source.bytes()
     }
@@ -429,7 +487,9 @@ impl GgufFile {
     /// the process's resident set. A later read maps them in again from the file. No-op for
     /// files held in memory.
     pub fn release_range(&self, offset: usize, len: usize) {
-        if let Source::Mmap(m) = &self.source
+        let (src, base) = self.source_at(offset as u64);
+        let offset = offset - base as usize;
+        if let Source::Mmap(m) = src
             && offset.checked_add(len).is_some_and(|e| e <= m.len())
         {
             // SAFETY: the mapping is private and read-only, so dropping its pages loses
@@ -440,8 +500,14 @@ impl GgufFile {
         }
     }
 
+    /// Bytes of the model's files (all parts of a split GGUF).
     pub fn file_size(&self) -> u64 {
         self.bytes().len() as u64
+            + self
+                .parts
+                .iter()
+                .map(|p| p.source.bytes().len() as u64)
+                .sum::<u64>()
     }
 
     pub fn get(&self, key: &str) -> Option<&Value> {
@@ -454,7 +520,7 @@ impl GgufFile {
 
     /// A tensor's raw bytes (bounds were checked at parse time).
     pub fn tensor_data(&self, info: &TensorInfo) -> &[u8] {
-        &self.bytes()[info.offset as usize..(info.offset + info.size) as usize]
+        self.slice(info.offset as usize, info.size as usize)
     }
 
     /// A tensor dequantized to f32.
