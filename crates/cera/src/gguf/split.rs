@@ -24,14 +24,24 @@ fn corrupt(path: &Path, reason: String) -> Error {
     }
 }
 
+/// `(prefix, index, count)` of a split part's name or path (`prefix-00002-of-00005.gguf`).
+pub fn parse_part_name(path: &str) -> Option<(&str, u32, u32)> {
+    let stem = path.strip_suffix(".gguf")?;
+    let (rest, count) = stem.rsplit_once("-of-")?;
+    let (prefix, index) = rest.rsplit_once('-')?;
+    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(count) || !digits(index) {
+        return None;
+    }
+    Some((prefix, index.parse().ok()?, count.parse().ok()?))
+}
+
 /// The path of part `no` (1-based) of `count` next to `first`, from its file name
 /// (`prefix-00001-of-00003.gguf`).
 pub fn part_path(first: &Path, no: u32, count: u32) -> Option<PathBuf> {
     let name = first.file_name()?.to_str()?;
-    let stem = name.strip_suffix(".gguf")?;
-    let (rest, n) = stem.rsplit_once("-of-")?;
-    let (prefix, i) = rest.rsplit_once('-')?;
-    if n.len() != 5 || i.len() != 5 || n.parse::<u32>().ok()? != count {
+    let (prefix, _, n) = parse_part_name(name)?;
+    if n != count {
         return None;
     }
     Some(first.with_file_name(format!("{prefix}-{no:05}-of-{count:05}.gguf")))

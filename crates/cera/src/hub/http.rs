@@ -8,7 +8,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::select::RepoFile;
-use super::{HubConfig, HubProgress};
+use super::{HubConfig, HubProgress, hub_err};
 use crate::error::{Error, Result};
 
 /// Consecutive failed attempts (no byte gained) before a download gives up.
@@ -393,7 +393,7 @@ impl Client {
             progress(HubProgress::Verifying {
                 file: f.path.clone(),
             });
-            let got = hex(&hasher.finalize());
+            let got = crate::fetch::hex(&hasher.finalize());
             if !got.eq_ignore_ascii_case(want) {
                 let _ = std::fs::remove_file(&part);
                 return Err(hub_err(
@@ -423,10 +423,6 @@ fn hash_prefix(file: &mut std::fs::File, len: u64, h: &mut Sha256) -> std::io::R
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The `rel="next"` address of a `Link` header (the Hub paginates long trees this way).
 fn next_link(header: &str) -> Option<String> {
     header.split(',').find_map(|part| {
@@ -441,13 +437,6 @@ fn next_link(header: &str) -> Option<String> {
                     .to_owned()
             })
     })
-}
-
-fn hub_err(repo: &str, reason: impl Into<String>) -> Error {
-    Error::Hub {
-        repo: repo.to_owned(),
-        reason: reason.into(),
-    }
 }
 
 #[cfg(test)]

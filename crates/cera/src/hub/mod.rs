@@ -246,7 +246,7 @@ pub struct Fetched {
     pub commit: String,
 }
 
-fn hub_err(repo: &str, reason: impl Into<String>) -> Error {
+pub(super) fn hub_err(repo: &str, reason: impl Into<String>) -> Error {
     Error::Hub {
         repo: repo.to_owned(),
         reason: reason.into(),

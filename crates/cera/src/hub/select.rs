@@ -37,14 +37,7 @@ fn is_model_gguf(path: &str) -> bool {
 
 /// `(prefix, index, count)` of a split GGUF part (`prefix-00002-of-00005.gguf`).
 pub fn split_info(path: &str) -> Option<(&str, u32, u32)> {
-    let stem = path.strip_suffix(".gguf")?;
-    let (rest, count) = stem.rsplit_once("-of-")?;
-    let (prefix, index) = rest.rsplit_once('-')?;
-    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(count) || !digits(index) {
-        return None;
-    }
-    Some((prefix, index.parse().ok()?, count.parse().ok()?))
+    crate::gguf::split::parse_part_name(path)
 }
 
 fn first_part_or_whole(path: &str) -> bool {
