@@ -1,8 +1,14 @@
-//! `cera quantize`: SmolLM2 to Q8_0, F16 and Q4_K_M gives files whose matrices have that type,
-//! which load and generate, and whose perplexity stays by the source's (within 1% for the
-//! types finer than the source, 15% for Q4_K); a bad type or input is a clear error.
+//! `cera quantize` against llama-quantize (`fixtures/quantize.json`, made by
+//! `scripts/gen-quantize-fixtures.sh`): from an F16 copy of each real model, every file type
+//! and flag in the fixture gives a file byte for byte equal to llama-quantize's (same metadata,
+//! tensor order, per-tensor types and blocks); a quantized file loads, generates and keeps its
+//! perplexity near the source's; bad types, requantizing without the flag and missing inputs
+//! are clear errors.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use sha2::{Digest, Sha256};
 
 fn cera(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cera"))
@@ -11,10 +17,27 @@ fn cera(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
+fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("cera-quantize-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
+}
+
+fn sha256(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn quantize(args: &[&str]) -> String {
+    let mut all = vec!["quantize"];
+    all.extend_from_slice(args);
+    let r = cera(&all);
+    let err = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(r.status.success(), "cera {all:?}: {err}");
+    err
 }
 
 /// Perplexity of the repository's README under `model` (2 chunks of 512).
@@ -44,22 +67,82 @@ fn ppl(model: &str) -> f64 {
         .unwrap()
 }
 
+/// Every case of the fixture, byte for byte.
 #[test]
-fn quantize_smollm2() {
-    let base = ppl("smollm2");
-    for (ty, tol) in [("Q8_0", 0.01), ("f16", 0.01), ("Q4_K_M", 0.15)] {
+fn bytes_equal_llama_quantize() {
+    let fx: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/quantize.json")).unwrap();
+    let mut failures = Vec::new();
+    for model in fx["models"].as_array().unwrap() {
+        let name = model["model"].as_str().unwrap();
+        // The F16 source: the real model's blocks dequantized, as llama-quantize
+        // --allow-requantize F16 writes it.
+        let f16 = tmp(&format!("{name}-f16.gguf"));
+        let f16s = f16.to_str().unwrap();
+        quantize(&[name, f16s, "F16", "--allow-requantize"]);
+        let want = model["f16_sha256"].as_str().unwrap();
+        if sha256(&f16) != want {
+            failures.push(format!("{name} F16 source: {} != {want}", sha256(&f16)));
+        }
+        for case in model["cases"].as_array().unwrap() {
+            let args: Vec<&str> = case["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            let out = tmp(&format!("{name}-{}.gguf", args.join("_")));
+            let mut all = vec![f16s, out.to_str().unwrap()];
+            // llama-quantize's order is IN OUT TYPE with the flags first; ours takes both.
+            all.extend_from_slice(&args);
+            quantize(&all);
+            let got = sha256(&out);
+            let want = case["sha256"].as_str().unwrap();
+            if got != want {
+                let g = cera::gguf::GgufFile::open(&out).unwrap();
+                let types: Vec<String> = case["types"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .filter(|(t, _)| {
+                        g.tensor(t).map(|x| x.ty.name())
+                            != Some(case["types"][t.as_str()].as_str().unwrap())
+                    })
+                    .map(|(t, w)| {
+                        format!(
+                            "{t}: {} != {w}",
+                            g.tensor(t).map_or("missing", |x| x.ty.name())
+                        )
+                    })
+                    .collect();
+                failures.push(format!(
+                    "{name} {args:?}: sha256 differs; types that differ: {types:?}"
+                ));
+            }
+            std::fs::remove_file(&out).ok();
+        }
+        std::fs::remove_file(&f16).ok();
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A quantized file runs, and its perplexity stays by the source's.
+#[test]
+fn quantized_smollm2_runs() {
+    let f16 = tmp("run-f16.gguf");
+    let f16s = f16.to_str().unwrap();
+    quantize(&["smollm2", f16s, "f16", "--allow-requantize"]);
+    let base = ppl(f16s);
+    for (ty, tol) in [("Q8_0", 0.01), ("Q4_K_M", 0.15)] {
         let out = tmp(&format!("smol-{ty}.gguf"));
         let o = out.to_str().unwrap();
-        let r = cera(&["quantize", "smollm2", o, ty]);
-        let err = String::from_utf8_lossy(&r.stderr);
-        assert!(r.status.success(), "{ty}: {err}");
+        let err = quantize(&[f16s, o, ty]);
         assert!(err.contains("matrices quantized"), "{err}");
         let g = cera::gguf::GgufFile::open(&out).unwrap();
-        let want = cera::gguf::requantize::parse_target(ty).unwrap().0;
-        // ffn_down rows are 1536 long, whole blocks of every type (576-long rows are not of K types).
-        let blk = g.tensor("blk.0.ffn_down.weight").unwrap();
-        assert_eq!(blk.ty, want, "{ty}");
-        assert!(g.tensor("blk.0.attn_norm.weight").unwrap().ty == cera::quant::GgmlType::F32);
+        assert_eq!(
+            g.tensor("blk.4.attn_norm.weight").unwrap().ty,
+            cera::quant::GgmlType::F32
+        );
         let out_run = cera(&[
             "run",
             "-m",
@@ -84,23 +167,40 @@ fn quantize_smollm2() {
             "{ty}: perplexity {p} against the source's {base}"
         );
     }
-    let r = cera(&[
-        "quantize",
-        "smollm2",
-        tmp("x.gguf").to_str().unwrap(),
-        "q9_9",
-    ]);
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert!(
-        !r.status.success() && err.contains("cannot quantize to 'q9_9'"),
-        "{err}"
+}
+
+#[test]
+fn bad_requests_are_clear_errors() {
+    let out = tmp("x.gguf");
+    let o = out.to_str().unwrap();
+    let check = |args: &[&str], want: &str| {
+        let r = cera(args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!out.exists(), "{args:?} left an output");
+    };
+    check(
+        &["quantize", "smollm2", o, "q9_9"],
+        "cannot quantize to 'q9_9'",
     );
-    let r = cera(&[
-        "quantize",
-        "/nonexistent.gguf",
-        tmp("y.gguf").to_str().unwrap(),
-        "q8_0",
-    ]);
-    assert!(!r.status.success());
-    assert!(!String::from_utf8_lossy(&r.stderr).contains("panicked"));
+    // SmolLM2 is Q4_1: quantizing it again needs the flag, as in llama-quantize.
+    check(&["quantize", "smollm2", o, "q4_0"], "--allow-requantize");
+    check(
+        &["quantize", "smollm2", o, "IQ2_XXS", "--allow-requantize"],
+        "importance matrix",
+    );
+    check(&["quantize", "/nonexistent.gguf", o, "q8_0"], "nonexistent");
+    check(
+        &[
+            "quantize",
+            "smollm2",
+            o,
+            "q4_0",
+            "--output-tensor-type",
+            "q7",
+        ],
+        "'q7'",
+    );
 }

@@ -10,10 +10,11 @@ mod reader;
 mod value;
 mod writer;
 
+pub mod mix;
 pub mod requantize;
 pub mod split;
 
 pub use meta::FromValue;
 pub use reader::{DEFAULT_ALIGNMENT, GgufFile, MAX_DIMS, TensorInfo};
 pub use value::{Array, Value, ValueType};
-pub use writer::GgufWriter;
+pub use writer::{GgufWriter, TensorSpec, write_streaming};

@@ -1,156 +1,294 @@
-//! GGUF to GGUF in another weight type (`cera quantize`), with the reference quantizers.
+//! GGUF to GGUF in another file type (`cera quantize`), as llama-quantize writes it.
 //!
-//! Matrices (tensors named `*.weight` with two or more dimensions) become the target type;
-//! everything else (norms, biases, 1-D tensors) is copied as it is. A matrix whose rows are not
-//! whole blocks of the target falls back the way llama-quantize's does (a K type to a
-//! 32-element type of about its size: Q2_K and Q3_K → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1,
-//! Q6_K → Q8_0), and to F16 when not even that fits. Metadata is copied and
-//! `general.file_type` set to llama.cpp's id for the type. Requantizing an already quantized
-//! file works (values go through f32) but loses precision: the report says how many tensors
-//! it did that to.
-//!
-//! llama-quantize's mixes (`Q4_K_M`, `Q3_K_S`, ...) are accepted as names and give every
-//! matrix the base type (no per-tensor mix yet); the report says so.
+//! The file type (`Q4_K_M`, `Q8_0`, `F16`, ...) picks each tensor's type through llama.cpp's
+//! rules ([`super::mix`]): matrices are quantized, norms, biases, routers and convolution
+//! kernels are copied; a matrix whose rows are not whole blocks of its type falls back as
+//! llama-quantize's does. Tensors go in llama.cpp's order (by layer, then name), the metadata
+//! is the input's with `general.quantization_version` and `general.file_type` set last, and
+//! the blocks come from the reference quantizers, so without an importance matrix the file is
+//! byte for byte the one llama-quantize writes. The output is written one tensor at a time:
+//! memory holds one tensor's values, not the model.
 
 use std::path::Path;
 
-use super::{GgufFile, GgufWriter, Value};
+use super::mix::{self, FileType, MixState, ModelShape};
+use super::writer::{TensorSpec, write_streaming};
+use super::{GgufFile, Value};
 use crate::error::{Error, Result};
 use crate::quant::{self, GgmlType};
 
-/// What a requantization did.
+/// What `cera quantize` can be asked besides the file type (llama-quantize's flags).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct QuantizeOptions {
+    /// `--pure`: every quantizable matrix gets the base type (no mix rules).
+    pub pure: bool,
+    /// `--leave-output-tensor`: `output.weight` is copied as it is.
+    pub leave_output: bool,
+    /// `--output-tensor-type`.
+    pub output_type: Option<GgmlType>,
+    /// `--token-embedding-type`.
+    pub token_embd_type: Option<GgmlType>,
+    /// `--allow-requantize`: quantize tensors that are already quantized (through f32,
+    /// losing precision twice). Refused without it, as llama-quantize refuses.
+    pub allow_requantize: bool,
+    /// Threads quantizing the rows of a tensor (0: all cores).
+    pub threads: usize,
+}
+
+/// What a quantization did.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct RequantReport {
-    pub target: Option<GgmlType>,
+    pub file_type: Option<FileType>,
     pub quantized: usize,
     pub copied: usize,
-    /// (tensor, type used) where the rows did not fit the target's blocks.
-    pub fallbacks: Vec<(String, GgmlType)>,
+    /// (tensor, type used) where the rows did not fit the chosen type's blocks.
+    pub fallbacks: Fallbacks,
     /// Tensors whose source was already quantized (precision lost twice).
     pub requantized: usize,
-    /// The name asked for was a llama-quantize mix, given the base type everywhere.
-    pub mix_as_base: bool,
+    /// How many tensors of each type the output holds.
+    pub types: Vec<(GgmlType, usize)>,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// The largest tensor's f32 values: what the quantization holds in memory at most.
+    pub peak_tensor_bytes: u64,
 }
 
-/// The type a name asks for (`q4_0`, `Q4_K_M`, `f16`), and whether it was a mix name.
-pub fn parse_target(name: &str) -> Result<(GgmlType, bool)> {
-    let up = name.to_ascii_uppercase();
-    let (base, mix) = match up
-        .strip_suffix("_M")
-        .or_else(|| up.strip_suffix("_S"))
-        .or_else(|| up.strip_suffix("_L"))
-    {
-        Some(b) if b.ends_with("_K") => (b.to_owned(), true),
-        _ => (up.clone(), false),
+/// (tensor, type used) of the matrices whose rows took a fallback type.
+type Fallbacks = Vec<(String, GgmlType)>;
+
+/// One tensor of the plan: where it comes from and what it becomes.
+struct Planned {
+    src: usize,
+    ty: GgmlType,
+}
+
+fn meta_u64(g: &GgufFile, key: &str) -> u64 {
+    match g.get(key) {
+        Some(Value::Array(a)) => a.get(0).and_then(|v| v.as_int()).unwrap_or(0) as u64,
+        Some(v) => v.as_int().unwrap_or(0) as u64,
+        None => 0,
+    }
+}
+
+fn model_shape(g: &GgufFile) -> ModelShape {
+    let arch = match g.get(crate::keys::GENERAL_ARCHITECTURE) {
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
     };
-    let ty = GgmlType::from_name(&base).filter(|t| t.can_quantize()).ok_or_else(|| {
-        let known: Vec<&str> = GgmlType::ALL
-            .iter()
-            .filter(|t| t.can_quantize())
-            .map(|t| t.name())
+    let k = |s: &str| crate::keys::arch_key(&arch, s);
+    ModelShape {
+        n_layer: meta_u64(g, &k("block_count")) as usize,
+        n_head: meta_u64(g, &k("attention.head_count")),
+        n_head_kv: meta_u64(g, &k("attention.head_count_kv")),
+        n_expert: meta_u64(g, &k("expert_count")),
+        arch,
+    }
+}
+
+fn type_name_error(name: &str) -> Error {
+    let names: Vec<&str> = FileType::names().collect();
+    Error::Model(format!(
+        "cannot quantize to '{name}' (types: {})",
+        names.join(", ")
+    ))
+}
+
+/// The file type a name asks for (llama-quantize's names, case-insensitive).
+pub fn parse_file_type(name: &str) -> Result<FileType> {
+    FileType::from_name(name).ok_or_else(|| type_name_error(name))
+}
+
+/// Decides every tensor's type, in output order.
+fn plan(src: &GgufFile, ft: FileType, opts: &QuantizeOptions) -> Result<(Vec<Planned>, Fallbacks)> {
+    let mut order: Vec<usize> = (0..src.tensors.len()).collect();
+    order.sort_by(|&a, &b| {
+        mix::order_key(&src.tensors[a].name).cmp(&mix::order_key(&src.tensors[b].name))
+    });
+    let shape = model_shape(src);
+    let mut state = MixState::new(
+        &shape,
+        ft,
+        order.iter().map(|&i| src.tensors[i].name.as_str()),
+    );
+    let base = ft.base();
+    let mut fallbacks = Vec::new();
+    let mut out = Vec::with_capacity(order.len());
+    for &i in &order {
+        let t = &src.tensors[i];
+        let cols = t.shape[0];
+        let cat = mix::Category::of(&t.name);
+        let ty = if !mix::allows_quantization(&t.name, &t.shape, !opts.leave_output) {
+            t.ty
+        } else if let (Some(e), mix::Category::TokenEmbd) = (opts.token_embd_type, cat) {
+            e
+        } else if let (Some(o), mix::Category::Output) = (opts.output_type, cat) {
+            o
+        } else if !is_block_type(base) {
+            base
+        } else {
+            let chosen = if opts.pure {
+                base
+            } else {
+                let mut c = state.choose(&t.name, cols);
+                // A tied embedding under `--output-tensor-type` takes the output's type.
+                if state.tied && cat == mix::Category::TokenEmbd {
+                    c = opts.output_type.unwrap_or(c);
+                }
+                c
+            };
+            let ty = mix::fallback(chosen, cols).ok_or_else(|| Error::GgufTensor {
+                tensor: t.name.clone(),
+                reason: format!("rows of {cols} are not whole {chosen} blocks, and {chosen} has no fallback type"),
+            })?;
+            if ty != chosen {
+                fallbacks.push((t.name.clone(), ty));
+            }
+            ty
+        };
+        if ty != t.ty && mix::needs_imatrix(&t.name, ty, ft) {
+            return Err(Error::Model(format!(
+                "{} would be {ty}, which llama-quantize writes only with an importance matrix (--imatrix); cera quantize has none: pick a type of 3 bits or more",
+                t.name
+            )));
+        }
+        if ty != t.ty && !ty.can_quantize() {
+            return Err(Error::QuantUnsupported {
+                ty,
+                op: "quantization (the reference quantizer for this type is not written yet)",
+            });
+        }
+        out.push(Planned { src: i, ty });
+    }
+    Ok((out, fallbacks))
+}
+
+/// Quantizes `values` (rows of `cols`) to `ty`, rows split across `threads` threads. Every
+/// row is quantized alone, so the split does not change a byte.
+fn quantize_rows(ty: GgmlType, values: &[f32], cols: usize, threads: usize) -> Result<Vec<u8>> {
+    let row_bytes = ty.bytes_for(cols as u64).expect("checked by the plan") as usize;
+    let rows = values.len() / cols;
+    let mut out = vec![0u8; rows * row_bytes];
+    let threads = threads.clamp(1, rows.max(1));
+    if threads == 1 || values.len() < 1 << 16 {
+        quant::quantize(ty, values, &mut out)?;
+        return Ok(out);
+    }
+    let per = rows.div_ceil(threads);
+    std::thread::scope(|s| -> Result<()> {
+        let handles: Vec<_> = values
+            .chunks(per * cols)
+            .zip(out.chunks_mut(per * row_bytes))
+            .map(|(v, o)| s.spawn(move || quant::quantize(ty, v, o)))
             .collect();
-        Error::Model(format!(
-            "cannot quantize to '{name}' (types: {}, and the K mixes Q2_K_S, Q3_K_M, Q4_K_M, Q5_K_M, ...)",
-            known.join(", ")
-        ))
+        for h in handles {
+            h.join().expect("a quantizing thread panicked")?;
+        }
+        Ok(())
     })?;
-    Ok((ty, mix))
+    Ok(out)
 }
 
-/// llama.cpp's `general.file_type` for a type.
-fn file_type(t: GgmlType) -> Option<u32> {
-    Some(match t {
-        GgmlType::F32 => 0,
-        GgmlType::F16 => 1,
-        GgmlType::Q4_0 => 2,
-        GgmlType::Q4_1 => 3,
-        GgmlType::Q8_0 => 7,
-        GgmlType::Q5_0 => 8,
-        GgmlType::Q5_1 => 9,
-        GgmlType::Q2_K => 10,
-        GgmlType::Q3_K => 12,
-        GgmlType::Q4_K => 15,
-        GgmlType::Q5_K => 17,
-        GgmlType::Q6_K => 18,
-        GgmlType::BF16 => 32,
-        _ => return None,
-    })
-}
-
-/// The type a matrix with rows of `cols` gets when `target` is asked for.
-fn fitting(target: GgmlType, cols: u64) -> GgmlType {
-    let fits = |t: GgmlType| {
-        t.block_elems()
-            .is_some_and(|b| cols.is_multiple_of(b as u64))
-    };
-    if fits(target) {
-        return target;
-    }
-    let fallback = match target {
-        GgmlType::Q2_K | GgmlType::Q3_K => GgmlType::Q4_0,
-        GgmlType::Q4_K => GgmlType::Q5_0,
-        GgmlType::Q5_K => GgmlType::Q5_1,
-        GgmlType::Q6_K => GgmlType::Q8_0,
-        _ => GgmlType::F16,
-    };
-    if fits(fallback) {
-        fallback
-    } else {
-        GgmlType::F16
-    }
-}
-
-/// Writes `input` with its matrices in `target` to `output` (atomically).
-pub fn requantize(input: &Path, output: &Path, target: &str) -> Result<RequantReport> {
-    let (ty, mix) = parse_target(target)?;
+/// Writes `input` in file type `target` to `output` (atomically).
+pub fn requantize(
+    input: &Path,
+    output: &Path,
+    target: &str,
+    opts: &QuantizeOptions,
+) -> Result<RequantReport> {
+    let ft = parse_file_type(target)?;
     let src = GgufFile::open(input)?;
-    let mut w = GgufWriter::new();
+    let (plan, fallbacks) = plan(&src, ft, opts)?;
     let mut rep = RequantReport {
-        target: Some(ty),
-        mix_as_base: mix,
+        file_type: Some(ft),
+        fallbacks,
         bytes_in: src.file_size(),
         ..Default::default()
     };
-    for (k, v) in &src.metadata {
-        if k == "general.file_type" {
+    for p in &plan {
+        let t = &src.tensors[p.src];
+        if p.ty == t.ty {
             continue;
         }
-        w.set(k.clone(), v.clone());
-    }
-    if let Some(ft) = file_type(ty) {
-        w.set("general.file_type", Value::U32(ft));
-    }
-    for t in &src.tensors {
-        let data = src.tensor_data(t);
-        let is_matrix = t.name.ends_with(".weight") && t.shape.len() >= 2 && t.shape[1] > 1;
-        if !is_matrix || t.ty == ty {
-            w.add_tensor_raw(t.name.clone(), t.ty, &t.shape, data.to_vec())?;
-            rep.copied += 1;
-            continue;
+        if is_block_type(t.ty) {
+            if !opts.allow_requantize {
+                return Err(Error::Model(format!(
+                    "{} is already {}: requantizing loses precision twice, so it needs --allow-requantize (or start from an F32/F16/BF16 file)",
+                    t.name, t.ty
+                )));
+            }
+            rep.requantized += 1;
         }
         if !t.ty.can_dequantize() {
             return Err(Error::QuantUnsupported {
                 ty: t.ty,
-                op: "dequantization (to requantize this tensor)",
+                op: "dequantization (to quantize this tensor again)",
             });
         }
-        let n = t.n_elements() as usize;
-        let values = quant::dequantize_to_vec(t.ty, data, n)?;
-        let out_ty = fitting(ty, t.shape[0]);
-        if out_ty != ty {
-            rep.fallbacks.push((t.name.clone(), out_ty));
-        }
-        if !matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
-            rep.requantized += 1;
-        }
-        w.add_tensor_f32(t.name.clone(), out_ty, &t.shape, &values)?;
-        rep.quantized += 1;
     }
-    let bytes = w.to_bytes()?;
-    rep.bytes_out = bytes.len() as u64;
-    crate::state::atomic_write(output, &bytes)?;
+    // llama-quantize's metadata: the input's, without the split keys, then the two keys it
+    // sets (moved to the end, as gguf's setters do).
+    const SET: [&str; 2] = ["general.quantization_version", "general.file_type"];
+    let mut meta: Vec<(String, Value)> = src
+        .metadata
+        .iter()
+        .filter(|(k, _)| !SET.contains(&k.as_str()) && !k.starts_with("split."))
+        .cloned()
+        .collect();
+    meta.push((SET[0].into(), Value::U32(2)));
+    meta.push((SET[1].into(), Value::U32(ft.id())));
+    let specs: Vec<TensorSpec> = plan
+        .iter()
+        .map(|p| {
+            let t = &src.tensors[p.src];
+            TensorSpec {
+                name: t.name.clone(),
+                ty: p.ty,
+                shape: t.shape.clone(),
+            }
+        })
+        .collect();
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let mut counts: Vec<(GgmlType, usize)> = Vec::new();
+    rep.bytes_out = write_streaming(output, &meta, &specs, |i| {
+        let p = &plan[i];
+        let t = &src.tensors[p.src];
+        let data = src.tensor_data(t);
+        match counts.iter_mut().find(|c| c.0 == p.ty) {
+            Some(c) => c.1 += 1,
+            None => counts.push((p.ty, 1)),
+        }
+        if p.ty == t.ty {
+            rep.copied += 1;
+            return Ok(data.to_vec());
+        }
+        let n = t.n_elements() as usize;
+        rep.peak_tensor_bytes = rep.peak_tensor_bytes.max(4 * n as u64);
+        let values = if t.ty == GgmlType::F32 {
+            bytemuck_f32(data)
+        } else {
+            quant::dequantize_to_vec(t.ty, data, n)?
+        };
+        rep.quantized += 1;
+        quantize_rows(p.ty, &values, t.shape[0] as usize, threads)
+    })?;
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    rep.types = counts;
     Ok(rep)
+}
+
+/// F32 tensor bytes as values (the mapping need not be 4-byte aligned).
+fn bytemuck_f32(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// A block-quantized type (not F32, F16 or BF16).
+fn is_block_type(t: GgmlType) -> bool {
+    !matches!(t, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
 }

@@ -98,21 +98,6 @@ impl GgufWriter {
         self
     }
 
-    fn alignment(&self) -> Result<u64> {
-        match self.metadata.iter().find(|(k, _)| k == "general.alignment") {
-            None => Ok(DEFAULT_ALIGNMENT),
-            Some((_, v)) => v
-                .as_int()
-                .filter(|&a| a > 0 && (a as u64).is_power_of_two())
-                .map(|a| a as u64)
-                .ok_or_else(|| Error::GgufCorrupt {
-                    what: "general.alignment".into(),
-                    offset: 0,
-                    reason: format!("{v} is not a power of two"),
-                }),
-        }
-    }
-
     /// Adds a tensor from raw bytes already in `ty`'s layout. `shape` is in ggml order.
     pub fn add_tensor_raw(
         &mut self,
@@ -172,37 +157,22 @@ impl GgufWriter {
 
     /// Serialises the file.
     pub fn write_to(&self, w: &mut impl Write) -> Result<()> {
-        let alignment = self.alignment()?;
-        let mut head = Vec::new();
+        let specs: Vec<TensorSpec> = self
+            .tensors
+            .iter()
+            .map(|t| TensorSpec {
+                name: t.name.clone(),
+                ty: t.ty,
+                shape: t.shape.clone(),
+            })
+            .collect();
+        let (head, alignment) = header(&self.metadata, &specs)?;
         let io = |e| Error::io("<gguf writer>", e);
-        head.extend_from_slice(&GGUF_MAGIC);
-        head.extend_from_slice(&3u32.to_le_bytes());
-        head.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        head.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (k, v) in &self.metadata {
-            write_str(&mut head, k).map_err(io)?;
-            head.extend_from_slice(&v.value_type().id().to_le_bytes());
-            write_value_body(&mut head, v).map_err(io)?;
-        }
-        let mut offset = 0u64;
-        let mut offsets = Vec::with_capacity(self.tensors.len());
-        for t in &self.tensors {
-            write_str(&mut head, &t.name).map_err(io)?;
-            head.extend_from_slice(&(t.shape.len() as u32).to_le_bytes());
-            for d in &t.shape {
-                head.extend_from_slice(&d.to_le_bytes());
-            }
-            head.extend_from_slice(&t.ty.id().to_le_bytes());
-            head.extend_from_slice(&offset.to_le_bytes());
-            offsets.push(offset);
-            offset = (offset + t.data.len() as u64).next_multiple_of(alignment);
-        }
-        let pad = |len: u64| vec![0u8; (len.next_multiple_of(alignment) - len) as usize];
-        head.extend(pad(head.len() as u64));
         w.write_all(&head).map_err(io)?;
         for t in &self.tensors {
             w.write_all(&t.data).map_err(io)?;
-            w.write_all(&pad(t.data.len() as u64)).map_err(io)?;
+            w.write_all(&pad(t.data.len() as u64, alignment))
+                .map_err(io)?;
         }
         Ok(())
     }
@@ -224,4 +194,122 @@ impl GgufWriter {
         drop(f);
         std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
     }
+}
+
+/// A tensor of a file written by [`write_streaming`]: its data comes later.
+#[derive(Clone, Debug)]
+pub struct TensorSpec {
+    pub name: String,
+    pub ty: GgmlType,
+    /// ggml order: `shape[0]` is the row length.
+    pub shape: Vec<u64>,
+}
+
+impl TensorSpec {
+    fn bytes(&self) -> Result<u64> {
+        let n: u64 = self.shape.iter().product();
+        self.ty.bytes_for(n).ok_or_else(|| Error::GgufTensor {
+            tensor: self.name.clone(),
+            reason: format!("shape {:?} does not fit {} blocks", self.shape, self.ty),
+        })
+    }
+}
+
+fn pad(len: u64, alignment: u64) -> Vec<u8> {
+    vec![0u8; (len.next_multiple_of(alignment) - len) as usize]
+}
+
+fn alignment_of(metadata: &[(String, Value)]) -> Result<u64> {
+    match metadata.iter().find(|(k, _)| k == "general.alignment") {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some((_, v)) => v
+            .as_int()
+            .filter(|&a| a > 0 && (a as u64).is_power_of_two())
+            .map(|a| a as u64)
+            .ok_or_else(|| Error::GgufCorrupt {
+                what: "general.alignment".into(),
+                offset: 0,
+                reason: format!("{v} is not a power of two"),
+            }),
+    }
+}
+
+/// The header (magic, counts, metadata, tensor infos, padding to the data) of a file holding
+/// `tensors` in this order, and its alignment.
+fn header(metadata: &[(String, Value)], tensors: &[TensorSpec]) -> Result<(Vec<u8>, u64)> {
+    let alignment = alignment_of(metadata)?;
+    let mut head = Vec::new();
+    let io = |e| Error::io("<gguf writer>", e);
+    head.extend_from_slice(&GGUF_MAGIC);
+    head.extend_from_slice(&3u32.to_le_bytes());
+    head.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    head.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
+    for (k, v) in metadata {
+        write_str(&mut head, k).map_err(io)?;
+        head.extend_from_slice(&v.value_type().id().to_le_bytes());
+        write_value_body(&mut head, v).map_err(io)?;
+    }
+    let mut offset = 0u64;
+    for t in tensors {
+        write_str(&mut head, &t.name).map_err(io)?;
+        head.extend_from_slice(&(t.shape.len() as u32).to_le_bytes());
+        for d in &t.shape {
+            head.extend_from_slice(&d.to_le_bytes());
+        }
+        head.extend_from_slice(&t.ty.id().to_le_bytes());
+        head.extend_from_slice(&offset.to_le_bytes());
+        offset = (offset + t.bytes()?).next_multiple_of(alignment);
+    }
+    let p = pad(head.len() as u64, alignment);
+    head.extend(p);
+    Ok((head, alignment))
+}
+
+/// Writes a GGUF whose tensor data is produced one tensor at a time, so only one tensor is in
+/// memory (conversions and quantizations of models larger than memory). `data(i)` gives the
+/// bytes of `tensors[i]`, called in order. The file is written beside `path` and renamed into
+/// place when complete: an error or a kill leaves no partial file under `path`.
+pub fn write_streaming(
+    path: &Path,
+    metadata: &[(String, Value)],
+    tensors: &[TensorSpec],
+    mut data: impl FnMut(usize) -> Result<Vec<u8>>,
+) -> Result<u64> {
+    let (head, alignment) = header(metadata, tensors)?;
+    let tmp = path.with_extension("gguf.partial");
+    let mut run = || -> Result<u64> {
+        let io = |e| Error::io(&tmp, e);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+        f.write_all(&head).map_err(io)?;
+        let mut total = head.len() as u64;
+        for (i, t) in tensors.iter().enumerate() {
+            let bytes = data(i)?;
+            let want = t.bytes()?;
+            if bytes.len() as u64 != want {
+                return Err(Error::GgufTensor {
+                    tensor: t.name.clone(),
+                    reason: format!(
+                        "{} bytes given, {} {:?} needs {want}",
+                        bytes.len(),
+                        t.ty,
+                        t.shape
+                    ),
+                });
+            }
+            f.write_all(&bytes).map_err(io)?;
+            let p = pad(want, alignment);
+            f.write_all(&p).map_err(io)?;
+            total += want + p.len() as u64;
+        }
+        f.flush().map_err(io)?;
+        f.into_inner()
+            .map_err(|e| io(e.into_error()))?
+            .sync_all()
+            .map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+        Ok(total)
+    };
+    run().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
