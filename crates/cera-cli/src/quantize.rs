@@ -3,7 +3,7 @@
 //! matrix), e.g. a Q4_K_M of an F16 model, or a Q4_0 draft of a target.
 
 use anyhow::Context;
-use cera::gguf::requantize::QuantizeOptions;
+use cera::gguf::requantize::{QuantStrategy, QuantizeOptions};
 use cera::quant::GgmlType;
 
 use crate::common::resolve_model;
@@ -34,9 +34,19 @@ pub struct Args {
     /// twice).
     #[arg(long)]
     pub allow_requantize: bool,
+    /// How block scales are chosen: `reference` (ggml's quantizers: llama-quantize's bytes) or
+    /// `fast-mse` (each block's scale searched for the least squared error; Q4_0, Q4_1, Q5_0,
+    /// Q5_1, Q8_0).
+    #[arg(long, default_value = "reference", value_parser = parse_strategy)]
+    pub quant_strategy: QuantStrategy,
     /// Threads (default: every core).
     #[arg(short = 't', long, default_value_t = 0)]
     pub threads: usize,
+}
+
+fn parse_strategy(s: &str) -> Result<QuantStrategy, String> {
+    QuantStrategy::from_name(s)
+        .ok_or_else(|| format!("'{s}' is not a strategy (reference, fast-mse)"))
 }
 
 fn parse_type(s: &str) -> Result<GgmlType, String> {
@@ -56,6 +66,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     opts.token_embd_type = a.token_embedding_type;
     opts.allow_requantize = a.allow_requantize;
     opts.threads = a.threads;
+    opts.strategy = a.quant_strategy;
     let rep = cera::gguf::requantize::requantize(&input, &a.output, &a.ty, &opts)
         .with_context(|| format!("quantizing {} to {}", input.display(), a.ty))?;
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
@@ -83,6 +94,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             rep.fallbacks.len(),
             list.join(", "),
             if rep.fallbacks.len() > 8 { ", ..." } else { "" }
+        );
+    }
+    if a.quant_strategy == QuantStrategy::FastMse {
+        eprintln!(
+            "cera: fast-mse: {} of {} quantized matrices searched (the others' types keep the reference quantizer)",
+            rep.mse_tensors, rep.quantized
         );
     }
     if rep.requantized > 0 {

@@ -2,8 +2,8 @@
 //! `scripts/gen-quantize-fixtures.sh`): from an F16 copy of each real model, every file type
 //! and flag in the fixture gives a file byte for byte equal to llama-quantize's (same metadata,
 //! tensor order, per-tensor types and blocks); a quantized file loads, generates and keeps its
-//! perplexity near the source's; bad types, requantizing without the flag and missing inputs
-//! are clear errors.
+//! perplexity near the source's; `fast-mse` brings the weights closer to the source; bad types,
+//! requantizing without the flag and missing inputs are clear errors.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -167,6 +167,70 @@ fn quantized_smollm2_runs() {
             "{ty}: perplexity {p} against the source's {base}"
         );
     }
+}
+
+/// Squared error of every quantized matrix of `q` against the same tensor of `src`, each
+/// element's weighted by its square (fast-mse's objective, ggml's weighting of its own scale
+/// searches).
+fn weight_error(src: &Path, q: &Path) -> f64 {
+    let (s, q) = (
+        cera::gguf::GgufFile::open(src).unwrap(),
+        cera::gguf::GgufFile::open(q).unwrap(),
+    );
+    let mut total = 0.0;
+    for t in &q.tensors {
+        let st = s.tensor(&t.name).unwrap();
+        if t.ty == st.ty {
+            continue;
+        }
+        let n = t.n_elements() as usize;
+        let a = cera::quant::dequantize_to_vec(st.ty, s.tensor_data(st), n).unwrap();
+        let b = cera::quant::dequantize_to_vec(t.ty, q.tensor_data(t), n).unwrap();
+        total += a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (*x as f64).powi(2) * ((x - y) as f64).powi(2))
+            .sum::<f64>();
+    }
+    total
+}
+
+/// `--quant-strategy fast-mse`: every Q4_0 matrix searched, the weights closer to the F16
+/// source than the reference quantizer's (llama-quantize's) in total, in the error it
+/// minimizes, and the model runs with its perplexity near the source's.
+#[test]
+fn fast_mse_is_closer_to_the_source() {
+    let f16 = tmp("mse-f16.gguf");
+    let f16s = f16.to_str().unwrap();
+    quantize(&["smollm2", f16s, "F16", "--allow-requantize"]);
+    let (r, m) = (tmp("mse-ref.gguf"), tmp("mse-mse.gguf"));
+    quantize(&[f16s, r.to_str().unwrap(), "Q4_0", "--pure"]);
+    let err = quantize(&[
+        f16s,
+        m.to_str().unwrap(),
+        "Q4_0",
+        "--pure",
+        "--quant-strategy",
+        "fast-mse",
+    ]);
+    assert!(err.contains("fast-mse: 211 of 211"), "{err}");
+    let (er, em) = (weight_error(&f16, &r), weight_error(&f16, &m));
+    eprintln!("weighted squared weight error: reference {er:.4e}, fast-mse {em:.4e}");
+    assert!(em < er * 0.97, "fast-mse {em} against the reference's {er}");
+    let (pb, pm) = (ppl(f16s), ppl(m.to_str().unwrap()));
+    assert!(
+        pm / pb < 1.5,
+        "fast-mse Q4_0 perplexity {pm} against the source's {pb}"
+    );
+    let bad = cera(&[
+        "quantize",
+        f16s,
+        "x.gguf",
+        "q4_0",
+        "--quant-strategy",
+        "best",
+    ]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("'best' is not a strategy"));
 }
 
 #[test]

@@ -34,6 +34,31 @@ pub struct QuantizeOptions {
     pub allow_requantize: bool,
     /// Threads quantizing the rows of a tensor (0: all cores).
     pub threads: usize,
+    /// How blocks are quantized.
+    pub strategy: QuantStrategy,
+}
+
+/// How a block's scale is chosen (`--quant-strategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuantStrategy {
+    /// ggml's reference quantizers: llama-quantize's bytes.
+    #[default]
+    Reference,
+    /// Each block's scale (and minimum) searched for the least squared error
+    /// ([`crate::quant::mse`]); for Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (the K and IQ4 types
+    /// search their scales already, and keep the reference's).
+    FastMse,
+}
+
+impl QuantStrategy {
+    pub fn from_name(name: &str) -> Option<QuantStrategy> {
+        match name {
+            "reference" | "ref" => Some(QuantStrategy::Reference),
+            "fast-mse" => Some(QuantStrategy::FastMse),
+            _ => None,
+        }
+    }
 }
 
 /// What a quantization did.
@@ -53,6 +78,9 @@ pub struct RequantReport {
     pub bytes_out: u64,
     /// The largest tensor's f32 values: what the quantization holds in memory at most.
     pub peak_tensor_bytes: u64,
+    /// Tensors quantized by the fast-mse search (the rest of the quantized ones, if it was
+    /// asked for, by the reference).
+    pub mse_tensors: usize,
 }
 
 /// (tensor, type used) of the matrices whose rows took a fallback type.
@@ -166,13 +194,26 @@ fn plan(src: &GgufFile, ft: FileType, opts: &QuantizeOptions) -> Result<(Vec<Pla
 
 /// Quantizes `values` (rows of `cols`) to `ty`, rows split across `threads` threads. Every
 /// row is quantized alone, so the split does not change a byte.
-fn quantize_rows(ty: GgmlType, values: &[f32], cols: usize, threads: usize) -> Result<Vec<u8>> {
+fn quantize_rows(
+    ty: GgmlType,
+    values: &[f32],
+    cols: usize,
+    threads: usize,
+    mse: bool,
+) -> Result<Vec<u8>> {
+    let quantize = move |v: &[f32], o: &mut [u8]| -> Result<()> {
+        if mse && quant::mse::quantize(ty, v, o) {
+            Ok(())
+        } else {
+            quant::quantize(ty, v, o)
+        }
+    };
     let row_bytes = ty.bytes_for(cols as u64).expect("checked by the plan") as usize;
     let rows = values.len() / cols;
     let mut out = vec![0u8; rows * row_bytes];
     let threads = threads.clamp(1, rows.max(1));
     if threads == 1 || values.len() < 1 << 16 {
-        quant::quantize(ty, values, &mut out)?;
+        quantize(values, &mut out)?;
         return Ok(out);
     }
     let per = rows.div_ceil(threads);
@@ -180,7 +221,7 @@ fn quantize_rows(ty: GgmlType, values: &[f32], cols: usize, threads: usize) -> R
         let handles: Vec<_> = values
             .chunks(per * cols)
             .zip(out.chunks_mut(per * row_bytes))
-            .map(|(v, o)| s.spawn(move || quant::quantize(ty, v, o)))
+            .map(|(v, o)| s.spawn(move || quantize(v, o)))
             .collect();
         for h in handles {
             h.join().expect("a quantizing thread panicked")?;
@@ -274,7 +315,9 @@ pub fn requantize(
             quant::dequantize_to_vec(t.ty, data, n)?
         };
         rep.quantized += 1;
-        quantize_rows(p.ty, &values, t.shape[0] as usize, threads)
+        let mse = opts.strategy == QuantStrategy::FastMse && quant::mse::supports(p.ty);
+        rep.mse_tensors += mse as usize;
+        quantize_rows(p.ty, &values, t.shape[0] as usize, threads, mse)
     })?;
     counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     rep.types = counts;

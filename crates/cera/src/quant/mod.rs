@@ -30,6 +30,7 @@ pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod iq_grids;
 pub(crate) mod k_common;
+pub mod mse;
 pub mod mxfp4;
 pub mod nvfp4;
 pub mod q2_k;
