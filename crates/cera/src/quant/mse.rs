@@ -282,7 +282,11 @@ mod tests {
                 s ^= s >> 7;
                 s ^= s << 17;
                 let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-                if s % 29 == 0 { u * 8.0 } else { u * 0.1 }
+                if s.is_multiple_of(29) {
+                    u * 8.0
+                } else {
+                    u * 0.1
+                }
             })
             .collect()
     }
