@@ -75,7 +75,7 @@ enum Command {
     Tokenize(tokenize::Args),
     /// An OpenAI- and Ollama-compatible HTTP server with continuous batching.
     Serve(serve::Args),
-    /// Write a GGUF with its matrices in another type (llama-quantize's type names).
+    /// Quantize a GGUF as llama-quantize does: its file types, mixes, flags and bytes.
     Quantize(quantize::Args),
     /// Write a GGUF as a split GGUF of several files (llama-gguf-split's layout).
     Split(split::Args),

@@ -35,8 +35,8 @@ pub struct Args {
     #[arg(long)]
     pub allow_requantize: bool,
     /// How block scales are chosen: `reference` (ggml's quantizers: llama-quantize's bytes) or
-    /// `fast-mse` (each block's scale searched for the least squared error; Q4_0, Q4_1, Q5_0,
-    /// Q5_1, Q8_0).
+    /// `fast-mse` (each block's scale searched for the least x²-weighted squared error; Q4_0,
+    /// Q4_1, Q5_0, Q5_1, Q8_0).
     #[arg(long, default_value = "reference", value_parser = parse_strategy)]
     pub quant_strategy: QuantStrategy,
     /// Threads (default: every core).
