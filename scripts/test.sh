@@ -49,6 +49,7 @@ for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; 
   if [ "${cpu_tiers%%:*}" = max ]; then
     # every tier runs here (`max` has them all), so the kernels are tested once, on all tiers
     cargo test -p cera "${arm[@]}" --test kernels
+    # (the attention tests take fewer thread counts under the emulator: CERA_TEST_RUNNER)
     cargo test -p cera "${arm[@]}" --lib -- kernels:: backend::attention
     # end to end through the matmul (the i8mm GEMM), prefill against decode included
     cargo test -p cera "${arm[@]}" --test arch_parity -- --exact llama3_q4_0 qwen2_q8_0 lfm2_q4_0
