@@ -309,11 +309,7 @@ pub fn requantize(
         }
         let n = t.n_elements() as usize;
         rep.peak_tensor_bytes = rep.peak_tensor_bytes.max(4 * n as u64);
-        let values = if t.ty == GgmlType::F32 {
-            bytemuck_f32(data)
-        } else {
-            quant::dequantize_to_vec(t.ty, data, n)?
-        };
+        let values = quant::dequantize_to_vec(t.ty, data, n)?;
         rep.quantized += 1;
         let mse = opts.strategy == QuantStrategy::FastMse && quant::mse::supports(p.ty);
         rep.mse_tensors += mse as usize;
@@ -322,13 +318,6 @@ pub fn requantize(
     counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     rep.types = counts;
     Ok(rep)
-}
-
-/// F32 tensor bytes as values (the mapping need not be 4-byte aligned).
-fn bytemuck_f32(data: &[u8]) -> Vec<f32> {
-    data.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// A block-quantized type (not F32, F16 or BF16).
