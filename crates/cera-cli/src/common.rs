@@ -89,6 +89,10 @@ pub fn hub_progress_printer() -> impl FnMut(HubProgress) {
             eprintln!("cera: verifying the sha256 of {file}");
         }
         HubProgress::Cached { file } => eprintln!("cera: {file} is in the cache"),
+        HubProgress::Converting { output, file_type } => eprintln!(
+            "cera: the repo is a safetensors checkpoint; converting it to {file_type} once, into {}",
+            output.display()
+        ),
         _ => {}
     }
 }
@@ -136,8 +140,24 @@ fn hub_ref_from_flags() -> anyhow::Result<Option<hub::ModelRef>> {
 /// Fetches (or finds in the cache) a model on the Hub and returns the file to load.
 pub fn resolve_hub(r: &hub::ModelRef) -> anyhow::Result<PathBuf> {
     let cfg = HubConfig::from_env();
-    let fetched = hub::resolve(r, &cfg, &mut hub_progress_printer())?;
+    let fetched = hub::resolve_gguf(r, &cfg, &mut hub_progress_printer())?;
     Ok(fetched.path)
+}
+
+/// For `cera convert --hf ORG/REPO`: the checkpoint's snapshot folder, fetched when needed.
+pub fn hub_checkpoint() -> anyhow::Result<Option<PathBuf>> {
+    let Some(mut r) = hub_ref_from_flags()? else {
+        return Ok(None);
+    };
+    if !matches!(r.target, hub::Target::Quant(None)) {
+        anyhow::bail!(
+            "--hf {r}: convert takes the whole repo (give the type with --outtype, not a tag or --hf-file)"
+        );
+    }
+    r.target = hub::Target::Checkpoint;
+    let cfg = HubConfig::from_env();
+    let f = hub::resolve(&r, &cfg, &mut hub_progress_printer())?;
+    Ok(f.checkpoint)
 }
 
 /// `-m` as given (a path, a catalog name or `hf://org/repo[:QUANT]`), `--hf`, or the default

@@ -9,6 +9,7 @@ mod bench;
 mod bench_spec;
 mod chat;
 mod common;
+mod convert;
 mod embed;
 mod gen_args;
 mod info;
@@ -77,6 +78,8 @@ enum Command {
     Serve(serve::Args),
     /// Quantize a GGUF as llama-quantize does: its file types, mixes, flags and bytes.
     Quantize(quantize::Args),
+    /// Convert a Hugging Face checkpoint (safetensors) to GGUF, as convert_hf_to_gguf.py does.
+    Convert(convert::Args),
     /// Write a GGUF as a split GGUF of several files (llama-gguf-split's layout).
     Split(split::Args),
     /// Embeddings of texts (llama-embedding's flags and output formats).
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve::run(a),
         Command::Quantize(a) => quantize::run(a),
         Command::Split(a) => split::run(a),
+        Command::Convert(a) => convert::run(a),
         Command::Embed(a) => embed::run(a),
         Command::Rerank(a) => rerank::run(a),
     };

@@ -116,6 +116,10 @@ pub enum Error {
     #[error("{path}: {reason}")]
     Safetensors { path: PathBuf, reason: String },
 
+    /// A Hugging Face checkpoint that `convert` cannot turn into a GGUF; `path` is its folder.
+    #[error("cannot convert {path}: {reason}")]
+    Convert { path: PathBuf, reason: String },
+
     // ---- adapters ----
     /// A LoRA adapter that cannot be read or does not fit the model; `adapter` names the file.
     #[error("LoRA adapter {adapter}: {reason}")]

@@ -16,6 +16,7 @@
 pub mod backend;
 pub mod batch;
 pub mod chat;
+pub mod convert;
 pub mod embed;
 pub mod engine;
 pub mod error;

@@ -53,6 +53,8 @@ pub struct SafeTensors {
     data_start: usize,
     /// Sorted by name, so iteration is deterministic.
     pub tensors: BTreeMap<String, TensorEntry>,
+    /// Tensor names in the order the header lists them (the order converters keep).
+    pub order: Vec<String>,
     /// `__metadata__`, string to string.
     pub metadata: BTreeMap<String, String>,
 }
@@ -82,15 +84,13 @@ impl SafeTensors {
             )));
         }
         let data_start = 8 + n as usize;
-        let header: serde_json::Value = serde_json::from_slice(&map[8..data_start])
-            .map_err(|e| bad(format!("header is not JSON: {e}")))?;
-        let obj = header
-            .as_object()
-            .ok_or_else(|| bad("header is not a JSON object".into()))?;
+        let OrderedObject(obj) = serde_json::from_slice(&map[8..data_start])
+            .map_err(|e| bad(format!("header is not a JSON object: {e}")))?;
         let data_len = map.len() - data_start;
         let mut tensors = BTreeMap::new();
+        let mut order = Vec::new();
         let mut metadata = BTreeMap::new();
-        for (name, v) in obj {
+        for (name, v) in &obj {
             if name == "__metadata__" {
                 if let Some(m) = v.as_object() {
                     for (k, v) in m {
@@ -139,6 +139,7 @@ impl SafeTensors {
                     "bytes {start}..{end} do not hold {shape:?} of {dtype:?} within {data_len} data bytes"
                 )));
             }
+            order.push(name.clone());
             tensors.insert(
                 name.clone(),
                 TensorEntry {
@@ -154,6 +155,7 @@ impl SafeTensors {
             map,
             data_start,
             tensors,
+            order,
             metadata,
         })
     }
@@ -165,5 +167,31 @@ impl SafeTensors {
     /// A tensor's bytes (little-endian, row-major).
     pub fn data(&self, t: &TensorEntry) -> &[u8] {
         &self.map[self.data_start + t.start..self.data_start + t.end]
+    }
+}
+
+/// A JSON object's entries in document order (`serde_json::Map` sorts them).
+struct OrderedObject(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for OrderedObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = OrderedObject;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<OrderedObject, A::Error> {
+                let mut v = Vec::new();
+                while let Some(e) = m.next_entry()? {
+                    v.push(e);
+                }
+                Ok(OrderedObject(v))
+            }
+        }
+        d.deserialize_map(Visit)
     }
 }

@@ -98,6 +98,9 @@ pub enum Target {
     Quant(Option<String>),
     /// `hf://org/repo/path/file.gguf`.
     File(String),
+    /// The files a safetensors checkpoint needs for `cera convert` (config, tokenizer,
+    /// weights).
+    Checkpoint,
 }
 
 /// A model on the Hub: `org/repo[@revision][:QUANT]` or `hf://org/repo[@revision]/path`.
@@ -204,6 +207,7 @@ impl std::fmt::Display for ModelRef {
             Target::Quant(Some(q)) => write!(f, ":{q}"),
             Target::Quant(None) => Ok(()),
             Target::File(p) => write!(f, "/{p}"),
+            Target::Checkpoint => Ok(()),
         }
     }
 }
@@ -233,6 +237,8 @@ pub enum HubProgress {
     Verifying { file: String },
     /// Already in the cache.
     Cached { file: String },
+    /// Converting a safetensors checkpoint to `output` (once: later runs find it cached).
+    Converting { output: PathBuf, file_type: String },
 }
 
 /// Local paths of a model fetched from the Hub.
@@ -244,6 +250,9 @@ pub struct Fetched {
     /// Every file of the model (the parts of a split GGUF, in order).
     pub files: Vec<PathBuf>,
     pub commit: String,
+    /// Set when the repo holds a safetensors checkpoint (no GGUF) and it was fetched: its
+    /// snapshot folder. [`resolve_gguf`] converts it.
+    pub checkpoint: Option<PathBuf>,
 }
 
 pub(super) fn hub_err(repo: &str, reason: impl Into<String>) -> Error {
@@ -291,7 +300,12 @@ pub fn resolve(
         commit: commit.clone(),
         offline: online.is_none(),
     });
-    let chosen = select::choose(&r.repo, &files, &r.target)?;
+    // a repo with a checkpoint and no GGUF: its checkpoint files, to convert
+    let target = match &r.target {
+        Target::Quant(_) if select::is_checkpoint(&files) => &Target::Checkpoint,
+        t => t,
+    };
+    let chosen = select::choose(&r.repo, &files, target)?;
     let mut paths = Vec::with_capacity(chosen.len());
     for (i, f) in chosen.iter().enumerate() {
         let p = match &online {
@@ -318,11 +332,60 @@ pub fn resolve(
         };
         paths.push(p);
     }
+    let checkpoint = (*target == Target::Checkpoint)
+        .then(|| paths[0].parent().map(std::path::Path::to_path_buf))
+        .flatten();
     Ok(Fetched {
         path: paths[0].clone(),
         files: paths,
         commit,
+        checkpoint,
     })
+}
+
+/// Where [`resolve_gguf`] keeps a converted checkpoint: by repo, commit and file type.
+pub fn converted_path(repo: &str, commit: &str, file_type: &str) -> PathBuf {
+    crate::fetch::cera_home()
+        .join("converted")
+        .join(format!("models--{}", repo.replace('/', "--")))
+        .join(commit)
+        .join(format!("{}.gguf", file_type.to_ascii_uppercase()))
+}
+
+/// Like [`resolve`], but a safetensors repo is converted once into cera's cache (keyed by
+/// repo, commit and type: the quant tag, default `Q4_K_M`) and the GGUF is returned, as
+/// `cera run --hf org/repo` uses it.
+pub fn resolve_gguf(
+    r: &ModelRef,
+    cfg: &HubConfig,
+    progress: &mut dyn FnMut(HubProgress),
+) -> Result<Fetched> {
+    let mut f = resolve(r, cfg, progress)?;
+    let Some(dir) = f.checkpoint.clone() else {
+        return Ok(f);
+    };
+    let ty = match &r.target {
+        Target::Quant(Some(q)) => q.clone(),
+        _ => "Q4_K_M".to_owned(),
+    };
+    let opts = crate::convert::ConvertOptions {
+        outtype: crate::convert::OutType::parse(&ty)?,
+        ..Default::default()
+    };
+    let out = converted_path(&r.repo, &f.commit, &ty);
+    if !out.is_file() {
+        progress(HubProgress::Converting {
+            output: out.clone(),
+            file_type: ty.to_ascii_uppercase(),
+        });
+        let parent = out.parent().expect("a file in a folder");
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        // written beside and renamed: a killed conversion leaves nothing under `out`
+        crate::convert::convert(&dir, &out, &opts)?;
+    }
+    f.path = out.clone();
+    f.files = vec![out];
+    Ok(f)
 }
 
 /// One file of a repo by its path (what `huggingface_hub.hf_hub_download` does).

@@ -64,13 +64,52 @@ fn gguf_list(files: &[RepoFile]) -> String {
     }
 }
 
-/// The files to fetch for `target`: one, or every part of a split GGUF in order.
+/// Top-level files a conversion reads (besides the safetensors weights).
+const CHECKPOINT_FILES: &[&str] = &[
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "model.safetensors.index.json",
+    "modules.json",
+];
+
+fn is_weights(path: &str) -> bool {
+    !path.contains('/') && path.starts_with("model") && path.ends_with(".safetensors")
+}
+
+/// A repo holding a Hugging Face checkpoint (config.json and safetensors weights) and no
+/// model GGUF.
+pub fn is_checkpoint(files: &[RepoFile]) -> bool {
+    files.iter().any(|f| f.path == "config.json")
+        && files.iter().any(|f| is_weights(&f.path))
+        && !files.iter().any(|f| is_model_gguf(&f.path))
+}
+
+/// The files to fetch for `target`: one, or every part of a split GGUF in order, or a
+/// checkpoint's files (config.json first).
 pub fn choose(repo: &str, files: &[RepoFile], target: &Target) -> Result<Vec<RepoFile>> {
     let err = |reason: String| Error::Hub {
         repo: repo.to_owned(),
         reason,
     };
     let primary = match target {
+        Target::Checkpoint => {
+            if !is_checkpoint(files) {
+                return Err(err(
+                    "not a safetensors checkpoint (config.json and model*.safetensors)".into(),
+                ));
+            }
+            let mut chosen: Vec<RepoFile> = CHECKPOINT_FILES
+                .iter()
+                .filter_map(|n| files.iter().find(|f| f.path == *n).cloned())
+                .collect();
+            chosen.extend(files.iter().filter(|f| is_weights(&f.path)).cloned());
+            return Ok(chosen);
+        }
         Target::File(path) => files
             .iter()
             .find(|f| &f.path == path)
