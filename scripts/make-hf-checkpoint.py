@@ -109,6 +109,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--dtype", choices=["f32", "f16", "bf16"], default="bf16")
     ap.add_argument("--shard-mb", type=int, default=0, help="split the weights into shards of about this size")
+    ap.add_argument("--layers", type=int, default=0, help="keep only the first N layers (small test checkpoints)")
     a = ap.parse_args()
 
     r = gguf.GGUFReader(a.model)
@@ -126,10 +127,15 @@ def main():
     # --- weights
     st_dtype = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[a.dtype]
     out = []
+    n_layers = kv("block_count")
+    if a.layers:
+        n_layers = min(n_layers, a.layers)
     for t in r.tensors:
         name = t.name
         if name.startswith("blk."):
             _, bid, rest = name.split(".", 2)
+            if int(bid) >= n_layers:
+                continue
             hf = f"model.layers.{bid}.{LAYER_NAMES[rest]}"
         else:
             hf = GLOBAL_NAMES[name]
@@ -232,7 +238,7 @@ def main():
         "hidden_act": "silu",
         "hidden_size": kv("embedding_length"),
         "intermediate_size": kv("feed_forward_length"),
-        "num_hidden_layers": kv("block_count"),
+        "num_hidden_layers": n_layers,
         "num_attention_heads": n_head,
         "num_key_value_heads": n_head_kv,
         "max_position_embeddings": kv("context_length"),
@@ -256,7 +262,7 @@ def main():
                     "head_dim": kv("embedding_length") // n_head})
     else:
         cfg.update({"use_sliding_window": False, "sliding_window": kv("context_length"),
-                    "max_window_layers": kv("block_count")})
+                    "max_window_layers": n_layers})
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
 

@@ -60,9 +60,7 @@ for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; 
 done
 unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT_TIERS
 
-step "cargo test"
-cargo test --workspace --locked
-step "server: pytest with the openai client, requests and jsonschema"
+step "python venv (numpy and gguf also make the conversion tests' checkpoints), cargo test"
 # a virtual environment of its own under target/, so the system Python is left alone
 venv=target/pyenv
 if [ ! -x "$venv/bin/python" ]; then
@@ -74,6 +72,8 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check openai ollama requests jsonschema pytest numpy gguf
+CERA_TEST_PYTHON="$PWD/$venv/bin/python" cargo test --workspace --locked
+step "server: pytest with the openai client, requests and jsonschema"
 # a random-weight BERT reranker (the same generator as the Rust tests) for the /v1/rerank test
 cargo run --release --locked -q -p cera --example make_bert_model -- target/pytest-rerank.gguf rerank >/dev/null
 CERA_RERANK_MODEL="$PWD/target/pytest-rerank.gguf" CERA_BIN="$PWD/target/release/cera" \

@@ -1,0 +1,315 @@
+//! `cera convert` against llama.cpp's convert_hf_to_gguf.py (`fixtures/convert.json`, made by
+//! `scripts/gen-convert-fixtures.py`). Each checkpoint is made from one of our GGUF models by
+//! `scripts/make-hf-checkpoint.py` (numpy and gguf only; the fixture pins the input bytes), then:
+//! every output type is byte for byte the converter's (quantized types: llama-quantize's
+//! quantization of the converter's lossless output), and the converted model's greedy text is
+//! the one transformers generates from the checkpoint. Broken checkpoints are clear errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::{Digest, Sha256};
+
+fn cera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cera"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cera-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn sha256(path: &Path) -> String {
+    let mut h = Sha256::new();
+    let mut f = std::fs::File::open(path).unwrap();
+    std::io::copy(&mut f, &mut h).unwrap();
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A Python with numpy and gguf: `CERA_TEST_PYTHON` (scripts/test.sh sets it), else python3.
+fn python() -> String {
+    let py = std::env::var("CERA_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&py)
+        .args(["-c", "import numpy, gguf"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{py} lacks numpy or gguf, which make the test checkpoints: `pip install numpy gguf`, or \
+         set CERA_TEST_PYTHON (scripts/test.sh does)"
+    );
+    py
+}
+
+fn fixture() -> serde_json::Value {
+    serde_json::from_str(include_str!("fixtures/convert.json")).unwrap()
+}
+
+fn model_path(file: &str) -> PathBuf {
+    let home = std::env::var_os("CERA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/cera"));
+    let p = home.join("models").join(file);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cera pull` first",
+        p.display()
+    );
+    p
+}
+
+/// Makes the fixture's checkpoint `name` and checks its files are the bytes the fixture was
+/// made from.
+fn checkpoint(c: &serde_json::Value) -> PathBuf {
+    let name = c["name"].as_str().unwrap();
+    let dir = tmp(name).join(c["folder"].as_str().unwrap());
+    let script = root().join("scripts/make-hf-checkpoint.py");
+    let model = model_path(c["model"].as_str().unwrap());
+    let mut cmd = Command::new(python());
+    cmd.arg(&script).arg(&model).arg(&dir);
+    for f in c["flags"].as_array().unwrap() {
+        cmd.arg(f.as_str().unwrap());
+    }
+    let r = cmd.output().unwrap();
+    assert!(
+        r.status.success(),
+        "make-hf-checkpoint: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    for (file, want) in c["inputs"].as_object().unwrap() {
+        assert_eq!(
+            sha256(&dir.join(file)),
+            want.as_str().unwrap(),
+            "{name}/{file} is not the file the fixture was made from (numpy or gguf version drift?)"
+        );
+    }
+    dir
+}
+
+fn convert(dir: &Path, outtype: &str, out: &Path) -> String {
+    let r = cera(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--outtype",
+        outtype,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(r.status.success(), "cera convert {outtype}: {err}");
+    err
+}
+
+/// Every case of one checkpoint byte for byte; then greedy text from the lossless output.
+fn check(name: &str) {
+    let fx = fixture();
+    let c = fx["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap();
+    let dir = checkpoint(c);
+    let mut failures = Vec::new();
+    for case in c["cases"].as_array().unwrap() {
+        let ot = case["outtype"].as_str().unwrap();
+        let out = tmp(&format!("{name}-{ot}.gguf"));
+        let log = convert(&dir, ot, &out);
+        let got = sha256(&out);
+        if got != case["sha256"].as_str().unwrap() {
+            failures.push(format!(
+                "{name} {ot}: sha256 {got}, the converter's {} ({} vs {} bytes)\n{log}",
+                case["sha256"],
+                std::fs::metadata(&out).unwrap().len(),
+                case["size"]
+            ));
+        }
+        if ot != "auto" {
+            std::fs::remove_file(&out).unwrap();
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // the converted model continues the prompt as transformers does on the checkpoint
+    let auto = tmp(&format!("{name}-auto.gguf"));
+    let g = &c["greedy"];
+    let n = fx["n_greedy"].as_u64().unwrap().to_string();
+    let r = cera(&[
+        "run",
+        "-m",
+        auto.to_str().unwrap(),
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        &n,
+        "-p",
+        g["prompt"].as_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        g["text"].as_str().unwrap(),
+        "{name}: greedy text of the converted model"
+    );
+    std::fs::remove_file(&auto).unwrap();
+    std::fs::remove_dir_all(tmp(name)).unwrap();
+}
+
+#[test]
+fn smollm2_bf16_checkpoint_equals_the_converter() {
+    check("smollm2");
+}
+
+#[test]
+fn smollm2_f32_checkpoint_equals_the_converter() {
+    check("smollm2-f32");
+}
+
+#[test]
+fn qwen_sharded_checkpoint_equals_the_converter() {
+    check("qwen");
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+fn convert_err(dir: &Path, extra: &[&str]) -> String {
+    let out = tmp("bad-out.gguf");
+    let mut args = vec![
+        "convert",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let r = cera(&args);
+    let err = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(!r.status.success(), "cera {args:?} should fail");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.exists(), "a failed conversion left {}", out.display());
+    err
+}
+
+/// A tiny checkpoint (2 layers of SmolLM2, its tokenizer), then broken in one way at a time.
+#[test]
+fn broken_checkpoints_are_clear_errors() {
+    let fx = fixture();
+    let c = &fx["checkpoints"][0];
+    let good = checkpoint(&serde_json::json!({
+        "name": "hostile", "folder": "SmolLM2-135M-Instruct", "model": c["model"],
+        "flags": ["--dtype", "bf16", "--layers", "2"], "inputs": {},
+    }));
+    let copy = |tag: &str| {
+        let d = tmp(&format!("hostile-{tag}"));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for e in std::fs::read_dir(&good).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), d.join(e.file_name())).unwrap();
+        }
+        d
+    };
+    // the good one converts
+    let out = tmp("hostile-ok.gguf");
+    convert(&good, "f16", &out);
+    std::fs::remove_file(&out).unwrap();
+
+    let e = convert_err(&tmp("no-such-folder"), &[]);
+    assert!(e.contains("not a folder"), "{e}");
+
+    let d = copy("noconfig");
+    std::fs::remove_file(d.join("config.json")).unwrap();
+    let e = convert_err(&d, &[]);
+    assert!(e.contains("no config.json"), "{e}");
+
+    let d = copy("arch");
+    let cfg = std::fs::read_to_string(d.join("config.json")).unwrap();
+    write(
+        &d.join("config.json"),
+        &cfg.replace("LlamaForCausalLM", "FancyNewForCausalLM"),
+    );
+    let e = convert_err(&d, &[]);
+    assert!(
+        e.contains("FancyNewForCausalLM") && e.contains("supported"),
+        "{e}"
+    );
+
+    let d = copy("json");
+    write(&d.join("config.json"), "{\"architectures\": [");
+    let e = convert_err(&d, &[]);
+    assert!(e.contains("config.json is not valid JSON"), "{e}");
+
+    let d = copy("header");
+    let st = d.join("model.safetensors");
+    let mut bytes = std::fs::read(&st).unwrap();
+    bytes[8] = b'x'; // the JSON header's first byte
+    std::fs::write(&st, &bytes).unwrap();
+    let e = convert_err(&d, &[]);
+    assert!(
+        e.contains("model.safetensors") && e.contains("header"),
+        "{e}"
+    );
+
+    let d = copy("truncated");
+    let st = d.join("model.safetensors");
+    let len = std::fs::metadata(&st).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&st)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let e = convert_err(&d, &[]);
+    assert!(e.contains("do not hold"), "{e}");
+
+    let d = copy("index");
+    write(
+        &d.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"model.embed_tokens.weight": "model-00002-of-00002.safetensors"}}"#,
+    );
+    let e = convert_err(&d, &[]);
+    assert!(
+        e.contains("model-00002-of-00002.safetensors") && e.contains("missing"),
+        "{e}"
+    );
+
+    let d = copy("tensor");
+    // rename a tensor in the header, keeping its length
+    let st = d.join("model.safetensors");
+    let mut bytes = std::fs::read(&st).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = String::from_utf8(bytes[8..8 + n].to_vec()).unwrap();
+    let renamed = header.replacen("mlp.up_proj", "mlp.uq_proj", 1);
+    bytes[8..8 + n].copy_from_slice(renamed.as_bytes());
+    std::fs::write(&st, &bytes).unwrap();
+    let e = convert_err(&d, &[]);
+    assert!(e.contains("uq_proj") && e.contains("cannot map"), "{e}");
+
+    let d = copy("pre2");
+    let mut j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("tokenizer.json")).unwrap()).unwrap();
+    // swap two merges: the same pre-tokenizer now tokenizes the check text differently
+    let merges = j["model"]["merges"].as_array_mut().unwrap();
+    merges.swap(0, 500);
+    merges.truncate(20000);
+    write(&d.join("tokenizer.json"), &j.to_string());
+    let e = convert_err(&d, &[]);
+    assert!(
+        e.contains("pre-tokenizer") && e.contains("fingerprint"),
+        "{e}"
+    );
+
+    let e = convert_err(&good, &["--outtype", "q9_9"]);
+    assert!(e.contains("q9_9"), "{e}");
+    std::fs::remove_dir_all(tmp("hostile")).unwrap();
+}
