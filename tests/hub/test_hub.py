@@ -21,6 +21,7 @@ SMOL = CERA_HOME / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOL_REPO = "cera-test/SmolLM2-135M-Instruct-GGUF"
 SMOL_FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
 TOKEN = "hf_fixture_secret"
+CKPT_REPO = "cera-test/SmolLM2-135M-Instruct"
 
 
 def sha256(path):
@@ -91,6 +92,15 @@ def hub(tmp_path_factory):
             },
         },
     }
+    # a safetensors checkpoint of SmolLM2 (as scripts/make-hf-checkpoint.py writes it)
+    ckpt = d / "SmolLM2-135M-Instruct"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make-hf-checkpoint.py"), str(SMOL), str(ckpt), "--dtype", "bf16"],
+        check=True,
+    )
+    config["repos"][CKPT_REPO] = {
+        "revisions": [{"refs": ["main"], "files": {f.name: str(f) for f in ckpt.iterdir()}}]
+    }
     cfg = d / "hub.json"
     cfg.write_text(json.dumps(config))
     proc = subprocess.Popen(
@@ -100,7 +110,7 @@ def hub(tmp_path_factory):
     )
     port, _cdn = proc.stdout.readline().split()
     endpoint = f"http://127.0.0.1:{port}"
-    yield {"endpoint": endpoint, "small": small, "small2": small2}
+    yield {"endpoint": endpoint, "small": small, "small2": small2, "checkpoint": ckpt}
     proc.terminate()
     proc.wait(timeout=10)
 
@@ -292,3 +302,51 @@ def test_bad_hub_arguments_are_clear_errors(hub, hf_home):
     ]:
         p = cera(args, env, check=False)
         assert p.returncode != 0 and want in p.stderr, (args, p.stderr)
+
+
+def test_a_safetensors_repo_is_converted_once_and_runs(hub, hf_home, tmp_path):
+    env = env_for(hub, hf_home, CERA_HOME=str(tmp_path / "cera"))
+    args = ["run", "--raw", "--temp", "0", "-n", "12", "-p", "The capital of France is"]
+    first = cera(["--hf", CKPT_REPO, *args], env)
+    assert "safetensors checkpoint; converting it to Q4_K_M" in first.stderr, first.stderr
+    converted = list((tmp_path / "cera" / "converted").rglob("Q4_K_M.gguf"))
+    assert len(converted) == 1, converted
+    # the same bytes as converting the folder by hand (names from the repo id aside: compare
+    # what runs)
+    local = tmp_path / "local-q4_k_m.gguf"
+    cera(["convert", str(hub["checkpoint"]), "--outtype", "q4_k_m", "-o", str(local)], env)
+    by_hand = cera(["run", "-m", str(local), *args[1:]], env)
+    assert first.stdout == by_hand.stdout and first.stdout.strip(), (first.stdout, by_hand.stdout)
+
+    # the second run converts nothing and downloads nothing
+    post(hub, "/_log/clear", {})
+    second = cera(["--hf", CKPT_REPO, *args], env)
+    assert "converting" not in second.stderr and second.stdout == first.stdout, second.stderr
+    assert not [e for e in server_log(hub) if e[1].startswith("/cdn/")], server_log(hub)
+    # a tag is the type; another type is another conversion
+    q8 = cera(["--hf", f"{CKPT_REPO}:Q8_0", *args], env)
+    assert "converting it to Q8_0" in q8.stderr, q8.stderr
+
+    # huggingface_hub sees the checkpoint files cera fetched
+    from huggingface_hub import snapshot_download
+
+    snap = snapshot_download(CKPT_REPO, cache_dir=str(hf_home / "hub"), local_files_only=True)
+    assert sorted(p.name for p in pathlib.Path(snap).iterdir()) == sorted(p.name for p in hub["checkpoint"].iterdir())
+
+
+def test_convert_takes_a_hub_repo(hub, hf_home, tmp_path):
+    env = env_for(hub, hf_home, CERA_HOME=str(tmp_path / "cera"))
+    out = tmp_path / "smol-f16.gguf"
+    p = cera(["--hf", CKPT_REPO, "convert", "--outtype", "f16", "-o", str(out)], env)
+    assert p.stdout.strip() == str(out) and "pre-tokenizer 'smollm'" in p.stderr, p.stderr
+    import gguf
+
+    r = gguf.GGUFReader(str(out))
+    # names come from the repo id, not from the snapshot folder (a commit hash)
+    assert r.fields["general.name"].contents() == "SmolLM2 135M Instruct"
+    assert r.fields["general.organization"].contents() == "Cera Test"
+    assert r.fields["general.size_label"].contents() == "135M"
+    p = cera(["--hf", f"{CKPT_REPO}:Q8_0", "convert", "-o", str(out)], env, check=False)
+    assert p.returncode != 0 and "--outtype" in p.stderr, p.stderr
+    p = cera(["--hf", SMOL_REPO, "convert", "-o", str(out)], env, check=False)
+    assert p.returncode != 0 and "not a safetensors checkpoint" in p.stderr, p.stderr

@@ -144,8 +144,9 @@ pub fn resolve_hub(r: &hub::ModelRef) -> anyhow::Result<PathBuf> {
     Ok(fetched.path)
 }
 
-/// For `cera convert --hf ORG/REPO`: the checkpoint's snapshot folder, fetched when needed.
-pub fn hub_checkpoint() -> anyhow::Result<Option<PathBuf>> {
+/// For `cera convert --hf ORG/REPO`: the checkpoint's snapshot folder, fetched when needed,
+/// and the repo id.
+pub fn hub_checkpoint() -> anyhow::Result<Option<(PathBuf, String)>> {
     let Some(mut r) = hub_ref_from_flags()? else {
         return Ok(None);
     };
@@ -157,7 +158,7 @@ pub fn hub_checkpoint() -> anyhow::Result<Option<PathBuf>> {
     r.target = hub::Target::Checkpoint;
     let cfg = HubConfig::from_env();
     let f = hub::resolve(&r, &cfg, &mut hub_progress_printer())?;
-    Ok(f.checkpoint)
+    Ok(f.checkpoint.map(|d| (d, r.repo)))
 }
 
 /// `-m` as given (a path, a catalog name or `hf://org/repo[:QUANT]`), `--hf`, or the default

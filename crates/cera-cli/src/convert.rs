@@ -36,13 +36,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.outtype
         )
     })?;
+    let mut model_id = None;
     let input = match (a.input, crate::common::hub_flags_given()) {
         (Some(p), true) => {
             anyhow::bail!("{} and --hf both name a checkpoint: give one", p.display())
         }
         (Some(p), false) => p,
         (None, true) => {
-            crate::common::hub_checkpoint()?.context("--hf did not name a checkpoint")?
+            let (dir, repo) =
+                crate::common::hub_checkpoint()?.context("--hf did not name a checkpoint")?;
+            model_id = Some(repo);
+            dir
         }
         (None, false) => anyhow::bail!("give the checkpoint folder to convert, or --hf ORG/REPO"),
     };
@@ -50,6 +54,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut opts = ConvertOptions::default();
     opts.outtype = outtype;
     opts.model_name = a.model_name;
+    opts.model_id = model_id;
     opts.quantize.threads = a.threads;
     let t0 = std::time::Instant::now();
     let rep = convert(&input, &output, &opts)

@@ -289,6 +289,7 @@ pub(super) fn general(
     config: &serde_json::Map<String, Json>,
     gen_config: Option<&Json>,
     params: &ParamCount,
+    model_id: Option<&str>,
     name_override: Option<&str>,
 ) {
     let total = params.total as i64;
@@ -301,6 +302,9 @@ pub(super) fn general(
         m.version = m.version.take().or(p.version);
         m.size_label = m.size_label.take().or(p.size_label);
     };
+    if let Some(id) = model_id {
+        fill(id_components(id, total));
+    }
     if let Some(id) = config.get("_name_or_path").and_then(Json::as_str)
         && id.matches('/').count() <= 1
     {

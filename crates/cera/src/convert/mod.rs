@@ -86,6 +86,9 @@ pub struct ConvertOptions {
     pub outtype: OutType,
     /// `general.name` instead of the one derived from the folder name.
     pub model_name: Option<String>,
+    /// The Hub id (`org/repo`) the checkpoint came from: names are read from it before the
+    /// folder's (a Hub snapshot folder is named by its commit).
+    pub model_id: Option<String>,
     /// For quantized output types.
     pub quantize: QuantizeOptions,
 }
@@ -95,6 +98,7 @@ impl Default for ConvertOptions {
         ConvertOptions {
             outtype: OutType::F16,
             model_name: None,
+            model_id: None,
             quantize: QuantizeOptions::default(),
         }
     }
@@ -281,6 +285,7 @@ fn convert_float(
         &ck.config,
         gen_config.as_ref(),
         &params,
+        opts.model_id.as_deref(),
         opts.model_name.as_deref(),
     );
     arch.params(ck, &mut kv, file_type)?;

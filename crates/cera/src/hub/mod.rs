@@ -370,6 +370,7 @@ pub fn resolve_gguf(
     };
     let opts = crate::convert::ConvertOptions {
         outtype: crate::convert::OutType::parse(&ty)?,
+        model_id: Some(r.repo.clone()),
         ..Default::default()
     };
     let out = converted_path(&r.repo, &f.commit, &ty);
