@@ -42,6 +42,47 @@ CHECKPOINTS = [
 ]
 
 
+# Random-weight checkpoints of the other architectures we run, at small shapes: transformers
+# builds each model from its config, and the recipe (its config.json and tensor names/shapes
+# in saving order) goes in the fixture; make-hf-checkpoint.py fills it with hashed values and
+# SmolLM2's tokenizer. (name, transformers config class, config arguments, outtypes)
+SMALL = dict(vocab_size=49152, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=4096, bos_token_id=1, eos_token_id=2,
+             pad_token_id=2)
+RANDOM = [
+    ("qwen3", "Qwen3Config", dict(SMALL, num_hidden_layers=2, head_dim=32, rms_norm_eps=1e-6,
+                                    tie_word_embeddings=True), ["f16", "q8_0", "auto"]),
+    ("granite", "GraniteConfig", dict(SMALL, num_hidden_layers=2, embedding_multiplier=12.0,
+                                        attention_multiplier=0.015625, residual_multiplier=0.22,
+                                        logits_scaling=8.0, tie_word_embeddings=True), ["f16", "auto"]),
+    ("olmo2", "Olmo2Config", dict(SMALL, num_hidden_layers=2, rms_norm_eps=1e-6,
+                                    tie_word_embeddings=False), ["f16", "auto"]),
+    ("lfm2", "Lfm2Config", dict(SMALL, num_hidden_layers=4, conv_L_cache=3, block_multiple_of=32,
+                                  layer_types=["conv", "conv", "full_attention", "conv"]), ["f16", "q8_0", "auto"]),
+    ("lfm2moe", "Lfm2MoeConfig", dict(SMALL, num_hidden_layers=3, moe_intermediate_size=32, num_experts=4,
+                                        num_experts_per_tok=2, num_dense_layers=1,
+                                        layer_types=["conv", "full_attention", "conv"]), ["f16", "auto"]),
+]
+
+
+def recipe(cls_name, args):
+    import safetensors
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    cfg = getattr(transformers, cls_name)(**args)
+    model = AutoModelForCausalLM.from_config(cfg)
+    with tempfile.TemporaryDirectory() as d:
+        model.save_pretrained(d, safe_serialization=True)
+        with open(os.path.join(d, "config.json")) as f:
+            config = json.load(f)
+        with open(os.path.join(d, "model.safetensors"), "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+    tensors = [[k, v["shape"]] for k, v in header.items() if k != "__metadata__"]
+    return {"config": config, "tensors": tensors}
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -74,9 +115,18 @@ def greedy(ckpt):
 
 def main():
     fixture = {"prompt": PROMPT, "n_greedy": N_GREEDY, "checkpoints": []}
+    todo = [(n, m, f, fl, o, q, None) for n, m, f, fl, o, q in CHECKPOINTS]
+    for name, cls_name, args, outtypes in RANDOM:
+        todo.append((name, "SmolLM2-135M-Instruct.Q4_1.gguf", f"{name}-tiny-random", ["--dtype", "bf16"],
+                     outtypes, [], recipe(cls_name, args)))
     with tempfile.TemporaryDirectory() as tmp:
-        for name, model, folder, flags, outtypes, quants in CHECKPOINTS:
+        for name, model, folder, flags, outtypes, quants, rec in todo:
             ckpt = os.path.join(tmp, name, folder)
+            if rec is not None:
+                rpath = os.path.join(tmp, f"{name}-recipe.json")
+                with open(rpath, "w") as f:
+                    json.dump(rec, f)
+                flags = flags + ["--recipe", rpath]
             run([PYTHON, os.path.join(HERE, "make-hf-checkpoint.py"), os.path.join(MODELS, model), ckpt, *flags])
             inputs = {f: sha256(os.path.join(ckpt, f)) for f in sorted(os.listdir(ckpt))}
             cases = []
@@ -99,8 +149,9 @@ def main():
             g = greedy(ckpt)
             print(f"{name} greedy: {g['text']!r}", file=sys.stderr)
             fixture["checkpoints"].append({
-                "name": name, "model": model, "folder": folder, "flags": flags,
-                "inputs": inputs, "cases": cases, "greedy": g,
+                "name": name, "model": model, "folder": folder,
+                "flags": [f for f in flags if not f.endswith("-recipe.json") and f != "--recipe"],
+                "recipe": rec, "inputs": inputs, "cases": cases, "greedy": g,
             })
     with open(OUT, "w") as f:
         json.dump(fixture, f, indent=1, ensure_ascii=False)

@@ -11,6 +11,14 @@ and the input. Weights are the GGUF's dequantized values in the chosen dtype; ll
 are put back in Hugging Face's order (the GGUF stores them permuted for interleaved RoPE).
 
 Architectures: llama and qwen2 with a byte-level BPE ("gpt2") tokenizer.
+
+    make-hf-checkpoint.py TOKENIZER.gguf OUT_DIR --recipe RECIPE.json [--dtype ...]
+
+writes a random-weight checkpoint of any architecture instead: RECIPE.json holds the
+config.json to write and the tensors (name, shape) in the order a Hugging Face model saves
+them (scripts/gen-convert-fixtures.py records both from transformers); the tokenizer comes
+from TOKENIZER.gguf. The values come from a counter-based hash (splitmix64), the same bytes on
+every numpy: uniform in ±sqrt(3/fan_in) (unit-variance outputs), norms 1 ± 0.1.
 """
 
 import argparse
@@ -86,6 +94,33 @@ def unpermute(w, n_head):
     return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def splitmix_uniform(seed, n):
+    """n floats uniform in [-1, 1) from splitmix64 of (seed, index): plain integer arithmetic."""
+    with np.errstate(over="ignore"):
+        z = np.arange(n, dtype=np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
+        z = z * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return ((z >> np.uint64(40)).astype(np.float64) / float(1 << 23) - 1.0).astype(np.float32)
+
+
+def random_tensors(recipe):
+    out = []
+    for i, (name, shape) in enumerate(recipe["tensors"]):
+        n = int(np.prod(shape)) if shape else 1
+        u = splitmix_uniform(i + 1, n)
+        if "norm" in name or "layernorm" in name:
+            w = 1.0 + 0.1 * u
+        elif name.endswith(".bias") or len(shape) == 1:
+            w = 0.1 * u
+        else:
+            fan_in = int(np.prod(shape[1:]))
+            w = u * np.float32(np.sqrt(3.0 / fan_in))
+        out.append((name, np.asarray(w, dtype=np.float32).reshape(shape)))
+    return out
+
+
 def write_safetensors(path, tensors):
     """tensors: list of (name, dtype string, shape, bytes), written in this order."""
     header = {}
@@ -110,10 +145,15 @@ def main():
     ap.add_argument("--dtype", choices=["f32", "f16", "bf16"], default="bf16")
     ap.add_argument("--shard-mb", type=int, default=0, help="split the weights into shards of about this size")
     ap.add_argument("--layers", type=int, default=0, help="keep only the first N layers (small test checkpoints)")
+    ap.add_argument("--recipe", help="a random-weight checkpoint from this recipe (see above); the model gives the tokenizer")
     a = ap.parse_args()
 
     r = gguf.GGUFReader(a.model)
     arch = field(r, "general.architecture")
+    recipe = None
+    if a.recipe:
+        with open(a.recipe) as f:
+            recipe = json.load(f)
     if arch not in HF_ARCH:
         sys.exit(f"error: architecture {arch!r} is not one this script writes (llama, qwen2)")
     pre = field(r, "tokenizer.ggml.pre")
@@ -126,11 +166,20 @@ def main():
 
     # --- weights
     st_dtype = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[a.dtype]
+
+    def encode(w):
+        if a.dtype == "f32":
+            return w.astype("<f4").tobytes()
+        if a.dtype == "f16":
+            return w.astype("<f2").tobytes()
+        return to_bf16_bits(w).astype("<u2").tobytes()
+
     out = []
     n_layers = kv("block_count")
+    source = [] if recipe else r.tensors
     if a.layers:
         n_layers = min(n_layers, a.layers)
-    for t in r.tensors:
+    for t in source:
         name = t.name
         if name.startswith("blk."):
             _, bid, rest = name.split(".", 2)
@@ -145,14 +194,11 @@ def main():
             w = unpermute(w, n_head)
         elif arch == "llama" and name.endswith("attn_k.weight"):
             w = unpermute(w, n_head_kv)
-        if a.dtype == "f32":
-            data = w.astype("<f4").tobytes()
-        elif a.dtype == "f16":
-            data = w.astype("<f2").tobytes()
-        else:
-            data = to_bf16_bits(w).astype("<u2").tobytes()
-        out.append((hf, st_dtype, w.shape, data))
+        out.append((hf, st_dtype, w.shape, encode(w)))
     out.sort(key=lambda e: e[0])
+    if recipe:
+        # the order the model saves them in (not sorted)
+        out = [(name, st_dtype, w.shape, encode(w)) for name, w in random_tensors(recipe)]
     tied = "lm_head.weight" not in {e[0] for e in out}
 
     shards = [[]]
@@ -263,6 +309,8 @@ def main():
     else:
         cfg.update({"use_sliding_window": False, "sliding_window": kv("context_length"),
                     "max_window_layers": n_layers})
+    if recipe:
+        cfg = recipe["config"]
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
 

@@ -6,14 +6,19 @@ use serde_json::Value as Json;
 
 use super::Kv;
 use super::checkpoint::Checkpoint;
+use super::checkpoint::bad;
 use crate::error::Result;
-use crate::gguf::Value;
+use crate::gguf::{Array, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Family {
     Llama,
+    Granite,
     Qwen2,
     Qwen3,
+    Olmo2,
+    Lfm2,
+    Lfm2Moe,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +36,11 @@ const TABLE: &[(&str, Family, &str)] = &[
     ("Qwen2ForCausalLM", Family::Qwen2, "qwen2"),
     ("Qwen2Model", Family::Qwen2, "qwen2"),
     ("Qwen3ForCausalLM", Family::Qwen3, "qwen3"),
+    ("GraniteForCausalLM", Family::Granite, "granite"),
+    ("Olmo2ForCausalLM", Family::Olmo2, "olmo2"),
+    ("Lfm2ForCausalLM", Family::Lfm2, "lfm2"),
+    ("LFM2ForCausalLM", Family::Lfm2, "lfm2"),
+    ("Lfm2MoeForCausalLM", Family::Lfm2Moe, "lfm2moe"),
 ];
 
 pub(super) fn lookup(hf_arch: &str) -> Option<Arch> {
@@ -66,9 +76,36 @@ const LAYER: &[(&str, &str)] = &[
     ("mlp.down_proj", "ffn_down"),
 ];
 
+/// OLMo 2's norms sit after the attention and the FFN.
+const OLMO2: &[(&str, &str)] = &[
+    ("post_attention_layernorm", "post_attention_norm"),
+    ("post_feedforward_layernorm", "post_ffw_norm"),
+];
+
+/// LFM2: short-convolution blocks and attention blocks with their own names.
+const LFM2: &[(&str, &str)] = &[
+    ("operator_norm", "attn_norm"),
+    ("ffn_norm", "ffn_norm"),
+    ("self_attn.out_proj", "attn_output"),
+    ("self_attn.q_layernorm", "attn_q_norm"),
+    ("self_attn.k_layernorm", "attn_k_norm"),
+    ("conv.in_proj", "shortconv.in_proj"),
+    ("conv.out_proj", "shortconv.out_proj"),
+    ("conv.conv", "shortconv.conv"),
+    ("feed_forward.w1", "ffn_gate"),
+    ("feed_forward.w3", "ffn_up"),
+    ("feed_forward.w2", "ffn_down"),
+    ("feed_forward.gate", "ffn_gate_inp"),
+    ("feed_forward.expert_bias", "exp_probs_b"),
+    ("feed_forward.experts.w1", "ffn_gate_exps"),
+    ("feed_forward.experts.w3", "ffn_up_exps"),
+    ("feed_forward.experts.w2", "ffn_down_exps"),
+];
+
 const GLOBAL: &[(&str, &str)] = &[
     ("model.embed_tokens", "token_embd"),
     ("model.norm", "output_norm"),
+    ("model.embedding_norm", "token_embd_norm"),
     ("lm_head", "output"),
 ];
 
@@ -81,6 +118,11 @@ impl Arch {
             _ if !name.starts_with("model.") && name != "lm_head.weight" => format!("model.{name}"),
             _ => name.to_owned(),
         };
+        // LFM2-MoE's routing bias is stored without a suffix; the converter names it a bias
+        let name = match name.strip_suffix(".expert_bias") {
+            Some(b) if self.family == Family::Lfm2Moe => format!("{b}.expert_bias.bias"),
+            _ => name,
+        };
         let (base, suffix) = name
             .strip_suffix(".weight")
             .map(|b| (b, ".weight"))
@@ -91,8 +133,19 @@ impl Arch {
         let rest = base.strip_prefix("model.layers.")?;
         let (bid, part) = rest.split_once('.')?;
         let bid: u32 = bid.parse().ok()?;
-        let &(_, g) = LAYER.iter().find(|(h, _)| *h == part)?;
-        if matches!(g, "attn_q_norm" | "attn_k_norm") && self.family != Family::Qwen3 {
+        let table: &[&[(&str, &str)]] = match self.family {
+            Family::Olmo2 => &[OLMO2, LAYER],
+            Family::Lfm2 | Family::Lfm2Moe => &[LFM2, LAYER],
+            _ => &[LAYER],
+        };
+        let g = table
+            .iter()
+            .find_map(|t| t.iter().find(|(h, _)| *h == part).map(|&(_, g)| g))?;
+        let qk_norm = matches!(
+            self.family,
+            Family::Qwen3 | Family::Olmo2 | Family::Lfm2 | Family::Lfm2Moe
+        );
+        if matches!(g, "attn_q_norm" | "attn_k_norm") && !qk_norm {
             return None;
         }
         Some(format!("blk.{bid}.{g}{suffix}"))
@@ -106,7 +159,7 @@ impl Arch {
         shape: &[usize],
         v: &mut [f32],
     ) -> Result<()> {
-        if self.family == Family::Llama {
+        if matches!(self.family, Family::Llama | Family::Granite) {
             let n_head = ck.need_u64(&["n_heads", "num_attention_heads"])? as usize;
             let n_kv = ck
                 .hparam_u64(&["n_kv_heads", "num_key_value_heads"])
@@ -128,36 +181,158 @@ impl Arch {
 
     /// The hyperparameter keys (`set_gguf_parameters`), `general.file_type` included.
     pub fn params(&self, ck: &Checkpoint, kv: &mut Kv, file_type: u32) -> Result<()> {
-        text_params(ck, kv, self.gguf, file_type)?;
-        if self.family == Family::Llama {
-            let a = self.gguf;
-            kv.set(
-                format!("{a}.vocab_size"),
-                Value::U32(ck.need_u64(&["vocab_size"])? as u32),
-            );
-            let rope_dim = match ck.hparam_u64(&["head_dim"]) {
-                Some(d) => d,
-                None => ck.need_u64(&["hidden_size"])? / ck.need_u64(&["num_attention_heads"])?,
-            };
-            kv.set(
-                format!("{a}.rope.dimension_count"),
-                Value::U32(rope_dim as u32),
-            );
+        let a = self.gguf;
+        let u32v = |n: u64| Value::U32(n as u32);
+        let f32v = |x: f64| Value::F32(x as f32);
+        // Granite ignores head_dim
+        let head_dim = match self.family {
+            Family::Granite => None,
+            _ => ck.config.get("head_dim").and_then(Json::as_u64),
+        };
+        // LFM2: a KV head count per layer, 0 for convolution layers
+        let kv_heads = match self.family {
+            Family::Lfm2 | Family::Lfm2Moe => {
+                let n = ck.need_u64(&["num_key_value_heads"])? as i32;
+                let types = ck
+                    .config
+                    .get("layer_types")
+                    .and_then(Json::as_array)
+                    .ok_or_else(|| bad(&ck.dir, "config.json has no layer_types"))?;
+                let per_layer: Vec<i32> = types
+                    .iter()
+                    .map(|t| {
+                        let t = t.as_str().unwrap_or("");
+                        let attn = match self.family {
+                            Family::Lfm2 => t != "conv",
+                            _ => t == "full_attention",
+                        };
+                        if attn { n } else { 0 }
+                    })
+                    .collect();
+                Some(Value::Array(Array::I32(per_layer)))
+            }
+            _ => None,
+        };
+        text_params(ck, kv, a, file_type, head_dim, kv_heads)?;
+        match self.family {
+            Family::Llama | Family::Granite => {
+                kv.set(
+                    format!("{a}.vocab_size"),
+                    u32v(ck.need_u64(&["vocab_size"])?),
+                );
+                let rope_dim = match head_dim {
+                    Some(d) => d,
+                    None => {
+                        ck.need_u64(&["hidden_size"])? / ck.need_u64(&["num_attention_heads"])?
+                    }
+                };
+                kv.set(format!("{a}.rope.dimension_count"), u32v(rope_dim));
+                if self.family == Family::Granite {
+                    for (src, key) in [
+                        ("attention_multiplier", "attention.scale"),
+                        ("embedding_multiplier", "embedding_scale"),
+                        ("residual_multiplier", "residual_scale"),
+                        ("logits_scaling", "logit_scale"),
+                    ] {
+                        if let Some(x) = ck
+                            .config
+                            .get(src)
+                            .and_then(Json::as_f64)
+                            .filter(|&x| x != 0.0)
+                        {
+                            kv.set(format!("{a}.{key}"), f32v(x));
+                        }
+                    }
+                }
+            }
+            Family::Olmo2 => {
+                if let Some(w) = ck.config.get("sliding_window").and_then(Json::as_u64) {
+                    kv.set(format!("{a}.attention.sliding_window"), u32v(w));
+                    let pattern: Vec<bool> =
+                        match ck.config.get("layer_types").and_then(Json::as_array) {
+                            Some(t) => t
+                                .iter()
+                                .map(|t| t.as_str() == Some("sliding_attention"))
+                                .collect(),
+                            None => (0..ck.need_u64(&["num_hidden_layers"])?)
+                                .map(|i| (i + 1) % 4 != 0)
+                                .collect(),
+                        };
+                    kv.set(
+                        format!("{a}.attention.sliding_window_pattern"),
+                        Value::Array(Array::Bool(pattern)),
+                    );
+                }
+            }
+            Family::Lfm2 => {
+                kv.set(
+                    format!("{a}.vocab_size"),
+                    u32v(ck.need_u64(&["vocab_size"])?),
+                );
+                kv.set(
+                    format!("{a}.shortconv.l_cache"),
+                    u32v(ck.need_u64(&["conv_L_cache"])?),
+                );
+                if let Some(e) = ck.hparam_f64(&["norm_eps"]) {
+                    kv.set(format!("{a}.attention.layer_norm_rms_epsilon"), f32v(e));
+                }
+                kv.set(format!("{a}.feed_forward_length"), u32v(lfm2_ff_dim(ck)?));
+            }
+            Family::Lfm2Moe => {
+                kv.set(
+                    format!("{a}.expert_feed_forward_length"),
+                    u32v(ck.need_u64(&["moe_intermediate_size"])?),
+                );
+                kv.set(
+                    format!("{a}.leading_dense_block_count"),
+                    u32v(ck.need_u64(&["num_dense_layers"])?),
+                );
+                kv.set(format!("{a}.expert_gating_func"), u32v(2)); // sigmoid
+                kv.set(
+                    format!("{a}.vocab_size"),
+                    u32v(ck.need_u64(&["vocab_size"])?),
+                );
+                kv.set(
+                    format!("{a}.shortconv.l_cache"),
+                    u32v(ck.need_u64(&["conv_L_cache"])?),
+                );
+            }
+            Family::Qwen2 | Family::Qwen3 => {}
         }
         Ok(())
+    }
+
+    /// LFM2's convolution kernels lose their middle dimension of 1 (`[d, 1, L]` → `[d, L]`).
+    pub fn squeezes(&self, name: &str) -> bool {
+        matches!(self.family, Family::Lfm2 | Family::Lfm2Moe) && name.contains("conv.conv")
+    }
+
+    /// Tensors stacked into one (MoE experts): the merged name of a per-expert source name,
+    /// and the expert index. LFM2-MoE's `feed_forward.experts.{x}.w1` → `feed_forward.experts.w1`.
+    pub fn expert_part(&self, name: &str) -> Option<(String, usize)> {
+        if self.family != Family::Lfm2Moe {
+            return None;
+        }
+        let (head, tail) = name.split_once(".feed_forward.experts.")?;
+        let (x, w) = tail.split_once('.')?;
+        let x: usize = x.parse().ok()?;
+        let w = w.strip_suffix(".weight").unwrap_or(w);
+        Some((format!("{head}.feed_forward.experts.{w}"), x))
     }
 
     /// Tokenizer keys before the vocabulary proper (llama: `add_space_prefix` from
     /// tokenizer_config.json) and after it (llama: the granite-small BOS rule).
     pub fn vocab(&self, ck: &Checkpoint, kv: &mut Kv) -> Result<String> {
-        if self.family == Family::Llama
+        if matches!(self.family, Family::Llama | Family::Granite)
             && let Some(tc) = super::checkpoint::read_json(&ck.dir, "tokenizer_config.json")?
             && let Some(Json::Bool(p)) = tc.get("add_prefix_space")
         {
             kv.set("tokenizer.ggml.add_space_prefix", *p);
         }
         let pre = super::vocab::gpt2(&ck.dir, &ck.config, kv)?;
-        if self.family == Family::Llama && ck.hparam_u64(&["vocab_size"]) == Some(49152) {
+        if matches!(self.family, Family::Llama | Family::Granite)
+            && ck.hparam_u64(&["vocab_size"]) == Some(49152)
+        {
             kv.set("tokenizer.ggml.add_bos_token", false);
         }
         Ok(pre)
@@ -190,8 +365,39 @@ fn permute_rows(v: &mut [f32], shape: &[usize], heads: usize) -> std::result::Re
     Ok(())
 }
 
+/// LFM2's feed-forward width: `block_ff_dim` adjusted as the model does (2/3, a multiplier,
+/// rounded up to `block_multiple_of`).
+fn lfm2_ff_dim(ck: &Checkpoint) -> Result<u64> {
+    let mut ff = ck.need_u64(&["block_ff_dim", "intermediate_size"])? as f64;
+    if ck
+        .config
+        .get("block_auto_adjust_ff_dim")
+        .and_then(Json::as_bool)
+        == Some(true)
+    {
+        ff = (2.0 * ff / 3.0).trunc();
+        if let Some(m) = ck
+            .config
+            .get("block_ffn_dim_multiplier")
+            .and_then(Json::as_f64)
+        {
+            ff = (m * ff).trunc();
+        }
+        let multiple = ck.need_u64(&["block_multiple_of"])? as f64;
+        ff = multiple * ((ff + multiple - 1.0) / multiple).floor();
+    }
+    Ok(ff as u64)
+}
+
 /// TextModel.set_gguf_parameters: the keys every text model gets.
-fn text_params(ck: &Checkpoint, kv: &mut Kv, a: &str, file_type: u32) -> Result<()> {
+fn text_params(
+    ck: &Checkpoint,
+    kv: &mut Kv,
+    a: &str,
+    file_type: u32,
+    head_dim: Option<u64>,
+    kv_heads: Option<Value>,
+) -> Result<()> {
     let u32v = |n: u64| Value::U32(n as u32);
     let f32v = |x: f64| Value::F32(x as f32);
     kv.set(
@@ -231,7 +437,11 @@ fn text_params(ck: &Checkpoint, kv: &mut Kv, a: &str, file_type: u32) -> Result<
         ),
     ];
     for (k, names) in keys {
-        if let Some(v) = ck.hparam_u64(names) {
+        if k == "attention.head_count_kv"
+            && let Some(v) = &kv_heads
+        {
+            kv.set(format!("{a}.{k}"), v.clone());
+        } else if let Some(v) = ck.hparam_u64(names) {
             kv.set(format!("{a}.{k}"), u32v(v));
         }
     }
@@ -313,7 +523,7 @@ fn text_params(ck: &Checkpoint, kv: &mut Kv, a: &str, file_type: u32) -> Result<
     ]) {
         kv.set(format!("{a}.expert_used_count"), u32v(n));
     }
-    if let Some(d) = ck.config.get("head_dim").and_then(Json::as_u64) {
+    if let Some(d) = head_dim {
         kv.set(format!("{a}.attention.key_length"), u32v(d));
         kv.set(format!("{a}.attention.value_length"), u32v(d));
     }

@@ -122,9 +122,18 @@ pub struct ConvertReport {
     pub peak_tensor_bytes: u64,
 }
 
+/// Where a written tensor's values come from.
+enum Source {
+    /// One checkpoint tensor (its index).
+    One(usize),
+    /// Checkpoint tensors stacked along a new first dimension (MoE experts, in expert order).
+    Stack(Vec<usize>),
+    /// Llama 3's RoPE factors, computed from the config.
+    RopeFactors,
+}
+
 struct Planned {
-    /// Index into the checkpoint's tensors; `None` for a generated tensor.
-    src: Option<usize>,
+    src: Source,
     hf_name: String,
     spec: TensorSpec,
 }
@@ -223,11 +232,11 @@ fn convert_float(
 
     // --- tensors: names, types, shapes
     let mut plan = Vec::new();
-    if arch.family == arch::Family::Llama
+    if matches!(arch.family, arch::Family::Llama | arch::Family::Granite)
         && let Some(f) = arch::llama3_rope_factors(ck)?
     {
         plan.push(Planned {
-            src: None,
+            src: Source::RopeFactors,
             hf_name: "rope_freqs".into(),
             spec: TensorSpec {
                 name: "rope_freqs.weight".into(),
@@ -236,30 +245,93 @@ fn convert_float(
             },
         });
     }
+    // MoE experts per merged name: (expert index, tensor index)
+    let mut experts: std::collections::BTreeMap<String, Vec<(usize, usize)>> = Default::default();
+    let n_experts = ck
+        .hparam_u64(&["num_local_experts", "num_experts"])
+        .unwrap_or(0) as usize;
     for (i, (name, _)) in ck.tensors.iter().enumerate() {
         if arch::skipped(name) {
             continue;
         }
-        let gguf_name = arch.map_name(name).ok_or_else(|| {
-            bad(
-                &ck.dir,
-                format!(
-                    "cannot map tensor '{name}' to a GGUF name for {}",
-                    arch.gguf
-                ),
-            )
-        })?;
-        let shape = ck.shape(i);
-        let ty = tensor_type(&gguf_name, shape, out_ty);
+        let map = |name: &str| {
+            arch.map_name(name).ok_or_else(|| {
+                bad(
+                    &ck.dir,
+                    format!(
+                        "cannot map tensor '{name}' to a GGUF name for {}",
+                        arch.gguf
+                    ),
+                )
+            })
+        };
+        if let Some((merged, x)) = arch.expert_part(name) {
+            // buffered until the layer has every expert's three matrices, as the converter
+            // does; then written gate, down, up (w1, w2, w3)
+            let layer = merged
+                .rsplit_once('.')
+                .map_or(merged.clone(), |(l, _)| l.to_owned());
+            experts.entry(merged).or_default().push((x, i));
+            let prefix = format!("{layer}.");
+            let have: usize = experts
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .map(|(_, v)| v.len())
+                .sum();
+            if have < n_experts * 3 {
+                continue;
+            }
+            for w in ["w1", "w2", "w3"] {
+                let key = format!("{layer}.{w}");
+                let mut parts = experts.remove(&key).unwrap_or_default();
+                parts.sort();
+                if parts.len() != n_experts || parts.iter().enumerate().any(|(k, p)| p.0 != k) {
+                    return Err(bad(
+                        &ck.dir,
+                        format!("{key}: experts missing (of {n_experts})"),
+                    ));
+                }
+                let first = parts[0].1;
+                let idx: Vec<usize> = parts.into_iter().map(|p| p.1).collect();
+                let hf_name = format!("{key}.weight");
+                let gguf_name = map(&hf_name)?;
+                let mut shape: Vec<u64> = ck.shape(first).iter().rev().map(|&d| d as u64).collect();
+                shape.push(idx.len() as u64);
+                let torch: Vec<usize> = shape.iter().rev().map(|&d| d as usize).collect();
+                let ty = tensor_type(&gguf_name, &torch, out_ty);
+                plan.push(Planned {
+                    src: Source::Stack(idx),
+                    hf_name,
+                    spec: TensorSpec {
+                        name: gguf_name,
+                        ty,
+                        shape,
+                    },
+                });
+            }
+            continue;
+        }
+        let gguf_name = map(name)?;
+        let mut torch: Vec<usize> = ck.shape(i).to_vec();
+        if arch.squeezes(name) && torch.len() > 2 && torch[1] == 1 {
+            torch.remove(1);
+        }
+        let ty = tensor_type(&gguf_name, &torch, out_ty);
         plan.push(Planned {
-            src: Some(i),
+            src: Source::One(i),
             hf_name: name.clone(),
             spec: TensorSpec {
                 name: gguf_name,
                 ty,
-                shape: shape.iter().rev().map(|&d| d as u64).collect(),
+                shape: torch.iter().rev().map(|&d| d as u64).collect(),
             },
         });
+    }
+    if let Some(k) = experts.keys().next() {
+        return Err(bad(
+            &ck.dir,
+            format!("{k}: experts missing (of {n_experts})"),
+        ));
     }
     let mut params = meta::ParamCount::default();
     for p in &plan {
@@ -305,13 +377,20 @@ fn convert_float(
     let mut peak = 0u64;
     let bytes_out = write_streaming(&output, &kv.0, &specs, |i| {
         let p = &plan[i];
-        let values = match p.src {
-            Some(src) => {
-                let mut v = ck.values(src)?;
-                arch.transform(ck, &p.hf_name, ck.shape(src), &mut v)?;
+        let values = match &p.src {
+            Source::One(src) => {
+                let mut v = ck.values(*src)?;
+                arch.transform(ck, &p.hf_name, ck.shape(*src), &mut v)?;
                 v
             }
-            None => arch::llama3_rope_factors(ck)?.unwrap_or_default(),
+            Source::Stack(parts) => {
+                let mut v = Vec::new();
+                for &src in parts {
+                    v.extend(ck.values(src)?);
+                }
+                v
+            }
+            Source::RopeFactors => arch::llama3_rope_factors(ck)?.unwrap_or_default(),
         };
         peak = peak.max(4 * values.len() as u64);
         quant::quantize_to_vec(p.spec.ty, &values).map_err(|e| Error::GgufTensor {
