@@ -49,6 +49,7 @@ CHECKPOINTS = [
 SMALL = dict(vocab_size=49152, hidden_size=64, intermediate_size=128, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=4096, bos_token_id=1, eos_token_id=2,
              pad_token_id=2)
+SPM_SMALL = dict(SMALL, vocab_size=32000, pad_token_id=0)
 RANDOM = [
     ("qwen3", "Qwen3Config", dict(SMALL, num_hidden_layers=2, head_dim=32, rms_norm_eps=1e-6,
                                     tie_word_embeddings=True), ["f16", "q8_0", "auto"]),
@@ -62,16 +63,33 @@ RANDOM = [
     ("lfm2moe", "Lfm2MoeConfig", dict(SMALL, num_hidden_layers=3, moe_intermediate_size=32, num_experts=4,
                                         num_experts_per_tok=2, num_dense_layers=1,
                                         layer_types=["conv", "full_attention", "conv"]), ["f16", "auto"]),
+    # SentencePiece vocabularies (tokenizer.model written from llama.cpp's Llama SPM test vocab)
+    ("gemma2", "Gemma2Config", dict(SPM_SMALL, num_hidden_layers=2, head_dim=32, rms_norm_eps=1e-6,
+                                      sliding_window=64, attn_logit_softcapping=50.0,
+                                      final_logit_softcapping=30.0, query_pre_attn_scalar=32), ["f16", "auto"]),
+    # six layers: Gemma 3's own pattern of five sliding-window layers and a global one (the
+    # GGUF has no per-layer pattern: llama.cpp, and we, assume it)
+    ("gemma3", "Gemma3TextConfig", dict(SPM_SMALL, num_hidden_layers=6, head_dim=32, rms_norm_eps=1e-6,
+                                          sliding_window=64, query_pre_attn_scalar=32),
+     ["f16", "q8_0", "auto"]),
+    ("phi3", "Phi3Config", dict(SPM_SMALL, num_hidden_layers=2, num_key_value_heads=4,
+                                  original_max_position_embeddings=4096), ["f16", "auto"]),
 ]
+SPM_VOCAB = "test-data/ggml-vocab-llama-spm.gguf"
+# BERT (an encoder: checked by its embedding, not by generation), with the bge WordPiece vocab
+BERT = ("bert", "BertConfig", dict(vocab_size=30522, hidden_size=64, intermediate_size=128,
+                                   num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512,
+                                   type_vocab_size=2, pad_token_id=0), ["f16", "auto"])
+BERT_VOCAB = "test-data/ggml-vocab-bert-bge.gguf"
+EMBED_TEXT = "The quick brown fox jumps over the lazy dog."
 
 
 def recipe(cls_name, args):
-    import safetensors
     import transformers
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModel, AutoModelForCausalLM
 
     cfg = getattr(transformers, cls_name)(**args)
-    model = AutoModelForCausalLM.from_config(cfg)
+    model = (AutoModel if cls_name == "BertConfig" else AutoModelForCausalLM).from_config(cfg)
     with tempfile.TemporaryDirectory() as d:
         model.save_pretrained(d, safe_serialization=True)
         with open(os.path.join(d, "config.json")) as f:
@@ -81,6 +99,13 @@ def recipe(cls_name, args):
             header = json.loads(f.read(n))
     tensors = [[k, v["shape"]] for k, v in header.items() if k != "__metadata__"]
     return {"config": config, "tensors": tensors}
+
+
+def model_path(name):
+    """A model in cera's cache, or `test-data/FILE`: one of llama.cpp's vocab test files."""
+    if name.startswith("test-data/"):
+        return os.path.join(MODELS, "..", "test-data", "llama.cpp-11434.0.0", "models", name[len("test-data/"):])
+    return os.path.join(MODELS, name)
 
 
 def sha256(path):
@@ -98,27 +123,47 @@ def run(cmd, **kw):
     return r
 
 
+def embedding(ckpt):
+    """transformers' CLS embedding of EMBED_TEXT, L2-normalized (the checkpoint's pooling)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    model = AutoModel.from_pretrained(ckpt, dtype=torch.float32)
+    enc = tok(EMBED_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        h = model(**enc).last_hidden_state[0, 0]
+    h = h / h.norm()
+    return {"text": EMBED_TEXT, "ids": enc.input_ids[0].tolist(), "vector": [round(float(x), 7) for x in h]}
+
+
 def greedy(ckpt):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(ckpt)
     model = AutoModelForCausalLM.from_pretrained(ckpt, torch_dtype=torch.float32)
-    ids = tok(PROMPT, return_tensors="pt", add_special_tokens=False).input_ids
+    # the tokenizer's own convention (BOS where it adds one), as `cera run --raw` follows the GGUF
+    ids = tok(PROMPT, return_tensors="pt").input_ids
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=N_GREEDY, do_sample=False, top_p=None, top_k=None,
                              temperature=None, repetition_penalty=None)
     new = out[0, ids.shape[1]:].tolist()
-    return {"prompt": PROMPT, "prompt_ids": ids[0].tolist(), "tokens": new,
-            "text": tok.decode(new, skip_special_tokens=False)}
+    # the continuation as it reads after the prompt (SentencePiece decoders drop the space of
+    # a text's first piece; after a prompt it stays, as `cera run` prints it)
+    prefix = tok.decode(ids[0].tolist(), skip_special_tokens=False)
+    full = tok.decode(ids[0].tolist() + new, skip_special_tokens=False)
+    text = full[len(prefix):] if full.startswith(prefix) else tok.decode(new, skip_special_tokens=False)
+    return {"prompt": PROMPT, "prompt_ids": ids[0].tolist(), "tokens": new, "text": text}
 
 
 def main():
     fixture = {"prompt": PROMPT, "n_greedy": N_GREEDY, "checkpoints": []}
     todo = [(n, m, f, fl, o, q, None) for n, m, f, fl, o, q in CHECKPOINTS]
-    for name, cls_name, args, outtypes in RANDOM:
-        todo.append((name, "SmolLM2-135M-Instruct.Q4_1.gguf", f"{name}-tiny-random", ["--dtype", "bf16"],
-                     outtypes, [], recipe(cls_name, args)))
+    for name, cls_name, args, outtypes in RANDOM + [BERT]:
+        vocab = {32000: SPM_VOCAB, 30522: BERT_VOCAB}.get(args["vocab_size"], "SmolLM2-135M-Instruct.Q4_1.gguf")
+        todo.append((name, vocab, f"{name}-tiny-random", ["--dtype", "bf16"], outtypes, [],
+                     recipe(cls_name, args)))
     with tempfile.TemporaryDirectory() as tmp:
         for name, model, folder, flags, outtypes, quants, rec in todo:
             ckpt = os.path.join(tmp, name, folder)
@@ -127,8 +172,10 @@ def main():
                 with open(rpath, "w") as f:
                     json.dump(rec, f)
                 flags = flags + ["--recipe", rpath]
-            run([PYTHON, os.path.join(HERE, "make-hf-checkpoint.py"), os.path.join(MODELS, model), ckpt, *flags])
-            inputs = {f: sha256(os.path.join(ckpt, f)) for f in sorted(os.listdir(ckpt))}
+            run([PYTHON, os.path.join(HERE, "make-hf-checkpoint.py"), model_path(model), ckpt, *flags])
+            inputs = {os.path.relpath(os.path.join(d, f), ckpt): sha256(os.path.join(d, f))
+                      for d, _, files in os.walk(ckpt) for f in files}
+            inputs = dict(sorted(inputs.items()))
             cases = []
             for ot in outtypes:
                 out = os.path.join(tmp, name, f"{ot}.gguf")
@@ -146,12 +193,16 @@ def main():
                 print(f"{name} {q}: {cases[-1]['sha256'][:16]}", file=sys.stderr)
                 os.remove(out)
             os.remove(auto)
-            g = greedy(ckpt)
-            print(f"{name} greedy: {g['text']!r}", file=sys.stderr)
+            if name == "bert":
+                g = embedding(ckpt)
+                print(f"{name} embedding: {g['vector'][:4]}", file=sys.stderr)
+            else:
+                g = greedy(ckpt)
+                print(f"{name} greedy: {g['text']!r}", file=sys.stderr)
             fixture["checkpoints"].append({
                 "name": name, "model": model, "folder": folder,
                 "flags": [f for f in flags if not f.endswith("-recipe.json") and f != "--recipe"],
-                "recipe": rec, "inputs": inputs, "cases": cases, "greedy": g,
+                "recipe": rec, "inputs": inputs, "cases": cases, ("embedding" if name == "bert" else "greedy"): g,
             })
     with open(OUT, "w") as f:
         json.dump(fixture, f, indent=1, ensure_ascii=False)

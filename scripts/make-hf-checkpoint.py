@@ -154,10 +154,12 @@ def main():
     if a.recipe:
         with open(a.recipe) as f:
             recipe = json.load(f)
-    if arch not in HF_ARCH:
+    if arch not in HF_ARCH and not recipe:
         sys.exit(f"error: architecture {arch!r} is not one this script writes (llama, qwen2)")
     pre = field(r, "tokenizer.ggml.pre")
-    if field(r, "tokenizer.ggml.model") != "gpt2" or pre not in PRE_TOKENIZERS:
+    spm = field(r, "tokenizer.ggml.model") == "llama"
+    wpm = field(r, "tokenizer.ggml.model") == "bert"
+    if not spm and not wpm and (field(r, "tokenizer.ggml.model") != "gpt2" or pre not in PRE_TOKENIZERS):
         sys.exit(f"error: tokenizer {field(r, 'tokenizer.ggml.model')}/{pre} is not one this script writes")
     kv = lambda k, d=None: field(r, f"{arch}.{k}", d)  # noqa: E731
     n_head = kv("attention.head_count")
@@ -222,6 +224,127 @@ def main():
             json.dump(index, f, indent=2)
 
     # --- tokenizer
+    if wpm:
+        write_wordpiece(r, a.out)
+    elif spm:
+        gemma = bool(recipe) and str(recipe["config"].get("model_type", "")).startswith("gemma")
+        write_sentencepiece(r, a.out, gemma)
+    else:
+        write_tokenizer_json(r, pre, a.out, kv)
+    write_config(r, a, kv, n_head, n_head_kv, n_layers, tied, recipe, arch)
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_field(num, wire, payload):
+    """A protobuf field: wire 0 varint (payload int), 2 bytes, 5 fixed32 (payload bytes)."""
+    key = varint((num << 3) | wire)
+    if wire == 0:
+        return key + varint(payload)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + payload
+
+
+def write_sentencepiece(r, out_dir, gemma):
+    """tokenizer.model (a sentencepiece ModelProto) with the GGUF's pieces, scores and types:
+    a BPE model with byte fallback and an identity normalizer that adds a dummy prefix, as
+    Llama's (Gemma's: no dummy prefix, and the Gemma tokenizer class)."""
+    tokens = field(r, "tokenizer.ggml.tokens")
+    scores = field(r, "tokenizer.ggml.scores")
+    types = field(r, "tokenizer.ggml.token_type")
+    body = bytearray()
+    for t, sc, ty in zip(tokens, scores, types):
+        piece = pb_field(1, 2, t.encode("utf-8")) + pb_field(2, 5, np.float32(sc).tobytes())
+        piece += pb_field(3, 0, int(ty))
+        body += pb_field(1, 2, piece)
+    trainer = (pb_field(3, 0, 2) + pb_field(4, 0, len(tokens)) + pb_field(35, 0, 1)
+               + pb_field(40, 0, 0) + pb_field(41, 0, 1) + pb_field(42, 0, 2))
+    body += pb_field(2, 2, trainer)
+    normalizer = (pb_field(1, 2, b"identity") + pb_field(3, 0, 0 if gemma else 1) + pb_field(4, 0, 0)
+                  + pb_field(5, 0, 1))
+    body += pb_field(3, 2, normalizer)
+    with open(os.path.join(out_dir, "tokenizer.model"), "wb") as f:
+        f.write(bytes(body))
+    tok = lambda k: None if field(r, k) is None else tokens[field(r, k)]  # noqa: E731
+    tcfg = {"tokenizer_class": "GemmaTokenizer" if gemma else "LlamaTokenizer", "legacy": False,
+            "clean_up_tokenization_spaces": False,
+            "add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", True)),
+            "add_eos_token": bool(field(r, "tokenizer.ggml.add_eos_token", False))}
+    for key, name in (("tokenizer.ggml.bos_token_id", "bos_token"), ("tokenizer.ggml.eos_token_id", "eos_token"),
+                      ("tokenizer.ggml.unknown_token_id", "unk_token")):
+        if tok(key) is not None:
+            tcfg[name] = tok(key)
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tcfg, f, ensure_ascii=False, indent=2)
+
+
+def write_wordpiece(r, out_dir):
+    """A BERT WordPiece tokenizer.json from the GGUF's phantom-space vocabulary (a leading
+    U+2581 marks a word start; other pieces are `##` continuations), uncased, with the
+    [CLS] A [SEP] template; and a sentence-transformers CLS pooling module."""
+    tokens = field(r, "tokenizer.ggml.tokens")
+    types = field(r, "tokenizer.ggml.token_type")
+    vocab = {}
+    added = []
+    for i, (t, ty) in enumerate(zip(tokens, types)):
+        if ty == gguf.TokenType.CONTROL:
+            text = t
+            added.append({"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True})
+        elif t.startswith("\u2581"):
+            text = t[1:]
+        else:
+            text = "##" + t
+        vocab.setdefault(text, i)
+    sid = lambda name: next(i for i, t in enumerate(tokens) if t == name)  # noqa: E731
+    cls, sep = sid("[CLS]"), sid("[SEP]")
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": None, "lowercase": True},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [cls], "tokens": ["[CLS]"]},
+                               "[SEP]": {"id": "[SEP]", "ids": [sep], "tokens": ["[SEP]"]}},
+        },
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab},
+    }
+    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f, ensure_ascii=False, indent=1)
+    tcfg = {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "clean_up_tokenization_spaces": True,
+            "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]",
+            "mask_token": "[MASK]", "model_max_length": 512}
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tcfg, f, ensure_ascii=False, indent=2)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
+    with open(os.path.join(out_dir, "modules.json"), "w") as f:
+        json.dump(modules, f, indent=2)
+    os.makedirs(os.path.join(out_dir, "1_Pooling"), exist_ok=True)
+    with open(os.path.join(out_dir, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": 0, "pooling_mode_cls_token": True,
+                   "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False}, f, indent=2)
+
+
+def write_tokenizer_json(r, pre, out_dir, kv):
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type")
     merges = field(r, "tokenizer.ggml.merges")
@@ -252,7 +375,7 @@ def main():
             "vocab": vocab, "merges": [m.split(" ") for m in merges],
         },
     }
-    with open(os.path.join(a.out, "tokenizer.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tokenizer, f, ensure_ascii=False, indent=1)
 
     def tok(key):
@@ -273,10 +396,15 @@ def main():
         tcfg["add_bos_token"] = bool(add_bos)
     if (template := field(r, "tokenizer.chat_template")) is not None:
         tcfg["chat_template"] = template
-    with open(os.path.join(a.out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(tcfg, f, ensure_ascii=False, indent=2)
 
+
+def write_config(r, a, kv, n_head, n_head_kv, n_layers, tied, recipe, arch):
+    tokens = field(r, "tokenizer.ggml.tokens")
     # --- config
+    if recipe:
+        return write_json_configs(a.out, recipe["config"])
     hf_arch, model_type = HF_ARCH[arch]
     cfg = {
         "architectures": [hf_arch],
@@ -309,14 +437,16 @@ def main():
     else:
         cfg.update({"use_sliding_window": False, "sliding_window": kv("context_length"),
                     "max_window_layers": n_layers})
-    if recipe:
-        cfg = recipe["config"]
-    with open(os.path.join(a.out, "config.json"), "w") as f:
+    write_json_configs(a.out, cfg)
+
+
+def write_json_configs(out, cfg):
+    with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
 
     gen = {"bos_token_id": cfg.get("bos_token_id"), "eos_token_id": cfg.get("eos_token_id"),
            "do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
-    with open(os.path.join(a.out, "generation_config.json"), "w") as f:
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
         json.dump(gen, f, indent=2)
 
 

@@ -57,7 +57,11 @@ fn model_path(file: &str) -> PathBuf {
     let home = std::env::var_os("CERA_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/cera"));
-    let p = home.join("models").join(file);
+    // `test-data/FILE`: one of llama.cpp's vocab test files (fetch_test_data)
+    let p = match file.strip_prefix("test-data/") {
+        Some(f) => home.join("test-data/llama.cpp-11434.0.0/models").join(f),
+        None => home.join("models").join(file),
+    };
     assert!(
         p.exists(),
         "{} is missing: run `cera pull` first",
@@ -144,13 +148,25 @@ fn check(name: &str) {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
-    // the converted model continues the prompt as transformers does on the checkpoint; random
-    // weights have near-ties that bf16 activations (ours and llama.cpp's) break differently
-    // from transformers' f32, so those are compared through an f32 conversion
+    if c["embedding"].is_object() {
+        check_embedding(name, &dir, &c["embedding"]);
+    } else {
+        check_greedy(name, &dir, c, &fx);
+    }
+    for t in ["auto", "f32"] {
+        let _ = std::fs::remove_file(tmp(&format!("{name}-{t}.gguf")));
+    }
+    std::fs::remove_dir_all(tmp(name)).unwrap();
+}
+
+/// The converted model continues the prompt as transformers does on the checkpoint; random
+/// weights have near-ties that bf16 activations (ours and llama.cpp's) break differently from
+/// transformers' f32, so those are compared through an f32 conversion.
+fn check_greedy(name: &str, dir: &Path, c: &serde_json::Value, fx: &serde_json::Value) {
     let ty = if c["recipe"].is_null() { "auto" } else { "f32" };
     let auto = tmp(&format!("{name}-{ty}.gguf"));
     if ty == "f32" {
-        convert(&dir, "f32", &auto);
+        convert(dir, "f32", &auto);
     }
     let g = &c["greedy"];
     let n = fx["n_greedy"].as_u64().unwrap().to_string();
@@ -172,10 +188,44 @@ fn check(name: &str) {
         g["text"].as_str().unwrap(),
         "{name}: greedy text of the converted model ({ty})"
     );
-    for t in ["auto", "f32"] {
-        let _ = std::fs::remove_file(tmp(&format!("{name}-{t}.gguf")));
-    }
-    std::fs::remove_dir_all(tmp(name)).unwrap();
+}
+
+/// An encoder: its f32 conversion embeds the text as transformers does (CLS pooling,
+/// normalized), to float precision.
+fn check_embedding(name: &str, dir: &Path, e: &serde_json::Value) {
+    let out = tmp(&format!("{name}-f32.gguf"));
+    convert(dir, "f32", &out);
+    let r = cera(&[
+        "embed",
+        "-m",
+        out.to_str().unwrap(),
+        "-p",
+        e["text"].as_str().unwrap(),
+        "--embd-output-format",
+        "raw",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let got: Vec<f64> = String::from_utf8_lossy(&r.stdout)
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let want: Vec<f64> = e["vector"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(got.len(), want.len(), "{name}: embedding size");
+    let dot: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        dot > 0.99999 && worst < 1e-4,
+        "{name}: embedding off transformers' (cosine {dot}, largest difference {worst})"
+    );
 }
 
 #[test]
@@ -218,6 +268,26 @@ fn lfm2_equals_the_converter() {
 #[test]
 fn lfm2moe_equals_the_converter() {
     check("lfm2moe");
+}
+
+#[test]
+fn gemma2_equals_the_converter() {
+    check("gemma2");
+}
+
+#[test]
+fn gemma3_equals_the_converter() {
+    check("gemma3");
+}
+
+#[test]
+fn phi3_equals_the_converter() {
+    check("phi3");
+}
+
+#[test]
+fn bert_equals_the_converter() {
+    check("bert");
 }
 
 fn write(path: &Path, text: &str) {
@@ -347,6 +417,16 @@ fn broken_checkpoints_are_clear_errors() {
     let e = convert_err(&d, &[]);
     assert!(
         e.contains("pre-tokenizer") && e.contains("fingerprint"),
+        "{e}"
+    );
+
+    // a llama checkpoint with a tokenizer.model reads it (as the converter prefers it); a
+    // broken one is named
+    let d = copy("spm");
+    std::fs::write(d.join("tokenizer.model"), [0x0a, 0xff, 0xff, 0x01, 0x00]).unwrap();
+    let e = convert_err(&d, &[]);
+    assert!(
+        e.contains("tokenizer.model is not a SentencePiece model"),
         "{e}"
     );
 

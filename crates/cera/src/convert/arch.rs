@@ -7,6 +7,7 @@ use serde_json::Value as Json;
 use super::Kv;
 use super::checkpoint::Checkpoint;
 use super::checkpoint::bad;
+use super::params::{lfm2_ff_dim, rope_parameters, text_params};
 use crate::error::Result;
 use crate::gguf::{Array, Value};
 
@@ -19,6 +20,10 @@ pub(super) enum Family {
     Olmo2,
     Lfm2,
     Lfm2Moe,
+    Gemma2,
+    Gemma3,
+    Phi3,
+    Bert,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +46,11 @@ const TABLE: &[(&str, Family, &str)] = &[
     ("Lfm2ForCausalLM", Family::Lfm2, "lfm2"),
     ("LFM2ForCausalLM", Family::Lfm2, "lfm2"),
     ("Lfm2MoeForCausalLM", Family::Lfm2Moe, "lfm2moe"),
+    ("Gemma2ForCausalLM", Family::Gemma2, "gemma2"),
+    ("Gemma3ForCausalLM", Family::Gemma3, "gemma3"),
+    ("Phi3ForCausalLM", Family::Phi3, "phi3"),
+    ("BertModel", Family::Bert, "bert"),
+    ("BertForMaskedLM", Family::Bert, "bert"),
 ];
 
 pub(super) fn lookup(hf_arch: &str) -> Option<Arch> {
@@ -102,6 +112,37 @@ const LFM2: &[(&str, &str)] = &[
     ("feed_forward.experts.w2", "ffn_down_exps"),
 ];
 
+/// Gemma 2/3: a norm before and after both the attention and the FFN.
+const GEMMA: &[(&str, &str)] = &[
+    ("post_attention_layernorm", "post_attention_norm"),
+    ("pre_feedforward_layernorm", "ffn_norm"),
+    ("post_feedforward_layernorm", "post_ffw_norm"),
+];
+
+/// Phi-3 keeps Q, K, V fused and gate/up fused (as `ffn_up`, twice as wide).
+const PHI3: &[(&str, &str)] = &[
+    ("self_attn.qkv_proj", "attn_qkv"),
+    ("mlp.gate_up_proj", "ffn_up"),
+];
+
+/// BERT encoders (names after `encoder.layer.N.`, and the embeddings).
+const BERT_LAYER: &[(&str, &str)] = &[
+    ("attention.self.query", "attn_q"),
+    ("attention.self.key", "attn_k"),
+    ("attention.self.value", "attn_v"),
+    ("attention.output.dense", "attn_output"),
+    ("attention.output.LayerNorm", "attn_output_norm"),
+    ("intermediate.dense", "ffn_up"),
+    ("output.dense", "ffn_down"),
+    ("output.LayerNorm", "layer_output_norm"),
+];
+const BERT_GLOBAL: &[(&str, &str)] = &[
+    ("embeddings.word_embeddings", "token_embd"),
+    ("embeddings.position_embeddings", "position_embd"),
+    ("embeddings.token_type_embeddings", "token_types"),
+    ("embeddings.LayerNorm", "token_embd_norm"),
+];
+
 const GLOBAL: &[(&str, &str)] = &[
     ("model.embed_tokens", "token_embd"),
     ("model.norm", "output_norm"),
@@ -113,6 +154,9 @@ impl Arch {
     /// The GGUF name of a checkpoint tensor; `None` when it has none (an error upstream, as
     /// the converter's "Can not map tensor").
     pub fn map_name(&self, name: &str) -> Option<String> {
+        if self.family == Family::Bert {
+            return bert_name(name);
+        }
         let name = match self.family {
             // headless checkpoints (Qwen2Model, LlamaModel) lack the "model." prefix
             _ if !name.starts_with("model.") && name != "lm_head.weight" => format!("model.{name}"),
@@ -136,6 +180,8 @@ impl Arch {
         let table: &[&[(&str, &str)]] = match self.family {
             Family::Olmo2 => &[OLMO2, LAYER],
             Family::Lfm2 | Family::Lfm2Moe => &[LFM2, LAYER],
+            Family::Gemma2 | Family::Gemma3 => &[GEMMA, LAYER],
+            Family::Phi3 => &[PHI3, LAYER],
             _ => &[LAYER],
         };
         let g = table
@@ -143,7 +189,7 @@ impl Arch {
             .find_map(|t| t.iter().find(|(h, _)| *h == part).map(|&(_, g)| g))?;
         let qk_norm = matches!(
             self.family,
-            Family::Qwen3 | Family::Olmo2 | Family::Lfm2 | Family::Lfm2Moe
+            Family::Qwen3 | Family::Olmo2 | Family::Lfm2 | Family::Lfm2Moe | Family::Gemma3
         );
         if matches!(g, "attn_q_norm" | "attn_k_norm") && !qk_norm {
             return None;
@@ -159,6 +205,14 @@ impl Arch {
         shape: &[usize],
         v: &mut [f32],
     ) -> Result<()> {
+        if matches!(self.family, Family::Gemma2 | Family::Gemma3)
+            && hf_name.ends_with("norm.weight")
+        {
+            // Gemma's RMSNorm scales by (1 + w); GGUF stores the factor
+            for x in v.iter_mut() {
+                *x += 1.0;
+            }
+        }
         if matches!(self.family, Family::Llama | Family::Granite) {
             let n_head = ck.need_u64(&["n_heads", "num_attention_heads"])? as usize;
             let n_kv = ck
@@ -213,6 +267,9 @@ impl Arch {
             }
             _ => None,
         };
+        if self.own_params(ck, kv, file_type)? {
+            return Ok(());
+        }
         text_params(ck, kv, a, file_type, head_dim, kv_heads)?;
         match self.family {
             Family::Llama | Family::Granite => {
@@ -297,9 +354,279 @@ impl Arch {
                     u32v(ck.need_u64(&["conv_L_cache"])?),
                 );
             }
-            Family::Qwen2 | Family::Qwen3 => {}
+            Family::Gemma3 => {
+                let c = &ck.config;
+                let u = |k: &str, d: u64| c.get(k).and_then(Json::as_u64).unwrap_or(d);
+                kv.set(
+                    format!("{a}.context_length"),
+                    u32v(u("max_position_embeddings", 131072)),
+                );
+                kv.set(
+                    format!("{a}.attention.head_count"),
+                    u32v(u("num_attention_heads", 8)),
+                );
+                let eps = c.get("rms_norm_eps").and_then(Json::as_f64).unwrap_or(1e-6);
+                kv.set(format!("{a}.attention.layer_norm_rms_epsilon"), f32v(eps));
+                kv.set(
+                    format!("{a}.attention.key_length"),
+                    u32v(u("head_dim", 256)),
+                );
+                kv.set(
+                    format!("{a}.attention.value_length"),
+                    u32v(u("head_dim", 256)),
+                );
+                let rope = rope_parameters(ck);
+                let full = rope
+                    .get("full_attention")
+                    .and_then(Json::as_object)
+                    .unwrap_or(&rope);
+                let theta = full
+                    .get("rope_theta")
+                    .and_then(Json::as_f64)
+                    .unwrap_or(1_000_000.0);
+                kv.set(format!("{a}.rope.freq_base"), f32v(theta));
+                if c.get("attn_logit_softcapping")
+                    .is_some_and(|v| !v.is_null())
+                {
+                    return Err(bad(
+                        &ck.dir,
+                        "Gemma 3 has no attention logit softcapping (attn_logit_softcapping is set)",
+                    ));
+                }
+                if let Some(cap) = c
+                    .get("final_logit_softcapping")
+                    .and_then(Json::as_f64)
+                    .filter(|&x| x != 0.0)
+                {
+                    kv.set(format!("{a}.final_logit_softcapping"), f32v(cap));
+                }
+                if c.get("sliding_window_pattern").and_then(Json::as_u64) != Some(1) {
+                    kv.set(
+                        format!("{a}.attention.sliding_window"),
+                        u32v(ck.need_u64(&["sliding_window"])?),
+                    );
+                }
+                kv.set(
+                    format!("{a}.attention.head_count_kv"),
+                    u32v(u("num_key_value_heads", 4)),
+                );
+            }
+            Family::Bert => {
+                kv.set(format!("{a}.attention.causal"), false);
+                if let Some(p) = pooling_type(ck)? {
+                    kv.set(format!("{a}.pooling_type"), u32v(p as u64));
+                }
+            }
+            Family::Qwen2 | Family::Qwen3 => {
+                if let Some(p) = pooling_type(ck)? {
+                    kv.set(format!("{a}.pooling_type"), u32v(p as u64));
+                }
+            }
+            Family::Gemma2 | Family::Phi3 => {}
         }
         Ok(())
+    }
+
+    /// Families whose converter writes its own hyperparameter keys instead of TextModel's.
+    fn own_params(&self, ck: &Checkpoint, kv: &mut Kv, file_type: u32) -> Result<bool> {
+        let a = self.gguf;
+        let u32v = |n: u64| Value::U32(n as u32);
+        let f32v = |x: f64| Value::F32(x as f32);
+        let c = &ck.config;
+        match self.family {
+            Family::Gemma2 => {
+                let need = |k: &str| ck.need_u64(&[k]);
+                kv.set(
+                    format!("{a}.context_length"),
+                    u32v(need("max_position_embeddings")?),
+                );
+                kv.set(format!("{a}.embedding_length"), u32v(need("hidden_size")?));
+                kv.set(format!("{a}.block_count"), u32v(need("num_hidden_layers")?));
+                kv.set(
+                    format!("{a}.feed_forward_length"),
+                    u32v(need("intermediate_size")?),
+                );
+                let heads = need("num_attention_heads")?;
+                kv.set(format!("{a}.attention.head_count"), u32v(heads));
+                let kv_heads = c
+                    .get("num_key_value_heads")
+                    .and_then(Json::as_u64)
+                    .unwrap_or(heads);
+                kv.set(format!("{a}.attention.head_count_kv"), u32v(kv_heads));
+                let eps = ck
+                    .hparam_f64(&["rms_norm_eps"])
+                    .ok_or_else(|| bad(&ck.dir, "config.json has no rms_norm_eps"))?;
+                kv.set(format!("{a}.attention.layer_norm_rms_epsilon"), f32v(eps));
+                kv.set(format!("{a}.attention.key_length"), u32v(need("head_dim")?));
+                kv.set(
+                    format!("{a}.attention.value_length"),
+                    u32v(need("head_dim")?),
+                );
+                kv.set("general.file_type", u32v(file_type as u64));
+                for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                    let x = ck
+                        .hparam_f64(&[key])
+                        .ok_or_else(|| bad(&ck.dir, format!("config.json has no {key}")))?;
+                    kv.set(format!("{a}.{key}"), f32v(x));
+                }
+                kv.set(
+                    format!("{a}.attention.sliding_window"),
+                    u32v(need("sliding_window")?),
+                );
+                Ok(true)
+            }
+            Family::Phi3 => {
+                let n_embd = ck.need_u64(&["hidden_size", "n_embd"])?;
+                let n_head = ck.need_u64(&["num_attention_heads", "n_head"])?;
+                let n_head_kv = ck.need_u64(&["num_key_value_heads", "n_head_kv"])?;
+                let eps = ck
+                    .hparam_f64(&["rms_norm_eps"])
+                    .ok_or_else(|| bad(&ck.dir, "config.json has no rms_norm_eps"))?;
+                let max_pos = ck.need_u64(&["n_positions", "max_position_embeddings"])?;
+                let rope = rope_parameters(ck);
+                let orig = rope
+                    .get("original_max_position_embeddings")
+                    .and_then(Json::as_u64)
+                    .ok_or_else(|| {
+                        bad(
+                            &ck.dir,
+                            "config.json has no original_max_position_embeddings",
+                        )
+                    })?;
+                let rot = rope
+                    .get("partial_rotary_factor")
+                    .and_then(Json::as_f64)
+                    .unwrap_or(1.0);
+                let rope_dims = (rot * n_embd as f64) as u64 / n_head;
+                kv.set(format!("{a}.context_length"), u32v(max_pos));
+                kv.set(
+                    format!("{a}.rope.scaling.original_context_length"),
+                    u32v(orig),
+                );
+                kv.set(format!("{a}.embedding_length"), u32v(n_embd));
+                kv.set(
+                    format!("{a}.feed_forward_length"),
+                    u32v(ck.need_u64(&["intermediate_size"])?),
+                );
+                kv.set(
+                    format!("{a}.block_count"),
+                    u32v(ck.need_u64(&[
+                        "num_hidden_layers",
+                        "n_layers",
+                        "n_layer",
+                        "num_layers",
+                    ])?),
+                );
+                kv.set(format!("{a}.attention.head_count"), u32v(n_head));
+                kv.set(format!("{a}.attention.head_count_kv"), u32v(n_head_kv));
+                kv.set(format!("{a}.attention.layer_norm_rms_epsilon"), f32v(eps));
+                kv.set(format!("{a}.rope.dimension_count"), u32v(rope_dims));
+                let theta = rope
+                    .get("full_attention")
+                    .and_then(|f| f.get("rope_theta"))
+                    .or_else(|| rope.get("rope_theta"))
+                    .and_then(Json::as_f64)
+                    .ok_or_else(|| bad(&ck.dir, "config.json has no rope_theta"))?;
+                kv.set(format!("{a}.rope.freq_base"), f32v(theta));
+                kv.set("general.file_type", u32v(file_type as u64));
+                let window = c.get("sliding_window").and_then(Json::as_u64).unwrap_or(0);
+                kv.set(format!("{a}.attention.sliding_window"), u32v(window));
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Phi-3's long-context RoPE factors (`rope_factors_long`/`_short`), with the attention
+    /// factor key they come with.
+    pub fn phi3_rope_factors(
+        &self,
+        ck: &Checkpoint,
+        kv: &mut Kv,
+    ) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+        if self.family != Family::Phi3 {
+            return Ok(None);
+        }
+        let rope = rope_parameters(ck);
+        let list = |k: &str| -> Option<Vec<f32>> {
+            rope.get(k)?
+                .as_array()?
+                .iter()
+                .map(|x| x.as_f64().map(|x| x as f32))
+                .collect()
+        };
+        let Some(long) = list("long_factor").filter(|l| !l.is_empty()) else {
+            return Ok(None);
+        };
+        let short = list("short_factor")
+            .ok_or_else(|| bad(&ck.dir, "rope_scaling has long_factor but no short_factor"))?;
+        let max_pos = ck.need_u64(&["n_positions", "max_position_embeddings"])? as f64;
+        let orig = rope
+            .get("original_max_position_embeddings")
+            .and_then(Json::as_f64)
+            .ok_or_else(|| {
+                bad(
+                    &ck.dir,
+                    "config.json has no original_max_position_embeddings",
+                )
+            })?;
+        let scale = max_pos / orig;
+        let ty = rope
+            .get("rope_type")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let attn = match ty.as_str() {
+            "su" | "longrope" if scale > 1.0 => (1.0 + scale.ln() / orig.ln()).sqrt(),
+            "yarn" if scale > 1.0 => 0.1 * scale.ln() + 1.0,
+            "su" | "longrope" | "yarn" => 1.0,
+            "" => return Err(bad(&ck.dir, "rope_scaling has no type")),
+            t => {
+                return Err(bad(
+                    &ck.dir,
+                    format!("rope scaling type {t} is not supported"),
+                ));
+            }
+        };
+        kv.set(
+            format!("{}.rope.scaling.attn_factor", self.gguf),
+            Value::F32(attn as f32),
+        );
+        let n_embd = ck.need_u64(&["hidden_size", "n_embd"])? as f64;
+        let n_head = ck.need_u64(&["num_attention_heads", "n_head"])? as f64;
+        let rot = rope
+            .get("partial_rotary_factor")
+            .and_then(Json::as_f64)
+            .unwrap_or(1.0);
+        let half = ((rot * n_embd) as u64 / n_head as u64) as usize / 2;
+        if long.len() != short.len() || long.len() != half {
+            return Err(bad(
+                &ck.dir,
+                format!("rope long/short factors must have {half} values each"),
+            ));
+        }
+        Ok(Some((long, short)))
+    }
+
+    /// Gemma 3 drops token embedding rows past the vocabulary.
+    pub fn embedding_rows(&self, ck: &Checkpoint, hf_name: &str) -> Option<usize> {
+        (self.family == Family::Gemma3 && hf_name.contains("embed_tokens.weight"))
+            .then(|| ck.hparam_u64(&["vocab_size"]).map(|n| n as usize))
+            .flatten()
+    }
+
+    /// Tensors this family's converter drops (Gemma 2: an `lm_head` some exports carry; BERT:
+    /// the pooler and the pre-training heads).
+    pub fn drops(&self, name: &str) -> bool {
+        if self.family == Family::Bert {
+            let n = name.strip_prefix("bert.").unwrap_or(name);
+            return matches!(
+                n,
+                "embeddings.position_ids" | "pooler.dense.weight" | "pooler.dense.bias"
+            ) || n.starts_with("cls.predictions")
+                || n.starts_with("cls.seq_relationship");
+        }
+        skipped(name) || (self.family == Family::Gemma2 && name == "lm_head.weight")
     }
 
     /// LFM2's convolution kernels lose their middle dimension of 1 (`[d, 1, L]` → `[d, L]`).
@@ -323,13 +650,55 @@ impl Arch {
     /// Tokenizer keys before the vocabulary proper (llama: `add_space_prefix` from
     /// tokenizer_config.json) and after it (llama: the granite-small BOS rule).
     pub fn vocab(&self, ck: &Checkpoint, kv: &mut Kv) -> Result<String> {
+        let has_model = ck.dir.join("tokenizer.model").is_file();
+        if self.family == Family::Bert {
+            let types = ck
+                .config
+                .get("type_vocab_size")
+                .and_then(Json::as_u64)
+                .unwrap_or(1);
+            return super::vocab::wordpiece(&ck.dir, &ck.config, kv, types);
+        }
+        match self.family {
+            Family::Gemma2 | Family::Gemma3 if has_model || self.family == Family::Gemma2 => {
+                super::sentencepiece::write(&ck.dir, &ck.config, kv, false)?;
+                kv.set("tokenizer.ggml.add_space_prefix", false);
+                return Ok("default".into());
+            }
+            Family::Phi3 => {
+                let gpt2 = super::checkpoint::read_json(&ck.dir, "tokenizer_config.json")?
+                    .and_then(|t| {
+                        t.get("tokenizer_class")
+                            .and_then(Json::as_str)
+                            .map(|c| c == "GPT2Tokenizer")
+                    })
+                    .unwrap_or(false);
+                if !gpt2 {
+                    if !has_model {
+                        return Err(bad(
+                            &ck.dir,
+                            "no tokenizer.model (Phi-3's SentencePiece vocabulary)",
+                        ));
+                    }
+                    super::sentencepiece::write(&ck.dir, &ck.config, kv, true)?;
+                    return Ok("default".into());
+                }
+            }
+            _ => {}
+        }
         if matches!(self.family, Family::Llama | Family::Granite)
             && let Some(tc) = super::checkpoint::read_json(&ck.dir, "tokenizer_config.json")?
             && let Some(Json::Bool(p)) = tc.get("add_prefix_space")
         {
             kv.set("tokenizer.ggml.add_space_prefix", *p);
         }
-        let pre = super::vocab::gpt2(&ck.dir, &ck.config, kv)?;
+        let llama = matches!(self.family, Family::Llama | Family::Granite);
+        let pre = if llama && has_model {
+            super::sentencepiece::write(&ck.dir, &ck.config, kv, false)?;
+            "default".into()
+        } else {
+            super::vocab::gpt2(&ck.dir, &ck.config, kv)?
+        };
         if matches!(self.family, Family::Llama | Family::Granite)
             && ck.hparam_u64(&["vocab_size"]) == Some(49152)
         {
@@ -337,6 +706,72 @@ impl Arch {
         }
         Ok(pre)
     }
+}
+
+/// A BERT checkpoint name (`bert.` prefix and `gamma`/`beta` norms allowed) in GGUF.
+fn bert_name(name: &str) -> Option<String> {
+    let n = name.strip_prefix("bert.").unwrap_or(name);
+    let n = match (n.strip_suffix(".gamma"), n.strip_suffix(".beta")) {
+        (Some(b), _) => format!("{b}.weight"),
+        (_, Some(b)) => format!("{b}.bias"),
+        _ => n.to_owned(),
+    };
+    let (base, suffix) = n
+        .strip_suffix(".weight")
+        .map(|b| (b, ".weight"))
+        .or_else(|| n.strip_suffix(".bias").map(|b| (b, ".bias")))?;
+    if let Some(&(_, g)) = BERT_GLOBAL.iter().find(|(h, _)| *h == base) {
+        return Some(format!("{g}{suffix}"));
+    }
+    let (bid, part) = base.strip_prefix("encoder.layer.")?.split_once('.')?;
+    let bid: u32 = bid.parse().ok()?;
+    let &(_, g) = BERT_LAYER.iter().find(|(h, _)| *h == part)?;
+    Some(format!("blk.{bid}.{g}{suffix}"))
+}
+
+/// The sentence-transformers pooling (`modules.json` → its Pooling module's config), as
+/// `{arch}.pooling_type`: 1 mean, 2 CLS, 3 last.
+fn pooling_type(ck: &Checkpoint) -> Result<Option<u32>> {
+    let Some(modules) = super::checkpoint::read_json(&ck.dir, "modules.json")? else {
+        return Ok(None);
+    };
+    let path = modules.as_array().into_iter().flatten().find_map(|m| {
+        m.get("type")?
+            .as_str()?
+            .ends_with("Pooling")
+            .then(|| m.get("path")?.as_str().map(str::to_owned))?
+    });
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let cfg = super::checkpoint::read_json(&ck.dir, &format!("{path}/config.json"))?.ok_or_else(
+        || {
+            bad(
+                &ck.dir,
+                format!("modules.json names {path}, which has no config.json"),
+            )
+        },
+    )?;
+    let on = |k: &str| cfg.get(k).and_then(Json::as_bool) == Some(true);
+    Ok(Some(if on("pooling_mode_mean_tokens") {
+        1
+    } else if on("pooling_mode_cls_token") {
+        2
+    } else if on("pooling_mode_lasttoken") {
+        3
+    } else {
+        match cfg.get("pooling_mode").and_then(Json::as_str) {
+            Some("mean") => 1,
+            Some("cls") => 2,
+            Some("lasttoken") => 3,
+            _ => {
+                return Err(bad(
+                    &ck.dir,
+                    "only mean, CLS and last-token pooling are supported",
+                ));
+            }
+        }
+    }))
 }
 
 /// llama's permutation: within each head, rows `[r0 r1 .. | r_h/2 ..]` (NeoX halves) become
@@ -363,271 +798,6 @@ fn permute_rows(v: &mut [f32], shape: &[usize], heads: usize) -> std::result::Re
         }
     }
     Ok(())
-}
-
-/// LFM2's feed-forward width: `block_ff_dim` adjusted as the model does (2/3, a multiplier,
-/// rounded up to `block_multiple_of`).
-fn lfm2_ff_dim(ck: &Checkpoint) -> Result<u64> {
-    let mut ff = ck.need_u64(&["block_ff_dim", "intermediate_size"])? as f64;
-    if ck
-        .config
-        .get("block_auto_adjust_ff_dim")
-        .and_then(Json::as_bool)
-        == Some(true)
-    {
-        ff = (2.0 * ff / 3.0).trunc();
-        if let Some(m) = ck
-            .config
-            .get("block_ffn_dim_multiplier")
-            .and_then(Json::as_f64)
-        {
-            ff = (m * ff).trunc();
-        }
-        let multiple = ck.need_u64(&["block_multiple_of"])? as f64;
-        ff = multiple * ((ff + multiple - 1.0) / multiple).floor();
-    }
-    Ok(ff as u64)
-}
-
-/// TextModel.set_gguf_parameters: the keys every text model gets.
-fn text_params(
-    ck: &Checkpoint,
-    kv: &mut Kv,
-    a: &str,
-    file_type: u32,
-    head_dim: Option<u64>,
-    kv_heads: Option<Value>,
-) -> Result<()> {
-    let u32v = |n: u64| Value::U32(n as u32);
-    let f32v = |x: f64| Value::F32(x as f32);
-    kv.set(
-        format!("{a}.block_count"),
-        u32v(ck.need_u64(&["n_layers", "num_hidden_layers", "n_layer", "num_layers"])?),
-    );
-    let keys: [(&str, &[&str]); 5] = [
-        (
-            "context_length",
-            &[
-                "max_position_embeddings",
-                "n_ctx",
-                "n_positions",
-                "max_length",
-                "max_sequence_length",
-                "model_max_length",
-            ],
-        ),
-        ("embedding_length", &["hidden_size", "n_embd", "dim"]),
-        (
-            "feed_forward_length",
-            &[
-                "prefix_dense_intermediate_size",
-                "dense_intermediate_size",
-                "intermediate_size",
-                "n_inner",
-                "hidden_dim",
-            ],
-        ),
-        (
-            "attention.head_count",
-            &["num_attention_heads", "n_head", "n_heads"],
-        ),
-        (
-            "attention.head_count_kv",
-            &["num_key_value_heads", "n_kv_heads"],
-        ),
-    ];
-    for (k, names) in keys {
-        if k == "attention.head_count_kv"
-            && let Some(v) = &kv_heads
-        {
-            kv.set(format!("{a}.{k}"), v.clone());
-        } else if let Some(v) = ck.hparam_u64(names) {
-            kv.set(format!("{a}.{k}"), u32v(v));
-        }
-    }
-    if ck.config.get("is_causal") == Some(&Json::Bool(false)) {
-        kv.set(format!("{a}.attention.causal"), false);
-    }
-    let rope = rope_parameters(ck);
-    let full = rope
-        .get("full_attention")
-        .and_then(Json::as_object)
-        .unwrap_or(&rope);
-    if let Some(t) = full.get("rope_type").and_then(Json::as_str) {
-        let factor = full.get("factor").and_then(Json::as_f64);
-        match (t, factor) {
-            ("linear", Some(f)) => {
-                kv.set(format!("{a}.rope.scaling.type"), "linear");
-                kv.set(format!("{a}.rope.scaling.factor"), f32v(f));
-            }
-            ("yarn", Some(f)) => {
-                kv.set(format!("{a}.rope.scaling.type"), "yarn");
-                kv.set(format!("{a}.rope.scaling.factor"), f32v(f));
-                let orig = full
-                    .get("original_max_position_embeddings")
-                    .and_then(Json::as_u64)
-                    .ok_or_else(|| {
-                        super::checkpoint::bad(
-                            &ck.dir,
-                            "yarn rope scaling without original_max_position_embeddings",
-                        )
-                    })?;
-                kv.set(
-                    format!("{a}.rope.scaling.original_context_length"),
-                    u32v(orig),
-                );
-                for (key, src) in [
-                    (
-                        "rope.scaling.yarn_ext_factor",
-                        &["extrapolation_factor"][..],
-                    ),
-                    (
-                        "rope.scaling.yarn_attn_factor",
-                        &["attention_factor", "attn_factor"][..],
-                    ),
-                    ("rope.scaling.yarn_beta_fast", &["beta_fast"][..]),
-                    ("rope.scaling.yarn_beta_slow", &["beta_slow"][..]),
-                ] {
-                    if let Some(x) = src.iter().find_map(|k| full.get(*k)).and_then(Json::as_f64) {
-                        kv.set(format!("{a}.{key}"), f32v(x));
-                    }
-                }
-            }
-            ("su" | "longrope", _) => kv.set(format!("{a}.rope.scaling.type"), "longrope"),
-            _ => {}
-        }
-    }
-    if let Some(theta) = full.get("rope_theta").and_then(Json::as_f64) {
-        kv.set(format!("{a}.rope.freq_base"), f32v(theta));
-    }
-    if let Some(theta) = rope
-        .get("sliding_attention")
-        .and_then(|s| s.get("rope_theta"))
-        .and_then(Json::as_f64)
-    {
-        kv.set(format!("{a}.rope.freq_base_swa"), f32v(theta));
-    }
-    if let Some(e) = ck.hparam_f64(&["rms_norm_eps", "norm_eps"]) {
-        kv.set(format!("{a}.attention.layer_norm_rms_epsilon"), f32v(e));
-    }
-    if let Some(e) = ck.hparam_f64(&["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"]) {
-        kv.set(format!("{a}.attention.layer_norm_epsilon"), f32v(e));
-    }
-    if let Some(n) = ck.hparam_u64(&["num_local_experts", "num_experts", "n_routed_experts"]) {
-        kv.set(format!("{a}.expert_count"), u32v(n));
-    }
-    if let Some(n) = ck.hparam_u64(&[
-        "num_experts_per_tok",
-        "num_experts_per_token",
-        "top_k_experts",
-    ]) {
-        kv.set(format!("{a}.expert_used_count"), u32v(n));
-    }
-    if let Some(d) = head_dim {
-        kv.set(format!("{a}.attention.key_length"), u32v(d));
-        kv.set(format!("{a}.attention.value_length"), u32v(d));
-    }
-    kv.set("general.file_type", Value::U32(file_type));
-    Ok(())
-}
-
-/// `rope_parameters` / `rope_scaling` with the top-level rope keys mirrored in, as the
-/// converter's TextModel does.
-pub(super) fn rope_parameters(ck: &Checkpoint) -> serde_json::Map<String, Json> {
-    let mut rope = ck
-        .config
-        .get("rope_parameters")
-        .or_else(|| ck.config.get("rope_scaling"))
-        .and_then(Json::as_object)
-        .cloned()
-        .unwrap_or_default();
-    if rope.contains_key("full_attention") || rope.contains_key("sliding_attention") {
-        return rope;
-    }
-    let find = |keys: &[&str]| keys.iter().find_map(|k| ck.config.get(*k)).cloned();
-    if let Some(local) = find(&[
-        "local_rope_theta",
-        "rope_local_theta",
-        "rope_theta_local",
-        "swa_rope_theta",
-        "rope_local_base_freq",
-    ]) {
-        rope.insert(
-            "sliding_attention".into(),
-            serde_json::json!({ "rope_theta": local }),
-        );
-    }
-    if !rope.contains_key("rope_theta")
-        && let Some(t) = find(&[
-            "global_rope_theta",
-            "rope_global_theta",
-            "rope_theta_global",
-            "rope_theta",
-            "rotary_emb_base",
-        ])
-    {
-        rope.insert("rope_theta".into(), t);
-    }
-    if !rope.contains_key("rope_type")
-        && let Some(t) = rope.get("type").cloned()
-    {
-        rope.insert("rope_type".into(), t);
-    }
-    if !rope.contains_key("partial_rotary_factor")
-        && let Some(p) = find(&["partial_rotary_factor", "rope_pct", "rope_percent"])
-    {
-        rope.insert("partial_rotary_factor".into(), p);
-    }
-    if !rope.contains_key("original_max_position_embeddings")
-        && let Some(o) = find(&["original_max_position_embeddings"])
-    {
-        rope.insert("original_max_position_embeddings".into(), o);
-    }
-    rope
-}
-
-/// Llama 3's per-frequency RoPE factors (`rope_freqs.weight`), when `rope_type` is `llama3`.
-pub(super) fn llama3_rope_factors(ck: &Checkpoint) -> Result<Option<Vec<f32>>> {
-    let rope = rope_parameters(ck);
-    let p = rope
-        .get("full_attention")
-        .and_then(Json::as_object)
-        .unwrap_or(&rope);
-    if !p
-        .get("rope_type")
-        .and_then(Json::as_str)
-        .is_some_and(|t| t.eq_ignore_ascii_case("llama3"))
-    {
-        return Ok(None);
-    }
-    let f = |k: &str, d: f64| p.get(k).and_then(Json::as_f64).unwrap_or(d);
-    let base = f("rope_theta", 10000.0) as f32;
-    let dim = match ck.hparam_u64(&["head_dim"]) {
-        Some(d) => d,
-        None => ck.need_u64(&["hidden_size"])? / ck.need_u64(&["num_attention_heads"])?,
-    } as usize;
-    let factor = f("factor", 8.0);
-    let low = f("low_freq_factor", 1.0);
-    let high = f("high_freq_factor", 4.0);
-    let old_ctx = f("original_max_position_embeddings", 8192.0);
-    let low_wavelen = old_ctx / low;
-    let high_wavelen = old_ctx / high;
-    let mut out = Vec::with_capacity(dim / 2);
-    for i in (0..dim).step_by(2) {
-        // torch: 1 / base ** (arange(0, dim, 2, f32) / dim), in f32
-        let freq = 1.0f32 / base.powf(i as f32 / dim as f32);
-        let wavelen = 2.0 * std::f64::consts::PI / freq as f64;
-        let r = if wavelen < high_wavelen {
-            1.0
-        } else if wavelen > low_wavelen {
-            factor
-        } else {
-            let smooth = (old_ctx / wavelen - low) / (high - low);
-            1.0 / ((1.0 - smooth) / factor + smooth)
-        };
-        out.push(r as f32);
-    }
-    Ok(Some(out))
 }
 
 #[cfg(test)]

@@ -17,7 +17,9 @@
 mod arch;
 mod checkpoint;
 mod meta;
+mod params;
 mod pre_hashes;
+mod sentencepiece;
 mod vocab;
 
 use std::path::{Path, PathBuf};
@@ -128,8 +130,8 @@ enum Source {
     One(usize),
     /// Checkpoint tensors stacked along a new first dimension (MoE experts, in expert order).
     Stack(Vec<usize>),
-    /// Llama 3's RoPE factors, computed from the config.
-    RopeFactors,
+    /// Values computed from the config (RoPE factors).
+    Values(Vec<f32>),
 }
 
 struct Planned {
@@ -230,20 +232,38 @@ fn convert_float(
         _ => (32, "BF16"),
     };
 
+    // the writer starts with the architecture; keys set while tensors are prepared follow it
+    let mut kv = Kv::default();
+    kv.set("general.architecture", arch.gguf);
+
     // --- tensors: names, types, shapes
     let mut plan = Vec::new();
     if matches!(arch.family, arch::Family::Llama | arch::Family::Granite)
-        && let Some(f) = arch::llama3_rope_factors(ck)?
+        && let Some(f) = params::llama3_rope_factors(ck)?
     {
         plan.push(Planned {
-            src: Source::RopeFactors,
             hf_name: "rope_freqs".into(),
             spec: TensorSpec {
                 name: "rope_freqs.weight".into(),
                 ty: GgmlType::F32,
                 shape: vec![f.len() as u64],
             },
+            src: Source::Values(f),
         });
+    }
+    // Phi-3's long-context factors go first too (their attention-factor key with them)
+    if let Some((long, short)) = arch.phi3_rope_factors(ck, &mut kv)? {
+        for (name, f) in [("rope_factors_long", long), ("rope_factors_short", short)] {
+            plan.push(Planned {
+                hf_name: name.into(),
+                spec: TensorSpec {
+                    name: format!("{name}.weight"),
+                    ty: GgmlType::F32,
+                    shape: vec![f.len() as u64],
+                },
+                src: Source::Values(f),
+            });
+        }
     }
     // MoE experts per merged name: (expert index, tensor index)
     let mut experts: std::collections::BTreeMap<String, Vec<(usize, usize)>> = Default::default();
@@ -251,7 +271,7 @@ fn convert_float(
         .hparam_u64(&["num_local_experts", "num_experts"])
         .unwrap_or(0) as usize;
     for (i, (name, _)) in ck.tensors.iter().enumerate() {
-        if arch::skipped(name) {
+        if arch.drops(name) {
             continue;
         }
         let map = |name: &str| {
@@ -316,6 +336,11 @@ fn convert_float(
         if arch.squeezes(name) && torch.len() > 2 && torch[1] == 1 {
             torch.remove(1);
         }
+        if let Some(rows) = arch.embedding_rows(ck, name)
+            && torch.first().is_some_and(|&r| r > rows)
+        {
+            torch[0] = rows;
+        }
         let ty = tensor_type(&gguf_name, &torch, out_ty);
         plan.push(Planned {
             src: Source::One(i),
@@ -340,8 +365,6 @@ fn convert_float(
     }
 
     // --- metadata, in the converter's order
-    let mut kv = Kv::default();
-    kv.set("general.architecture", arch.gguf);
     kv.set("general.type", "model");
     let dir_name = ck
         .dir
@@ -380,6 +403,8 @@ fn convert_float(
         let values = match &p.src {
             Source::One(src) => {
                 let mut v = ck.values(*src)?;
+                let n: u64 = p.spec.shape.iter().product();
+                v.truncate(n as usize); // Gemma 3's embedding rows past the vocabulary
                 arch.transform(ck, &p.hf_name, ck.shape(*src), &mut v)?;
                 v
             }
@@ -390,7 +415,7 @@ fn convert_float(
                 }
                 v
             }
-            Source::RopeFactors => arch::llama3_rope_factors(ck)?.unwrap_or_default(),
+            Source::Values(v) => v.clone(),
         };
         peak = peak.max(4 * values.len() as u64);
         quant::quantize_to_vec(p.spec.ty, &values).map_err(|e| Error::GgufTensor {

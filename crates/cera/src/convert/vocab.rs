@@ -56,7 +56,7 @@ const PRE_CANDIDATES: &[&str] = &[
 
 /// The added-token tests of the converter: text that marks a control token even when the
 /// checkpoint does not flag it special.
-fn looks_special(t: &str) -> bool {
+pub(super) fn looks_special(t: &str) -> bool {
     matches!(t, "<pad>" | "<mask>" | "<2mass>" | "[@BOS@]")
         || (t.starts_with("<|") && t.ends_with("|>"))
         || (t.starts_with("<｜") && t.ends_with("｜>"))
@@ -81,6 +81,71 @@ pub(super) fn gpt2(
         .get("model")
         .filter(|m| m.get("type").and_then(Json::as_str) == Some("BPE"))
         .ok_or_else(|| bad(dir, "tokenizer.json's model is not BPE"))?;
+    let (tokens, types) = vocab_base(dir, &tok, model, config)?;
+    let merges = merges(dir, model)?;
+
+    kv.set("tokenizer.ggml.model", "gpt2");
+    kv.set("tokenizer.ggml.pre", "");
+    kv.set("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)));
+    kv.set("tokenizer.ggml.token_type", Value::Array(Array::I32(types)));
+    let pre = detect_pre(dir, &tok, kv, &merges)?;
+    kv.set("tokenizer.ggml.pre", pre.as_str());
+    special_vocab(dir, config, merges, None, kv)?;
+    Ok(pre)
+}
+
+/// BERT's WordPiece vocabulary (`tokenizer.json` with a WordPiece model) in the GGUF's
+/// "phantom space" form: a word-initial piece gets a leading U+2581, a `##` continuation
+/// loses its `##`, control tokens stay as they are.
+pub(super) fn wordpiece(
+    dir: &Path,
+    config: &serde_json::Map<String, Json>,
+    kv: &mut Kv,
+    token_type_count: u64,
+) -> Result<String> {
+    let tok = read_json(dir, "tokenizer.json")?
+        .ok_or_else(|| bad(dir, "no tokenizer.json (WordPiece models need it)"))?;
+    let model = tok
+        .get("model")
+        .filter(|m| m.get("type").and_then(Json::as_str) == Some("WordPiece"))
+        .ok_or_else(|| bad(dir, "tokenizer.json's model is not WordPiece"))?;
+    let (tokens, types) = vocab_base(dir, &tok, model, config)?;
+    let tokens: Vec<String> = tokens
+        .into_iter()
+        .zip(&types)
+        .map(|(t, &ty)| {
+            if ty == CONTROL {
+                return t;
+            }
+            match t.strip_prefix("##") {
+                Some(rest) => rest.to_owned(),
+                None => format!("\u{2581}{t}"),
+            }
+        })
+        .collect();
+    let n = tokens.len();
+    kv.set(
+        "tokenizer.ggml.token_type_count",
+        Value::U32(token_type_count as u32),
+    );
+    kv.set("tokenizer.ggml.model", "bert");
+    kv.set("tokenizer.ggml.pre", "");
+    kv.set("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)));
+    kv.set("tokenizer.ggml.token_type", Value::Array(Array::I32(types)));
+    let pre = detect_pre(dir, &tok, kv, &[])?;
+    kv.set("tokenizer.ggml.pre", pre.as_str());
+    special_vocab(dir, config, Vec::new(), Some(n), kv)?;
+    Ok(pre)
+}
+
+/// convert_hf_to_gguf.py's `get_vocab_base`: the model's vocabulary and added tokens by id,
+/// padded to the config's vocab size with unused `[PADi]`, with token types.
+fn vocab_base(
+    dir: &Path,
+    tok: &Json,
+    model: &Json,
+    config: &serde_json::Map<String, Json>,
+) -> Result<(Vec<String>, Vec<i32>)> {
     let vocab = model
         .get("vocab")
         .and_then(Json::as_object)
@@ -154,16 +219,7 @@ pub(super) fn gpt2(
             }
         }
     }
-    let merges = merges(dir, model)?;
-
-    kv.set("tokenizer.ggml.model", "gpt2");
-    kv.set("tokenizer.ggml.pre", "");
-    kv.set("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)));
-    kv.set("tokenizer.ggml.token_type", Value::Array(Array::I32(types)));
-    let pre = detect_pre(dir, &tok, kv, &merges)?;
-    kv.set("tokenizer.ggml.pre", pre.as_str());
-    special_vocab(dir, &tok, config, merges, kv)?;
-    Ok(pre)
+    Ok((tokens, types))
 }
 
 /// Merges as "a b" strings; the list-of-pairs form (transformers 4.45+) encodes a space inside
@@ -228,10 +284,23 @@ fn detect_pre(dir: &Path, tok: &Json, kv: &Kv, merges: &[String]) -> Result<Stri
             w.set(k.clone(), v.clone());
         }
     }
-    w.set(
-        "tokenizer.ggml.merges",
-        Value::Array(Array::String(merges.to_vec())),
-    );
+    if !merges.is_empty() {
+        w.set(
+            "tokenizer.ggml.merges",
+            Value::Array(Array::String(merges.to_vec())),
+        );
+    }
+    // the normalizer flags matter to WordPiece (lowercasing, accents)
+    let mut norm = (None, None);
+    if let Some(n) = tok.get("normalizer") {
+        parse_normalizer(n, &mut norm);
+    }
+    if let Some(l) = norm.0 {
+        w.set("tokenizer.ggml.normalizer.lowercase", l);
+    }
+    if let Some(a) = norm.1 {
+        w.set("tokenizer.ggml.normalizer.strip_accents", a);
+    }
     w.set("tokenizer.ggml.add_bos_token", false);
     let mut g = GgufFile::from_bytes(w.to_bytes()?)?;
     let pre_at = g
@@ -252,7 +321,8 @@ fn detect_pre(dir: &Path, tok: &Json, kv: &Kv, merges: &[String]) -> Result<Stri
         let list: Vec<String> = ids.iter().map(u32::to_string).collect();
         let hash = Sha256::digest(format!("[{}]", list.join(", ")).as_bytes());
         let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-        if let Some((_, name)) = PRE_HASHES.iter().find(|(h, _)| *h == hex) {
+        // the converter's chain of `if`s: the last entry for a hash wins
+        if let Some((_, name)) = PRE_HASHES.iter().rev().find(|(h, _)| *h == hex) {
             return Ok((*name).to_owned());
         }
         tried.push(hex);
@@ -264,19 +334,23 @@ fn detect_pre(dir: &Path, tok: &Json, kv: &Kv, merges: &[String]) -> Result<Stri
     ))
 }
 
-/// gguf-py's SpecialVocab: special token ids, add-BOS/EOS/SEP flags, chat template, merges.
-fn special_vocab(
+/// gguf-py's SpecialVocab: special token ids (below `n_vocab` when given), add-BOS/EOS/SEP
+/// flags, chat template, merges.
+pub(super) fn special_vocab(
     dir: &Path,
-    tok: &Json,
     config: &serde_json::Map<String, Json>,
     merges: Vec<String>,
+    n_vocab: Option<usize>,
     kv: &mut Kv,
 ) -> Result<()> {
+    let tok = read_json(dir, "tokenizer.json")?.unwrap_or(Json::Null);
+    let tok = &tok;
     let mut types: Vec<&str> = vec!["bos", "eos", "unk", "sep", "pad", "cls", "mask"];
     let mut ids: Vec<(String, u64)> = Vec::new();
     let mut add: Vec<(String, bool)> = Vec::new();
     let set_id = |ids: &mut Vec<(String, u64)>, typ: &str, id: Option<u64>| {
         if let Some(id) = id
+            && n_vocab.is_none_or(|n| (id as usize) < n)
             && !ids.iter().any(|(t, _)| t == typ)
         {
             ids.push((typ.to_owned(), id));
@@ -534,5 +608,49 @@ fn template_flags(
             tc.insert("eos_token".into(), Json::String(last.clone()));
         }
         put("eos", true);
+    }
+    // the pair template `A [SEP] B`: whether a separator goes between two sequences
+    let pair = p
+        .get("pair")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if pair.is_empty() {
+        return;
+    }
+    let first = sid(&single[0]);
+    let last = sid(&single[single.len() - 1]);
+    let start = usize::from(first.is_some() && sid(&pair[0]) == first);
+    let stop = pair.len() - usize::from(last.is_some() && sid(&pair[pair.len() - 1]) == last);
+    if start >= stop {
+        return;
+    }
+    let inner = &pair[start..stop];
+    let seq = |e: &Json| {
+        e.get("Sequence")
+            .and_then(|s| s.get("id"))
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+    };
+    if seq(&inner[0]).as_deref() != Some("A")
+        || seq(&inner[inner.len() - 1]).as_deref() != Some("B")
+        || inner.len() <= 2
+    {
+        return;
+    }
+    let middle = &inner[1..inner.len() - 1];
+    let sep = content(tc, "sep_token");
+    let eos = content(tc, "eos_token");
+    let is_sep = |t: &Option<String>| t.is_some() && (*t == sep || *t == eos);
+    let mut add_sep = is_sep(&sid(&middle[0])) && last.is_none();
+    if middle.len() == 2 && is_sep(&sid(&middle[1])) {
+        add_sep = true;
+    }
+    put("sep", add_sep);
+    if add_sep
+        && sep.is_none()
+        && let Some(e) = eos
+    {
+        tc.insert("sep_token".into(), Json::String(e));
     }
 }
