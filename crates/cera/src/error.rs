@@ -93,6 +93,9 @@ pub enum Error {
     Tools(String),
 
     // ---- quantization ----
+    /// The GPU backend: no usable adapter, a device error, or what its kernels lack.
+    #[error("GPU: {0}")]
+    Gpu(String),
     #[error("{op} is not implemented for tensor type {ty}")]
     QuantUnsupported { ty: GgmlType, op: &'static str },
     #[error("{ty}: {reason}")]

@@ -125,6 +125,19 @@ impl Weight {
         }
     }
 
+    /// What identifies the bytes of this weight (its file, offset and length): the key a
+    /// backend keeps its resident copy under.
+    pub fn resident_key(&self) -> (usize, usize, usize) {
+        (Arc::as_ptr(&self.file) as usize, self.offset, self.len)
+    }
+
+    /// A weak handle on the file: a cache holding it keeps the file's address from being
+    /// reused by another file while the cached copy lives, so [`Weight::resident_key`] stays
+    /// unique.
+    pub(crate) fn file_handle(&self) -> std::sync::Weak<crate::gguf::GgufFile> {
+        Arc::downgrade(&self.file)
+    }
+
     pub fn data(&self) -> &[u8] {
         self.file.slice(self.offset, self.len)
     }

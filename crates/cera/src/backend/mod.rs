@@ -30,6 +30,8 @@ mod activation;
 mod attention;
 pub(crate) mod cpu;
 mod elementwise;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 mod lowrank;
 mod matmul;
 pub mod moe;
@@ -106,6 +108,17 @@ pub trait Backend: Send + Sync {
 
     /// The backend's name, as `cera bench` reports it (`CPU`, `Vulkan`, ...).
     fn name(&self) -> &'static str;
+
+    /// Whether [`Backend::new_kv`] can hold keys and values of `spec` at these head sizes
+    /// (the CPU holds every type; a GPU a subset, and sessions refuse the rest by name).
+    fn kv_supported(&self, _spec: KvSpec, _head_dim: usize, _head_dim_v: usize) -> bool {
+        true
+    }
+
+    /// Ends a step that read nothing back: submits what `cx` recorded (the CPU has nothing
+    /// pending). Work that must see the step's results (snapshots, the next step on another
+    /// context) comes after it.
+    fn finish(&self, _cx: &mut Self::Ctx) {}
 
     // ---- memory ----
 

@@ -434,6 +434,12 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
                 continue;
             }
             seen.push((kt, vt));
+            if !h.be.kv_supported(spec, hd, hdv) {
+                h.unsupported(&format!(
+                    "attention over a {kt:?}/{vt:?} cache of {hd}/{hdv}"
+                ));
+                continue;
+            }
             for (pi, plan) in plans.iter().enumerate() {
                 // the bigger plans on every other case, each KV type
                 if pi > 0 && ci % 2 == 1 {
@@ -1048,6 +1054,10 @@ pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
             causal: true,
         };
         let case = format!("{nkv}x{group} heads of {hd} {ty:?} {kind:?}");
+        if !h.be.kv_supported(spec, hd, hd) {
+            h.unsupported(&format!("kv_state of {case}"));
+            continue;
+        }
         let mut cb = h.be.new_kv(spec, n_ctx, nkv, hd, hd);
         let mut cr = h.r.new_kv(spec, n_ctx, nkv, hd, hd);
         let k = h.rng.vec(n * nkv * hd, 1.0);
@@ -1063,6 +1073,8 @@ pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
         h.r.kv_store(&mut (), &mut cr, &kr, &vr, all);
 
         let mut bytes = Vec::new();
+        // the step that stored them ends before the snapshot (a GPU submits it here)
+        h.be.finish(&mut h.cx);
         h.be.kv_save(&cb, n, &mut bytes);
         if bytes.len() != cb.saved_len(n) {
             let what = format!("{} bytes, saved_len says {}", bytes.len(), cb.saved_len(n));
@@ -1119,6 +1131,7 @@ pub(super) fn kv_state<B: Backend>(h: &mut H<B>) {
         // shift: keep 5, drop 20, the 25 after them move to 5..30
         let mut rope = RopeConfig::new(kind, hd, 10000.0);
         rope.freq_scale = 0.5;
+        h.be.finish(&mut h.cx);
         h.be.kv_shift(&mut cb, 5, 20, n, Some(&rope));
         h.r.kv_shift(&mut cr, 5, 20, n, Some(&rope));
         let moved = SeqSpan {

@@ -288,6 +288,7 @@ pub fn run_groups<B: Backend>(be: &B, only: &[&str]) -> Vec<Failure> {
         rng: Rng(0x5eed),
         fails: Vec::new(),
         worst: BTreeMap::new(),
+        unsupported: Vec::new(),
     };
     let groups: [(&str, Check<'_, B>); 10] = [
         ("memory", memory),
@@ -315,6 +316,14 @@ pub fn run_groups<B: Backend>(be: &B, only: &[&str]) -> Vec<Failure> {
             h.fail(name, "", &format!("panicked: {msg}"));
             h.cx = B::Ctx::default();
         }
+    }
+    if !h.unsupported.is_empty() {
+        eprintln!(
+            "{}: {} checks not run (the backend lacks them):\n  {}",
+            be.name(),
+            h.unsupported.len(),
+            h.unsupported.join("\n  ")
+        );
     }
     if std::env::var_os("CERA_OPS_REPORT").is_some() {
         eprintln!("{}: worst observed (nmse, max_rel) per op:", be.name());
@@ -420,11 +429,18 @@ struct H<'a, B: Backend> {
     fails: Vec<Failure>,
     /// per op: the worst (nmse, max_rel) seen
     worst: BTreeMap<String, (f64, f64)>,
+    /// checks not run because the backend says it lacks the feature (printed, never silent)
+    unsupported: Vec<String>,
 }
 
 type Pair<B> = (<B as Backend>::Tensor, RefTensor);
 
 impl<B: Backend> H<'_, B> {
+    /// A check the backend declines ([`Backend::kv_supported`]): listed on stderr.
+    fn unsupported(&mut self, what: &str) {
+        self.unsupported.push(what.to_string());
+    }
+
     fn fail(&mut self, op: &str, case: &str, what: &str) {
         self.fails.push(Failure {
             op: op.into(),

@@ -1,0 +1,105 @@
+//! Adapters: which GPUs wgpu sees (`cera info`), and picking one for the backend.
+
+use crate::error::{Error, Result};
+
+/// What an adapter is and what it can do, as `cera info` lists it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct AdapterInfo {
+    /// The adapter's index in [`adapters`] (what `CERA_GPU` names).
+    pub index: usize,
+    pub name: String,
+    /// `Vulkan`, `Metal`, `Dx12`, `BrowserWebGpu`, ...
+    pub api: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu` (a software rasterizer such as lavapipe), ...
+    pub device_type: String,
+    pub driver: String,
+    /// Shader f16 arithmetic.
+    pub f16: bool,
+    /// Subgroup operations.
+    pub subgroups: bool,
+    /// Cooperative matrices (experimental in wgpu).
+    pub coop_matrix: bool,
+    /// The largest buffer one binding may view, in bytes (weights larger than this are split).
+    pub max_binding: u64,
+}
+
+pub(super) fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: wgpu::Backends::PRIMARY,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    })
+}
+
+fn describe(index: usize, a: &wgpu::Adapter) -> AdapterInfo {
+    let i = a.get_info();
+    let f = a.features();
+    AdapterInfo {
+        index,
+        name: i.name,
+        api: format!("{:?}", i.backend),
+        device_type: format!("{:?}", i.device_type),
+        driver: [i.driver, i.driver_info]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+        f16: f.contains(wgpu::Features::SHADER_F16),
+        subgroups: f.contains(wgpu::Features::SUBGROUP),
+        coop_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+        max_binding: a.limits().max_storage_buffer_binding_size,
+    }
+}
+
+fn enumerate(inst: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    pollster::block_on(inst.enumerate_adapters(wgpu::Backends::PRIMARY))
+}
+
+/// Every adapter wgpu finds, in its order.
+pub fn adapters() -> Vec<AdapterInfo> {
+    enumerate(&instance())
+        .iter()
+        .enumerate()
+        .map(|(i, a)| describe(i, a))
+        .collect()
+}
+
+/// The adapter to use: `CERA_GPU=N` picks the N-th of [`adapters`]; otherwise the first
+/// discrete GPU, then integrated, then virtual, then a software one (lavapipe).
+pub(super) fn pick(inst: &wgpu::Instance) -> Result<(wgpu::Adapter, AdapterInfo)> {
+    let all = enumerate(inst);
+    if all.is_empty() {
+        return Err(Error::Gpu(
+            "no GPU adapter found (wgpu saw no Vulkan, Metal or DX12 device; on Linux install \
+             a Vulkan driver, e.g. Mesa's mesa-vulkan-drivers)"
+                .into(),
+        ));
+    }
+    if let Ok(v) = std::env::var("CERA_GPU") {
+        let i: usize = v
+            .parse()
+            .map_err(|_| Error::Gpu(format!("CERA_GPU={v:?} is not an adapter index")))?;
+        let n = all.len();
+        let a = all.into_iter().nth(i).ok_or_else(|| {
+            Error::Gpu(format!(
+                "CERA_GPU={i}, but there are {n} adapters (see `cera info`)"
+            ))
+        })?;
+        let info = describe(i, &a);
+        return Ok((a, info));
+    }
+    let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    };
+    let (i, a) = all
+        .into_iter()
+        .enumerate()
+        .min_by_key(|(i, a)| (rank(a), *i))
+        .expect("not empty");
+    let info = describe(i, &a);
+    Ok((a, info))
+}

@@ -1,0 +1,384 @@
+//! Shaders, pipelines and recording: WGSL sources assembled from one file per op plus the
+//! shared pieces it needs (the weight format's dequantization), compiled once per variant;
+//! dispatches recorded into the step's command encoder with their parameters and host slices
+//! staged in one upload buffer per step.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::{Gpu, GpuCtx};
+use crate::quant::GgmlType;
+
+/// Bytes of the per-step upload buffer (parameters and host slices); a step that needs more
+/// is submitted in parts.
+const ARENA_BYTES: u64 = 1 << 20;
+/// Host slices larger than this get a buffer of their own instead of arena space.
+const LARGE_UPLOAD: usize = 64 << 10;
+/// Workgroups per dimension WebGPU guarantees.
+const MAX_GROUPS: u32 = 65535;
+
+const COMMON: &str = include_str!("shaders/common.wgsl");
+const QUANT_COMMON: &str = include_str!("shaders/quant/common.wgsl");
+
+/// The op's own WGSL file.
+fn op_source(op: &str) -> &'static str {
+    match op {
+        "gemv" => include_str!("shaders/gemv.wgsl"),
+        "gemm" => include_str!("shaders/gemm.wgsl"),
+        "embed" => include_str!("shaders/embed.wgsl"),
+        "rms_norm" => include_str!("shaders/rms_norm.wgsl"),
+        "layer_norm" => include_str!("shaders/layer_norm.wgsl"),
+        "add" => include_str!("shaders/add.wgsl"),
+        "scale" => include_str!("shaders/scale.wgsl"),
+        "add_bias" => include_str!("shaders/add_bias.wgsl"),
+        "activate" => include_str!("shaders/activate.wgsl"),
+        "glu" => include_str!("shaders/glu.wgsl"),
+        "softcap" => include_str!("shaders/softcap.wgsl"),
+        "copy_cols" => include_str!("shaders/copy_cols.wgsl"),
+        "gather_rows" => include_str!("shaders/gather_rows.wgsl"),
+        "rope" => include_str!("shaders/rope.wgsl"),
+        "kv_store" => include_str!("shaders/kv_store.wgsl"),
+        "attention" => include_str!("shaders/attention.wgsl"),
+        "short_conv" => include_str!("shaders/short_conv.wgsl"),
+        "upload" => include_str!("shaders/upload.wgsl"),
+        other => unreachable!("no shader for op {other}"),
+    }
+}
+
+/// The dequantization of a weight format: `wload4(row_base_byte, element) -> vec4<f32>`.
+pub(super) fn quant_source(ty: GgmlType) -> Option<&'static str> {
+    use GgmlType as T;
+    Some(match ty {
+        T::F32 => include_str!("shaders/quant/f32.wgsl"),
+        T::F16 => include_str!("shaders/quant/f16.wgsl"),
+        T::BF16 => include_str!("shaders/quant/bf16.wgsl"),
+        T::Q4_0 => include_str!("shaders/quant/q4_0.wgsl"),
+        T::Q4_1 => include_str!("shaders/quant/q4_1.wgsl"),
+        T::Q5_0 => include_str!("shaders/quant/q5_0.wgsl"),
+        T::Q5_1 => include_str!("shaders/quant/q5_1.wgsl"),
+        T::Q8_0 => include_str!("shaders/quant/q8_0.wgsl"),
+        T::Q2_K => include_str!("shaders/quant/q2_k.wgsl"),
+        T::Q3_K => include_str!("shaders/quant/q3_k.wgsl"),
+        T::Q4_K => include_str!("shaders/quant/q4_k.wgsl"),
+        T::Q5_K => include_str!("shaders/quant/q5_k.wgsl"),
+        T::Q6_K => include_str!("shaders/quant/q6_k.wgsl"),
+        T::IQ4_NL => include_str!("shaders/quant/iq4_nl.wgsl"),
+        T::IQ4_XS => include_str!("shaders/quant/iq4_xs.wgsl"),
+        _ => return None,
+    })
+}
+
+/// A compiled variant: the op, its constants (`defs`, WGSL declarations put first) and the
+/// weight format it reads, if any.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    op: &'static str,
+    defs: String,
+    ty: Option<GgmlType>,
+}
+
+#[derive(Default)]
+pub(super) struct Pipelines {
+    map: Mutex<HashMap<Key, Arc<wgpu::ComputePipeline>>>,
+}
+
+/// One binding of a dispatch (in binding order after the parameters at binding 0).
+pub(super) enum Bind<'a> {
+    Whole(&'a wgpu::Buffer),
+    Range(&'a wgpu::Buffer, u64, u64),
+}
+
+/// Where staged host data landed.
+#[derive(Clone)]
+pub(super) struct Slot {
+    buf: wgpu::Buffer,
+    off: u64,
+    size: u64,
+}
+
+impl Slot {
+    pub(super) fn bind(&self) -> Bind<'_> {
+        Bind::Range(&self.buf, self.off, self.size)
+    }
+}
+
+/// The per-step upload buffer: staged on the host, written once before the step's submit.
+pub(super) struct Arena {
+    buf: wgpu::Buffer,
+    staged: Vec<u8>,
+}
+
+impl Gpu {
+    fn pipeline(&self, key: Key) -> Arc<wgpu::ComputePipeline> {
+        let mut map = self.pipelines.map.lock().expect("pipeline cache");
+        if let Some(p) = map.get(&key) {
+            return Arc::clone(p);
+        }
+        let mut src = String::new();
+        src.push_str(&key.defs);
+        src.push('\n');
+        src.push_str(COMMON);
+        if let Some(ty) = key.ty {
+            src.push_str(QUANT_COMMON);
+            src.push_str(quant_source(ty).expect("checked by the caller"));
+        }
+        src.push_str(op_source(key.op));
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(key.op),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+        let p = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(key.op),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        let p = Arc::new(p);
+        map.insert(key, Arc::clone(&p));
+        p
+    }
+
+    fn align(&self) -> u64 {
+        let l = self.device.limits();
+        (l.min_uniform_buffer_offset_alignment as u64)
+            .max(l.min_storage_buffer_offset_alignment as u64)
+    }
+
+    /// Stages `items` (parameters, host slices) for the step's next dispatch, all in the same
+    /// submission: if the arena cannot hold them all, the step so far is submitted first.
+    pub(super) fn stage(&self, cx: &mut GpuCtx, items: &[&[u8]]) -> Vec<Slot> {
+        let a = self.align() as usize;
+        let small: usize = items
+            .iter()
+            .filter(|b| b.len() <= LARGE_UPLOAD)
+            .map(|b| b.len().max(4).next_multiple_of(a))
+            .sum();
+        let used = cx.arena.as_ref().map_or(0, |ar| ar.staged.len());
+        if used + small > ARENA_BYTES as usize {
+            self.flush(cx);
+        }
+        let arena = cx.arena.get_or_insert_with(|| Arena {
+            buf: self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("arena"),
+                size: ARENA_BYTES,
+                usage: wgpu::BufferUsages::UNIFORM
+                    | wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            staged: Vec::new(),
+        });
+        items
+            .iter()
+            .map(|b| {
+                let size = b.len().max(4).next_multiple_of(4);
+                if b.len() > LARGE_UPLOAD {
+                    let buf = self.buffer_with(b, wgpu::BufferUsages::STORAGE);
+                    return Slot {
+                        buf,
+                        off: 0,
+                        size: size as u64,
+                    };
+                }
+                let off = arena.staged.len().next_multiple_of(a);
+                arena.staged.resize(off, 0);
+                arena.staged.extend_from_slice(b);
+                arena.staged.resize(off + size, 0);
+                Slot {
+                    buf: arena.buf.clone(),
+                    off: off as u64,
+                    size: size as u64,
+                }
+            })
+            .collect()
+    }
+
+    /// A new buffer holding `bytes` (padded to 4).
+    pub(super) fn buffer_with(&self, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
+        let size = bytes.len().max(4).next_multiple_of(4) as u64;
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage,
+            mapped_at_creation: true,
+        });
+        // mapped ranges are whole words
+        let padded;
+        let bytes = if bytes.len().is_multiple_of(4) {
+            bytes
+        } else {
+            let mut v = bytes.to_vec();
+            v.resize(bytes.len().next_multiple_of(4), 0);
+            padded = v;
+            &padded[..]
+        };
+        if !bytes.is_empty() {
+            buf.slice(..bytes.len() as u64)
+                .get_mapped_range_mut()
+                .expect("mapped at creation")
+                .copy_from_slice(bytes);
+        }
+        buf.unmap();
+        buf
+    }
+
+    /// Records one dispatch of `groups` workgroups (laid out over x and y; shaders recover the
+    /// linear index and skip the excess) of op `op` built with `defs` (and reading weights of
+    /// `ty`), with `params` at binding 0 and `binds` after it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dispatch(
+        &self,
+        cx: &mut GpuCtx,
+        op: &'static str,
+        defs: &str,
+        ty: Option<GgmlType>,
+        params: &[u32],
+        binds: &[Bind<'_>],
+        groups: u32,
+    ) {
+        if groups == 0 {
+            return;
+        }
+        let mut p = params.to_vec();
+        p.push(groups);
+        p.resize(p.len().next_multiple_of(4), 0);
+        let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let slot = self.stage(cx, &[&bytes]).pop().expect("one slot");
+        self.dispatch_staged(cx, op, defs, ty, &slot, binds, groups);
+    }
+
+    /// [`Gpu::dispatch`] with the parameters already staged (when host slices were staged
+    /// with them, so that all land in one submission).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dispatch_staged(
+        &self,
+        cx: &mut GpuCtx,
+        op: &'static str,
+        defs: &str,
+        ty: Option<GgmlType>,
+        params: &Slot,
+        binds: &[Bind<'_>],
+        groups: u32,
+    ) {
+        let pipe = self.pipeline(Key {
+            op,
+            defs: defs.to_string(),
+            ty,
+        });
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &params.buf,
+                offset: params.off,
+                size: wgpu::BufferSize::new(params.size),
+            }),
+        }];
+        for (i, b) in binds.iter().enumerate() {
+            let resource = match *b {
+                Bind::Whole(buf) => buf.as_entire_binding(),
+                Bind::Range(buf, off, size) => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: buf,
+                    offset: off,
+                    size: wgpu::BufferSize::new(size),
+                }),
+            };
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource,
+            });
+        }
+        let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(op),
+            layout: &pipe.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let x = groups.min(MAX_GROUPS);
+        let y = groups.div_ceil(x);
+        let enc = self.encoder(cx);
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(op),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+        drop(pass);
+        cx.dispatches += 1;
+    }
+
+    pub(super) fn encoder<'c>(&self, cx: &'c mut GpuCtx) -> &'c mut wgpu::CommandEncoder {
+        cx.enc.get_or_insert_with(|| {
+            self.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("step"),
+                })
+        })
+    }
+
+    /// Submits what the step has recorded (its staged uploads first).
+    pub(super) fn flush(&self, cx: &mut GpuCtx) {
+        if let Some(a) = cx.arena.as_mut()
+            && !a.staged.is_empty()
+        {
+            self.queue.write_buffer(&a.buf, 0, &a.staged);
+            a.staged.clear();
+        }
+        if let Some(enc) = cx.enc.take() {
+            self.queue.submit([enc.finish()]);
+        }
+    }
+
+    /// Submits the step and reads `size` bytes of `src` at `off` back to the host.
+    pub(super) fn read_back(
+        &self,
+        cx: &mut GpuCtx,
+        src: &wgpu::Buffer,
+        off: u64,
+        size: u64,
+    ) -> Vec<u8> {
+        if size == 0 {
+            self.flush(cx);
+            return Vec::new();
+        }
+        let size4 = size.next_multiple_of(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("read back"),
+            size: size4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.encoder(cx)
+            .copy_buffer_to_buffer(src, off, &staging, 0, size4);
+        self.flush(cx);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .expect("GPU device lost while waiting for a read back");
+        rx.recv()
+            .expect("map callback")
+            .expect("GPU read back failed");
+        let out = staging.slice(..).get_mapped_range().expect("mapped")[..size as usize].to_vec();
+        staging.unmap();
+        out
+    }
+}
+
+/// `u32`s of an `f32` (parameters are all 32-bit words).
+pub(super) fn fbits(v: f32) -> u32 {
+    v.to_bits()
+}
+
+/// The bytes of a slice of plain numbers.
+pub(super) fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: T is a plain number type (u32, f32); any byte pattern of it is valid to read.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}

@@ -1,0 +1,423 @@
+//! The GPU backend: the [`Backend`] ops as WGSL compute shaders through wgpu (Vulkan, Metal,
+//! DX12; WebGPU in the browser). Models run on it unchanged.
+//!
+//! - Activations are device buffers ([`GpuTensor`]) that only grow; a step's ops are recorded
+//!   into one command encoder held by the step's [`GpuCtx`] and submitted when the step reads
+//!   back (its logits) or ends ([`Backend::finish`]).
+//! - Each dispatch's parameters and the host slices an op takes (token ids, positions, RoPE
+//!   angles) are staged in one upload buffer per step and written once before the submit.
+//! - Weights are uploaded on first use as the file holds them (ggml's blocks, split into parts
+//!   where a tensor is larger than one binding may be) and dequantized in registers by the
+//!   format's `wload4` (`shaders/quant/`), shared by the GEMV, the GEMM and the embedding lookup.
+//! - Small model parameters (norm weights, biases, convolution taps) are uploaded once, keyed by
+//!   their address, length and contents.
+//! - KV caches are device buffers, head-major (`[head][position][row]`) in f32 or f16; saving
+//!   and loading convert to the layout of [`KvCache::saved_len`], so snapshots move between
+//!   backends.
+
+mod device;
+mod kernels;
+mod kv;
+mod ops;
+mod weights;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub use device::{AdapterInfo, adapters};
+pub use kv::GpuKv;
+
+use super::moe::{MoeLora, MoeWeights};
+use super::{Act, AttentionParams, Backend, KvSpec, LowRank, RopeConfig, SeqSpan, Weight};
+use crate::error::{Error, Result};
+use kernels::Pipelines;
+use weights::GpuWeight;
+
+/// The wgpu backend on one adapter.
+pub struct Gpu {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: AdapterInfo,
+    pipelines: Pipelines,
+    /// Weights resident on the device, by [`Weight::resident_key`].
+    weights: Mutex<HashMap<(usize, usize, usize), Arc<GpuWeight>>>,
+    /// Small parameter vectors resident on the device, by (address, length, content hash).
+    params: Mutex<HashMap<(usize, usize, u64), wgpu::Buffer>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gpu({} on {})", self.info.name, self.info.api)
+    }
+}
+
+/// Activations on the device: `rows` × `cols` f32, row-major; the buffer only grows.
+#[derive(Default)]
+pub struct GpuTensor {
+    buf: Option<wgpu::Buffer>,
+    rows: usize,
+    cols: usize,
+}
+
+impl GpuTensor {
+    fn len(&self) -> usize {
+        self.rows * self.cols
+    }
+
+    /// The buffer (every op's output was reshaped first, so it exists).
+    fn buf(&self) -> &wgpu::Buffer {
+        self.buf
+            .as_ref()
+            .expect("a GPU tensor read before any op shaped it")
+    }
+}
+
+/// One step's recording: its command encoder and upload buffer.
+#[derive(Default)]
+pub struct GpuCtx {
+    enc: Option<wgpu::CommandEncoder>,
+    arena: Option<kernels::Arena>,
+    /// Dispatches recorded through this context (for `dispatches per token`).
+    pub dispatches: u64,
+    /// Scratch for ops done out of place and copied back.
+    tmp: GpuTensor,
+}
+
+impl Gpu {
+    /// The backend on the adapter [`device::pick`] chooses (`CERA_GPU=N` names one).
+    pub fn new() -> Result<Gpu> {
+        let inst = device::instance();
+        let (adapter, info) = device::pick(&inst)?;
+        let mut limits = adapter.limits();
+        // what the adapter allows, not the WebGPU defaults: weights need big bindings
+        limits.max_compute_workgroups_per_dimension =
+            limits.max_compute_workgroups_per_dimension.min(65535);
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("cera"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits,
+            ..Default::default()
+        }))
+        .map_err(|e| Error::Gpu(format!("{}: cannot open the device: {e}", info.name)))?;
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            pipelines: Pipelines::default(),
+            weights: Mutex::default(),
+            params: Mutex::default(),
+        })
+    }
+
+    /// The adapter in use.
+    pub fn info(&self) -> &AdapterInfo {
+        &self.info
+    }
+
+    fn new_buffer(&self, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes.max(16).next_multiple_of(16),
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// `t` shaped `rows` × `cols` (a new buffer only when it must grow).
+    fn shape_to(&self, t: &mut GpuTensor, rows: usize, cols: usize) {
+        let need = (rows * cols * 4) as u64;
+        if t.buf.as_ref().is_none_or(|b| b.size() < need) {
+            t.buf = Some(self.new_buffer(need));
+        }
+        t.rows = rows;
+        t.cols = cols;
+    }
+
+    /// A small parameter vector resident on the device.
+    fn param(&self, v: &[f32]) -> wgpu::Buffer {
+        // FNV-1a over the bits: the address alone could be reused by other contents
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for x in v {
+            h = (h ^ x.to_bits() as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        let key = (v.as_ptr() as usize, v.len(), h);
+        let mut map = self.params.lock().expect("params");
+        map.entry(key)
+            .or_insert_with(|| self.buffer_with(kernels::bytes_of(v), wgpu::BufferUsages::STORAGE))
+            .clone()
+    }
+}
+
+impl Backend for Gpu {
+    type Tensor = GpuTensor;
+    type Kv = GpuKv;
+    type Ctx = GpuCtx;
+
+    fn name(&self) -> &'static str {
+        match self.info.api.as_str() {
+            "Vulkan" => "Vulkan",
+            "Metal" => "Metal",
+            "Dx12" => "DX12",
+            "BrowserWebGpu" => "WebGPU",
+            _ => "GPU",
+        }
+    }
+
+    fn kv_supported(&self, spec: KvSpec, head_dim: usize, head_dim_v: usize) -> bool {
+        kv::supported(spec, head_dim, head_dim_v)
+    }
+
+    fn finish(&self, cx: &mut GpuCtx) {
+        self.flush(cx);
+    }
+
+    fn new_kv(
+        &self,
+        spec: KvSpec,
+        n_ctx: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
+    ) -> GpuKv {
+        GpuKv::new(self, spec, n_ctx, n_kv_head, head_dim, head_dim_v)
+    }
+
+    fn zeros(&self, rows: usize, cols: usize) -> GpuTensor {
+        let mut t = GpuTensor::default();
+        self.shape_to(&mut t, rows, cols);
+        // new buffers are zeroed by wgpu
+        t
+    }
+
+    fn fill_zero(&self, cx: &mut GpuCtx, t: &mut GpuTensor) {
+        if t.len() > 0 {
+            let n = (t.len() * 4) as u64;
+            self.encoder(cx).clear_buffer(t.buf(), 0, Some(n));
+        }
+    }
+
+    fn upload(&self, cx: &mut GpuCtx, data: &[f32], rows: usize, cols: usize, t: &mut GpuTensor) {
+        assert_eq!(data.len(), rows * cols, "upload: {rows} x {cols}");
+        self.shape_to(t, rows, cols);
+        if data.is_empty() {
+            return;
+        }
+        ops::upload(self, cx, data, t.buf());
+    }
+
+    fn download(&self, cx: &mut GpuCtx, t: &GpuTensor, out: &mut Vec<f32>) {
+        out.clear();
+        if t.len() == 0 {
+            self.flush(cx);
+            return;
+        }
+        let bytes = self.read_back(cx, t.buf(), 0, (t.len() * 4) as u64);
+        out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+    }
+
+    fn shape(&self, t: &GpuTensor) -> (usize, usize) {
+        (t.rows, t.cols)
+    }
+
+    fn reshape(&self, t: &mut GpuTensor, rows: usize, cols: usize) {
+        self.shape_to(t, rows, cols);
+    }
+
+    fn embed(
+        &self,
+        cx: &mut GpuCtx,
+        table: &Weight,
+        _tied: &Weight,
+        tokens: &[u32],
+        out: &mut GpuTensor,
+    ) -> Result<()> {
+        weights::embed(self, cx, table, tokens, out)
+    }
+
+    fn matmul(
+        &self,
+        cx: &mut GpuCtx,
+        ops: &mut [(&Weight, &mut GpuTensor)],
+        x: &GpuTensor,
+    ) -> Result<()> {
+        for (w, out) in ops.iter_mut() {
+            weights::matmul(self, cx, w, x, out)?;
+        }
+        Ok(())
+    }
+
+    fn rms_norm(&self, cx: &mut GpuCtx, x: &GpuTensor, w: &[f32], eps: f32, out: &mut GpuTensor) {
+        ops::rms_norm(self, cx, x, w, eps, out);
+    }
+
+    fn rms_norm_inplace(&self, cx: &mut GpuCtx, x: &mut GpuTensor, w: &[f32], eps: f32) {
+        let mut tmp = std::mem::take(&mut cx.tmp);
+        ops::rms_norm(self, cx, x, w, eps, &mut tmp);
+        ops::copy(self, cx, &tmp, x);
+        cx.tmp = tmp;
+    }
+
+    fn layer_norm(
+        &self,
+        cx: &mut GpuCtx,
+        x: &GpuTensor,
+        w: &[f32],
+        b: &[f32],
+        eps: f32,
+        out: &mut GpuTensor,
+    ) {
+        ops::layer_norm(self, cx, x, w, b, eps, out);
+    }
+
+    fn activate(&self, cx: &mut GpuCtx, x: &mut GpuTensor, act: Act) {
+        ops::activate(self, cx, x, act);
+    }
+
+    fn add(&self, cx: &mut GpuCtx, x: &mut GpuTensor, y: &GpuTensor) {
+        ops::add(self, cx, x, y);
+    }
+
+    fn lora(
+        &self,
+        _cx: &mut GpuCtx,
+        _out: &mut GpuTensor,
+        _x: &GpuTensor,
+        _rows: Option<&[usize]>,
+        w: &LowRank,
+        _s: f32,
+    ) -> Result<()> {
+        Err(unsupported(&format!("LoRA adapters ({})", w.a.name)))
+    }
+
+    fn lora_embed(
+        &self,
+        _cx: &mut GpuCtx,
+        _out: &mut GpuTensor,
+        _tokens: &[u32],
+        _rows: Option<&[usize]>,
+        w: &LowRank,
+        _s: f32,
+    ) -> Result<()> {
+        Err(unsupported(&format!("LoRA adapters ({})", w.a.name)))
+    }
+
+    fn scale(&self, cx: &mut GpuCtx, x: &mut GpuTensor, s: f32) {
+        ops::scale(self, cx, x, s);
+    }
+
+    fn add_bias(&self, cx: &mut GpuCtx, x: &mut GpuTensor, bias: &[f32]) {
+        ops::add_bias(self, cx, x, bias);
+    }
+
+    fn glu(&self, cx: &mut GpuCtx, gate: &mut GpuTensor, up: &GpuTensor, act: Act) {
+        ops::glu(self, cx, gate, up, act);
+    }
+
+    fn softcap(&self, cx: &mut GpuCtx, x: &mut GpuTensor, cap: f32) {
+        ops::softcap(self, cx, x, cap);
+    }
+
+    fn copy_cols(
+        &self,
+        cx: &mut GpuCtx,
+        src: &GpuTensor,
+        col0: usize,
+        n: usize,
+        dst: &mut GpuTensor,
+    ) {
+        ops::copy_cols(self, cx, src, col0, n, dst);
+    }
+
+    fn gather_rows(&self, cx: &mut GpuCtx, src: &GpuTensor, rows: &[usize], dst: &mut GpuTensor) {
+        ops::gather_rows(self, cx, src, rows, dst);
+    }
+
+    fn rope(
+        &self,
+        cx: &mut GpuCtx,
+        x: &mut GpuTensor,
+        n_head: usize,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        ops::rope(self, cx, x, n_head, head_dim, pos, cfg);
+    }
+
+    fn kv_store(
+        &self,
+        cx: &mut GpuCtx,
+        kv: &mut GpuKv,
+        k: &GpuTensor,
+        v: &GpuTensor,
+        span: SeqSpan,
+    ) {
+        kv::store(self, cx, kv, k, v, span);
+    }
+
+    fn kv_save(&self, kv: &GpuKv, n: usize, out: &mut Vec<u8>) {
+        kv::save(self, kv, n, out);
+    }
+
+    fn kv_load(&self, kv: &mut GpuKv, n: usize, src: &[u8]) -> Result<()> {
+        kv::load(self, kv, n, src)
+    }
+
+    fn kv_shift(
+        &self,
+        kv: &mut GpuKv,
+        keep: usize,
+        n_discard: usize,
+        n_past: usize,
+        rope: Option<&RopeConfig>,
+    ) {
+        kv::shift(self, kv, keep, n_discard, n_past, rope);
+    }
+
+    fn attention(
+        &self,
+        cx: &mut GpuCtx,
+        q: &GpuTensor,
+        kv: &[&GpuKv],
+        spans: &[SeqSpan],
+        p: &AttentionParams,
+        out: &mut GpuTensor,
+    ) {
+        kv::attention(self, cx, q, kv, spans, p, out);
+    }
+
+    fn short_conv(
+        &self,
+        cx: &mut GpuCtx,
+        bcx: &GpuTensor,
+        kernel: &[f32],
+        state: &mut GpuTensor,
+        span: SeqSpan,
+        out: &mut GpuTensor,
+    ) {
+        ops::short_conv(self, cx, bcx, kernel, state, span, out);
+    }
+
+    fn moe(
+        &self,
+        _cx: &mut GpuCtx,
+        _w: &MoeWeights,
+        _h: &GpuTensor,
+        _lora: &dyn MoeLora,
+        _out: &mut GpuTensor,
+    ) -> Result<()> {
+        Err(unsupported("mixture-of-experts layers"))
+    }
+}
+
+/// What the GPU path does not run yet: an error naming it (`--device auto` falls back to the
+/// CPU on it).
+fn unsupported(what: &str) -> Error {
+    Error::Gpu(format!("{what} are not supported on the GPU backend yet"))
+}

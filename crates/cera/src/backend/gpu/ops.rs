@@ -1,0 +1,366 @@
+//! The row-wise ops: norms, element-wise arithmetic, column and row copies, RoPE and LFM2's
+//! short convolution. Each records one dispatch (shaders in `shaders/`, one op per file).
+
+use super::kernels::{Bind, bytes_of, fbits};
+use super::{Gpu, GpuCtx, GpuTensor};
+use crate::backend::{Act, RopeConfig, RopeKind, SeqSpan};
+
+/// Threads per workgroup of the element-wise shaders.
+const EW: usize = 256;
+
+fn groups(n: usize) -> u32 {
+    n.div_ceil(EW) as u32
+}
+
+/// Writes host `data` into the start of `dst` (through the step's upload buffer, so it lands in
+/// order with the step's other work).
+pub(super) fn upload(gpu: &Gpu, cx: &mut GpuCtx, data: &[f32], dst: &wgpu::Buffer) {
+    let n = data.len();
+    let g = groups(n);
+    let params = [n as u32, g, 0, 0];
+    let slots = gpu.stage(cx, &[bytes_of(&params), bytes_of(data)]);
+    gpu.dispatch_staged(
+        cx,
+        "upload",
+        "",
+        None,
+        &slots[0],
+        &[slots[1].bind(), Bind::Whole(dst)],
+        g,
+    );
+}
+
+/// `dst = src` (same shape).
+pub(super) fn copy(gpu: &Gpu, cx: &mut GpuCtx, src: &GpuTensor, dst: &mut GpuTensor) {
+    gpu.shape_to(dst, src.rows, src.cols);
+    let n = (src.len() * 4) as u64;
+    if n > 0 {
+        gpu.encoder(cx)
+            .copy_buffer_to_buffer(src.buf(), 0, dst.buf(), 0, n);
+    }
+}
+
+pub(super) fn rms_norm(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    x: &GpuTensor,
+    w: &[f32],
+    eps: f32,
+    out: &mut GpuTensor,
+) {
+    let n = w.len();
+    assert!(
+        n > 0 && x.cols.is_multiple_of(n),
+        "rms_norm: segments of {n}"
+    );
+    gpu.shape_to(out, x.rows, x.cols);
+    let segs = x.len() / n;
+    let g = gpu.param(w);
+    gpu.dispatch(
+        cx,
+        "rms_norm",
+        "",
+        None,
+        &[n as u32, fbits(eps)],
+        &[
+            Bind::Whole(x.buf()),
+            Bind::Whole(&g),
+            Bind::Whole(out.buf()),
+        ],
+        segs as u32,
+    );
+}
+
+pub(super) fn layer_norm(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    x: &GpuTensor,
+    w: &[f32],
+    b: &[f32],
+    eps: f32,
+    out: &mut GpuTensor,
+) {
+    assert!(w.len() == x.cols && b.len() == x.cols, "layer_norm: width");
+    gpu.shape_to(out, x.rows, x.cols);
+    let (gw, gb) = (gpu.param(w), gpu.param(b));
+    gpu.dispatch(
+        cx,
+        "layer_norm",
+        "",
+        None,
+        &[x.cols as u32, fbits(eps)],
+        &[
+            Bind::Whole(x.buf()),
+            Bind::Whole(&gw),
+            Bind::Whole(&gb),
+            Bind::Whole(out.buf()),
+        ],
+        x.rows as u32,
+    );
+}
+
+fn act_def(act: Act) -> &'static str {
+    match act {
+        Act::Silu => "const ACT: u32 = 0u;",
+        Act::Gelu => "const ACT: u32 = 1u;",
+    }
+}
+
+pub(super) fn activate(gpu: &Gpu, cx: &mut GpuCtx, x: &mut GpuTensor, act: Act) {
+    let n = x.len();
+    if n > 0 {
+        gpu.dispatch(
+            cx,
+            "activate",
+            act_def(act),
+            None,
+            &[n as u32],
+            &[Bind::Whole(x.buf())],
+            groups(n),
+        );
+    }
+}
+
+pub(super) fn glu(gpu: &Gpu, cx: &mut GpuCtx, gate: &mut GpuTensor, up: &GpuTensor, act: Act) {
+    assert_eq!(gate.len(), up.len(), "glu: shapes differ");
+    let n = gate.len();
+    if n > 0 {
+        gpu.dispatch(
+            cx,
+            "glu",
+            act_def(act),
+            None,
+            &[n as u32],
+            &[Bind::Whole(gate.buf()), Bind::Whole(up.buf())],
+            groups(n),
+        );
+    }
+}
+
+pub(super) fn add(gpu: &Gpu, cx: &mut GpuCtx, x: &mut GpuTensor, y: &GpuTensor) {
+    assert_eq!((x.rows, x.cols), (y.rows, y.cols), "add: shapes differ");
+    let n = x.len();
+    if n > 0 {
+        gpu.dispatch(
+            cx,
+            "add",
+            "",
+            None,
+            &[n as u32],
+            &[Bind::Whole(x.buf()), Bind::Whole(y.buf())],
+            groups(n),
+        );
+    }
+}
+
+pub(super) fn scale(gpu: &Gpu, cx: &mut GpuCtx, x: &mut GpuTensor, s: f32) {
+    let n = x.len();
+    if n > 0 {
+        gpu.dispatch(
+            cx,
+            "scale",
+            "",
+            None,
+            &[n as u32, fbits(s)],
+            &[Bind::Whole(x.buf())],
+            groups(n),
+        );
+    }
+}
+
+pub(super) fn softcap(gpu: &Gpu, cx: &mut GpuCtx, x: &mut GpuTensor, cap: f32) {
+    let n = x.len();
+    if n > 0 {
+        gpu.dispatch(
+            cx,
+            "softcap",
+            "",
+            None,
+            &[n as u32, fbits(cap)],
+            &[Bind::Whole(x.buf())],
+            groups(n),
+        );
+    }
+}
+
+pub(super) fn add_bias(gpu: &Gpu, cx: &mut GpuCtx, x: &mut GpuTensor, bias: &[f32]) {
+    assert_eq!(bias.len(), x.cols, "add_bias: width");
+    let n = x.len();
+    if n > 0 {
+        let b = gpu.param(bias);
+        gpu.dispatch(
+            cx,
+            "add_bias",
+            "",
+            None,
+            &[n as u32, x.cols as u32],
+            &[Bind::Whole(x.buf()), Bind::Whole(&b)],
+            groups(n),
+        );
+    }
+}
+
+pub(super) fn copy_cols(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    src: &GpuTensor,
+    col0: usize,
+    n: usize,
+    dst: &mut GpuTensor,
+) {
+    assert!(col0 + n <= src.cols, "copy_cols: columns past the row");
+    gpu.shape_to(dst, src.rows, n);
+    let total = src.rows * n;
+    if total > 0 {
+        gpu.dispatch(
+            cx,
+            "copy_cols",
+            "",
+            None,
+            &[total as u32, n as u32, src.cols as u32, col0 as u32],
+            &[Bind::Whole(src.buf()), Bind::Whole(dst.buf())],
+            groups(total),
+        );
+    }
+}
+
+pub(super) fn gather_rows(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    src: &GpuTensor,
+    rows: &[usize],
+    dst: &mut GpuTensor,
+) {
+    assert!(
+        rows.iter().all(|&r| r < src.rows),
+        "gather_rows: a row past the tensor"
+    );
+    gpu.shape_to(dst, rows.len(), src.cols);
+    let total = rows.len() * src.cols;
+    if total == 0 {
+        return;
+    }
+    let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+    let g = groups(total);
+    let params = [total as u32, src.cols as u32, g, 0];
+    let slots = gpu.stage(cx, &[bytes_of(&params), bytes_of(&idx)]);
+    gpu.dispatch_staged(
+        cx,
+        "gather_rows",
+        "",
+        None,
+        &slots[0],
+        &[
+            Bind::Whole(src.buf()),
+            slots[1].bind(),
+            Bind::Whole(dst.buf()),
+        ],
+        g,
+    );
+}
+
+/// RoPE with the angles computed on the host (the same `cos_sin` as the CPU, so every
+/// variant — NeoX, YaRN, frequency factors — rotates identically), one row of `(cos, sin)`
+/// pairs per distinct position of the step.
+pub(super) fn rope(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    x: &mut GpuTensor,
+    n_head: usize,
+    head_dim: usize,
+    pos: &[usize],
+    cfg: &RopeConfig,
+) {
+    assert_eq!(pos.len(), x.rows, "rope: one position per row");
+    assert!(
+        n_head * head_dim <= x.cols && cfg.n_rot <= head_dim,
+        "rope: heads past the row"
+    );
+    let half = cfg.n_rot / 2;
+    if x.rows == 0 || half == 0 {
+        return;
+    }
+    let mut cs = vec![(0f32, 0f32); half];
+    let mut table: Vec<f32> = Vec::with_capacity(pos.len() * half * 2);
+    for &p in pos {
+        cfg.cos_sin(p as i64, &mut cs);
+        table.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+    }
+    let total = x.rows * n_head * half;
+    let g = groups(total);
+    let neox = u32::from(cfg.kind == RopeKind::Neox);
+    let params = [
+        total as u32,
+        n_head as u32,
+        head_dim as u32,
+        half as u32,
+        neox,
+        x.cols as u32,
+        g,
+        0,
+    ];
+    let slots = gpu.stage(cx, &[bytes_of(&params), bytes_of(&table)]);
+    gpu.dispatch_staged(
+        cx,
+        "rope",
+        "",
+        None,
+        &slots[0],
+        &[Bind::Whole(x.buf()), slots[1].bind()],
+        g,
+    );
+}
+
+/// Taps per channel the shader keeps in registers.
+const MAX_CONV_TAPS: usize = 8;
+
+pub(super) fn short_conv(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    bcx: &GpuTensor,
+    kernel: &[f32],
+    state: &mut GpuTensor,
+    s: SeqSpan,
+    out: &mut GpuTensor,
+) {
+    let d = bcx.cols / 3;
+    assert_eq!(bcx.cols, 3 * d, "short_conv: rows are [B | C | x]");
+    let l = kernel.len() / d.max(1);
+    assert!(
+        (1..=MAX_CONV_TAPS).contains(&l) && kernel.len() == l * d,
+        "short_conv: kernel of {d} x {l} (at most {MAX_CONV_TAPS} taps)"
+    );
+    assert_eq!(
+        (out.rows, out.cols),
+        (bcx.rows, d),
+        "short_conv: output shape"
+    );
+    assert_eq!(
+        (state.rows, state.cols),
+        (l - 1, d),
+        "short_conv: state shape"
+    );
+    assert!(s.row0 + s.n <= bcx.rows, "short_conv: span past the rows");
+    if d == 0 || s.n == 0 {
+        return;
+    }
+    let k = gpu.param(kernel);
+    // a zero-row state still needs a buffer to bind
+    if state.buf.is_none() {
+        gpu.shape_to(state, l - 1, d);
+    }
+    gpu.dispatch(
+        cx,
+        "short_conv",
+        "",
+        None,
+        &[d as u32, l as u32, s.row0 as u32, s.n as u32],
+        &[
+            Bind::Whole(bcx.buf()),
+            Bind::Whole(&k),
+            Bind::Whole(state.buf()),
+            Bind::Whole(out.buf()),
+        ],
+        groups(d),
+    );
+}

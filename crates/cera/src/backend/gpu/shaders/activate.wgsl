@@ -1,0 +1,17 @@
+// x = act(x); ACT (from the op's constants): 0 SiLU, 1 GELU (tanh form)
+const WG: u32 = 256u;
+struct P { n: u32, groups: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = group_index(wid, nwg) * WG + li;
+    if (i < p.n) {
+        if (ACT == 0u) {
+            x[i] = silu(x[i]);
+        } else {
+            x[i] = gelu(x[i]);
+        }
+    }
+}

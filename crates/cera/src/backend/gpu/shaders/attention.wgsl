@@ -1,0 +1,106 @@
+// Attention of one query row (token t of the sequence, head h) over its cache, one workgroup
+// each: keys in tiles of WG (one per invocation), an online softmax across tiles, and each
+// invocation accumulating value dims li, li + WG, ...
+const WG: u32 = 64u;
+const MAX_D: u32 = 512u;
+const NEG: f32 = -3.0e38;
+struct P {
+    row0: u32, n: u32, pos0: u32, n_head: u32, n_kv: u32, d: u32, dv: u32, kw: u32,
+    vw: u32, kf16: u32, vf16: u32, n_ctx: u32, scale: u32, softcap: u32, window: u32, causal: u32,
+    q_cols: u32, o_cols: u32, groups: u32,
+}
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> kc: array<u32>;
+@group(0) @binding(3) var<storage, read> vc: array<u32>;
+@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+
+var<workgroup> qs: array<f32, MAX_D>;
+var<workgroup> ps: array<f32, WG>;
+
+fn kval(base: u32, i: u32) -> f32 {
+    if (p.kf16 != 0u) {
+        return unpack2x16float(kc[base + i / 2u])[i & 1u];
+    }
+    return bitcast<f32>(kc[base + i]);
+}
+
+fn vval(base: u32, i: u32) -> f32 {
+    if (p.vf16 != 0u) {
+        return unpack2x16float(vc[base + i / 2u])[i & 1u];
+    }
+    return bitcast<f32>(vc[base + i]);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let g = group_index(wid, nwg);
+    if (g >= p.groups) {
+        return;
+    }
+    let t = g / p.n_head;
+    let h = g % p.n_head;
+    let kvh = h / (p.n_head / p.n_kv);
+    let pos = p.pos0 + t;
+    let qrow = p.row0 + t;
+    for (var i = li; i < p.d; i += WG) {
+        qs[i] = q[qrow * p.q_cols + h * p.d + i];
+    }
+    workgroupBarrier();
+    // the keys this query sees: lo..=hi
+    var hi = pos;
+    if (p.causal == 0u) {
+        hi = p.pos0 + p.n - 1u;
+    }
+    var lo = 0u;
+    if (p.window > 0u && pos + 1u > p.window) {
+        lo = pos + 1u - p.window;
+    }
+    let scale = bitcast<f32>(p.scale);
+    let cap = bitcast<f32>(p.softcap);
+    var m = NEG;
+    var l = 0.0;
+    var acc: array<f32, 8>;
+    for (var k0 = lo; k0 <= hi; k0 += WG) {
+        let kp = k0 + li;
+        var s = NEG;
+        if (kp <= hi) {
+            let kb = (kvh * p.n_ctx + kp) * p.kw;
+            var dotv = 0.0;
+            for (var i = 0u; i < p.d; i++) {
+                dotv += qs[i] * kval(kb, i);
+            }
+            s = dotv * scale;
+            if (cap > 0.0) {
+                s = cap * tanh_safe(s / cap);
+            }
+        }
+        let m_new = max(m, wg_max(li, s));
+        var e = 0.0;
+        if (kp <= hi) {
+            e = exp(s - m_new);
+        }
+        ps[li] = e;
+        let corr = exp(m - m_new);
+        l = l * corr + wg_sum(li, e);
+        let nk = min(WG, hi - k0 + 1u);
+        for (var j = 0u; j < 8u; j++) {
+            let dd = li + j * WG;
+            if (dd < p.dv) {
+                var a = acc[j] * corr;
+                for (var jj = 0u; jj < nk; jj++) {
+                    a += ps[jj] * vval((kvh * p.n_ctx + k0 + jj) * p.vw, dd);
+                }
+                acc[j] = a;
+            }
+        }
+        m = m_new;
+        workgroupBarrier();
+    }
+    for (var j = 0u; j < 8u; j++) {
+        let dd = li + j * WG;
+        if (dd < p.dv) {
+            o[qrow * p.o_cols + h * p.dv + dd] = acc[j] / l;
+        }
+    }
+}

@@ -1,0 +1,39 @@
+// Byte access into the weight words `w` (blocks are stored as the GGUF file has them, so
+// fields need not be 4-aligned), shared by every format's `wload4`.
+
+fn rd8(b: u32) -> u32 {
+    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// 32 bits starting at any byte.
+fn rd32(b: u32) -> u32 {
+    let s = (b & 3u) * 8u;
+    let lo = w[b >> 2u];
+    if (s == 0u) {
+        return lo;
+    }
+    return (lo >> s) | (w[(b >> 2u) + 1u] << (32u - s));
+}
+
+fn rd16(b: u32) -> u32 {
+    return rd32(b) & 0xffffu;
+}
+
+fn half(bits: u32) -> f32 {
+    return unpack2x16float(bits).x;
+}
+
+// The four bytes of a word, low first.
+fn bytes4(v: u32) -> vec4<u32> {
+    return (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xffu);
+}
+
+// Bytes as signed 8-bit values.
+fn sext8(v: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(bitcast<vec4<i32>>(v << vec4<u32>(24u)) >> vec4<u32>(24u));
+}
+
+// Low or high nibbles of four bytes.
+fn nibbles(q: vec4<u32>, high: bool) -> vec4<u32> {
+    return select(q & vec4<u32>(15u), q >> vec4<u32>(4u), high);
+}

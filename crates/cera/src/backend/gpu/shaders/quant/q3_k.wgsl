@@ -1,0 +1,19 @@
+// Q3_K: super-blocks of 256 in 110 bytes: 32 bytes of high-bit masks, 64 bytes of 2-bit
+// values, 12 bytes of 6-bit scales (16, offset by 32), f16 d. A clear high bit subtracts 4.
+fn wload4(rb: u32, e: u32) -> vec4<f32> {
+    let blk = rb + (e / 256u) * 110u;
+    let i = e % 256u;
+    let h = i / 128u;
+    let r = i % 128u;
+    let j = r / 32u;
+    let l = r % 32u;
+    let q = (bytes4(rd32(blk + 32u + h * 32u + l)) >> vec4<u32>(2u * j)) & vec4<u32>(3u);
+    let hm = (bytes4(rd32(blk + l)) >> vec4<u32>(h * 4u + j)) & vec4<u32>(1u);
+    let is = h * 8u + j * 2u + l / 16u;
+    let lo4 = (rd8(blk + 96u + (is % 8u)) >> (4u * (is / 8u))) & 15u;
+    let hi2 = (rd8(blk + 104u + (is % 4u)) >> (2u * (is / 4u))) & 3u;
+    let s = i32(lo4 | (hi2 << 4u)) - 32;
+    let dl = half(rd16(blk + 108u)) * f32(s);
+    let v = vec4<f32>(q) - select(vec4<f32>(4.0), vec4<f32>(0.0), hm != vec4<u32>(0u));
+    return dl * v;
+}

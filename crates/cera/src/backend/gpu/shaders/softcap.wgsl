@@ -1,0 +1,14 @@
+// x = cap · tanh(x / cap)
+const WG: u32 = 256u;
+struct P { n: u32, cap: u32, groups: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = group_index(wid, nwg) * WG + li;
+    if (i < p.n) {
+        let c = bitcast<f32>(p.cap);
+        x[i] = c * tanh_safe(x[i] / c);
+    }
+}

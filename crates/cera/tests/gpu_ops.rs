@@ -1,0 +1,71 @@
+//! Every op of the `Backend` trait on the GPU backend (wgpu; in CI, Mesa's lavapipe), against
+//! the f64 reference through the harness of `backend_ops.rs`. Needs a Vulkan (or Metal, DX12)
+//! adapter: without one the test fails, naming what to install.
+#![cfg(feature = "gpu")]
+
+#[path = "common/backend_ops/mod.rs"]
+mod backend_ops;
+
+use backend_ops::{Failure, run_groups};
+use cera::backend::gpu::Gpu;
+use cera::backend::{Backend, KvSpec, KvType};
+
+fn gpu() -> Gpu {
+    Gpu::new().unwrap_or_else(|e| {
+        panic!("{e}\n(the GPU tests need a Vulkan driver: apt-get install mesa-vulkan-drivers)")
+    })
+}
+
+/// The ops the GPU backend does not run yet answer with an error naming them; every other
+/// check must pass.
+const NOT_YET: [&str; 5] = ["lora", "lora_embed", "matmul_lora", "moe", "moe lora"];
+
+fn check(groups: &[&str]) {
+    let g = gpu();
+    eprintln!("adapter: {:?}", g.info());
+    let fails: Vec<Failure> = run_groups(&g, groups);
+    let (expected, real): (Vec<&Failure>, Vec<&Failure>) =
+        fails.iter().partition(|f| NOT_YET.contains(&f.op.as_str()));
+    for f in &expected {
+        assert!(
+            f.what.contains("not supported on the GPU backend yet"),
+            "{f}"
+        );
+    }
+    let list: Vec<String> = real.iter().take(40).map(|f| f.to_string()).collect();
+    assert!(
+        real.is_empty(),
+        "{} GPU op checks failed:\n{}",
+        real.len(),
+        list.join("\n")
+    );
+}
+
+#[test]
+fn gpu_memory_elementwise_rope() {
+    check(&["memory", "elementwise", "rope", "errors"]);
+}
+
+#[test]
+fn gpu_matmul_every_format() {
+    check(&["matmul", "embed"]);
+}
+
+#[test]
+fn gpu_attention_and_kv_state() {
+    check(&["attention", "kv_state"]);
+}
+
+#[test]
+fn gpu_short_conv() {
+    check(&["short_conv"]);
+}
+
+#[test]
+fn gpu_kv_types() {
+    let g = gpu();
+    for t in [KvType::F32, KvType::F16] {
+        assert!(g.kv_supported(KvSpec::same(t), 64, 64), "{t:?}");
+    }
+    assert!(!g.kv_supported(KvSpec::same(KvType::Q4_0), 64, 64));
+}
