@@ -73,6 +73,16 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check openai ollama requests jsonschema pytest numpy gguf
 CERA_TEST_PYTHON="$PWD/$venv/bin/python" cargo test --workspace --locked
+step "gpu: the wgpu backend's op tests on Mesa's lavapipe (software Vulkan)"
+if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq mesa-vulkan-drivers libvulkan1
+fi
+# lavapipe, whatever else the machine has (CERA_GPU picks by index; the software adapter is
+# the only one in CI)
+cargo test --locked -p cera --features gpu --test gpu_ops --test gpu_model
 step "server: pytest with the openai client, requests and jsonschema"
 # a random-weight BERT reranker (the same generator as the Rust tests) for the /v1/rerank test
 cargo run --release --locked -q -p cera --example make_bert_model -- target/pytest-rerank.gguf rerank >/dev/null

@@ -75,6 +75,9 @@ pub struct Args {
     /// Hadamard rotation of quantized caches (on, off).
     #[arg(long = "kv-rotate", default_value = "on", value_parser = crate::gen_args::parse_on_off, action = clap::ArgAction::Set)]
     kv_rotate: bool,
+    /// Where the model runs: cpu, gpu or auto (the backend column says which).
+    #[arg(long = "device", default_value = "cpu")]
+    device: cera::engine::DeviceKind,
     #[command(flatten)]
     spec: SpecArgs,
 }
@@ -180,8 +183,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for &t in &threads {
         let mut eo = EngineOptions::default();
         eo.n_threads = Some(t);
+        eo.device = a.device;
         let engine =
             Engine::load(&path, eo).with_context(|| format!("loading {}", path.display()))?;
+        crate::common::report_device(&engine);
+        for (&kt, &vt) in a.cache_type_k.iter().zip(&a.cache_type_v) {
+            engine.check_kv(kt, vt)?;
+        }
         let mut tests = Vec::new();
         for &kt in &a.cache_type_k {
             for &vt in &a.cache_type_v {
@@ -422,7 +430,7 @@ fn print_md_row(e: &Engine, r: &TestResult, kv_cols: bool) {
         model_type(e),
         human_bytes(model_size(e)),
         human_count(n_params(e)),
-        "CPU",
+        e.backend_name(),
         r.n_threads,
         r.name(),
         format!("{m:.2} ± {s:.2}")
@@ -437,7 +445,7 @@ fn record(e: &Engine, r: &TestResult) -> serde_json::Value {
     json!({
         "build_commit": env!("CARGO_PKG_VERSION"),
         "cpu_info": format!("{:?}", cera::kernels::KernelTable::get().tier()),
-        "backends": "CPU",
+        "backends": e.backend_name(),
         "model_filename": e.path().display().to_string(),
         "model_type": model_type(e),
         "model_size": model_size(e),

@@ -53,6 +53,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let path = resolve_model(a.model.model.as_deref())?;
     let engine = Engine::load(&path, a.model.engine_options())
         .with_context(|| format!("loading {}", path.display()))?;
+    crate::common::report_device(&engine);
+    {
+        let so = a.model.session_options();
+        engine.check_kv(so.kv_type, so.kv_type_v.unwrap_or(so.kv_type))?;
+    }
     let tools = a.structured.tools(&engine, a.model.verbose)?;
     let adapters = a.model.lora.load(&engine, a.model.verbose)?;
     let mut session = engine.session(a.model.session_options());

@@ -221,3 +221,13 @@ pub fn print_kv_cache(session: &cera::session::Session) {
         session.kv_bytes_per_token()
     );
 }
+
+/// Says on stderr what runs the model when it is not the CPU, or why `--device auto` fell back
+/// to it.
+pub fn report_device(engine: &cera::engine::Engine) {
+    if let Some(why) = engine.device_fallback() {
+        eprintln!("device: CPU (no usable GPU: {why})");
+    } else if engine.backend_name() != "CPU" {
+        eprintln!("device: {}", engine.device_description());
+    }
+}

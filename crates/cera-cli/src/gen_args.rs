@@ -15,6 +15,10 @@ pub struct ModelArgs {
     /// Compute threads (default: all cores).
     #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
+    /// Where the model runs: cpu, gpu (wgpu: Vulkan, Metal, DX12) or auto (a usable GPU, else
+    /// the CPU, saying why).
+    #[arg(long = "device", default_value = "cpu")]
+    pub device: cera::engine::DeviceKind,
     /// Prompt-processing batch size.
     #[arg(
         long = "ubatch-size",
@@ -43,6 +47,7 @@ impl ModelArgs {
     pub fn engine_options(&self) -> EngineOptions {
         let mut o = EngineOptions::default();
         o.n_threads = self.threads;
+        o.device = self.device;
         o
     }
 

@@ -167,6 +167,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", a.file.display()))?;
     let path = resolve_model(a.model.model.as_deref())?;
     let engine = Engine::load(&path, a.model.engine_options())?;
+    crate::common::report_device(&engine);
+    {
+        let so = a.model.session_options();
+        engine.check_kv(so.kv_type, so.kv_type_v.unwrap_or(so.kv_type))?;
+    }
     let n_ctx = if a.model.ctx_size == 0 {
         512
     } else {

@@ -202,6 +202,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let engine = Engine::load(&path, a.model.engine_options())
         .with_context(|| format!("loading {}", path.display()))?;
+    crate::common::report_device(&engine);
+    {
+        let so = a.model.session_options();
+        engine.check_kv(so.kv_type, so.kv_type_v.unwrap_or(so.kv_type))?;
+    }
     if a.model.verbose {
         eprintln!(
             "cera: loaded {} in {:.0} ms ({} threads, kernels: {:?})",

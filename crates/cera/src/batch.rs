@@ -168,7 +168,7 @@ impl<'s> Batch<'s> {
             .collect();
         let r = engine
             .model
-            .forward_batch(&engine.cpu, &mut ws, &mut seqs, &mut out.data);
+            .forward_batch(&engine.dev, &mut ws, &mut seqs, &mut out.data);
         drop(seqs);
         engine.put_workspace(ws);
         r?;

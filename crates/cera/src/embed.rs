@@ -279,7 +279,7 @@ impl Engine {
         let mut run = |group: &[&Vec<u32>], items: &mut Vec<EmbeddingItem>| -> Result<()> {
             let mut states: Vec<SeqState> = group
                 .iter()
-                .map(|t| model.new_seq(&inner.cpu, t.len(), KvSpec::same(KvType::F16)))
+                .map(|t| model.new_seq(&inner.dev, t.len(), KvSpec::same(KvType::F16)))
                 .collect();
             // a text longer than the budget runs alone, in chunks
             let chunk = if group.len() == 1 { budget } else { usize::MAX };
@@ -303,7 +303,7 @@ impl Engine {
                         lora: &opts.lora,
                     })
                     .collect();
-                model.forward_batch_hidden(&inner.cpu, &mut ws, &mut seqs, &mut out)?;
+                model.forward_batch_hidden(&inner.dev, &mut ws, &mut seqs, &mut out)?;
                 steps += 1;
                 let mut off = 0;
                 for (h, s) in hidden.iter_mut().zip(&seqs) {

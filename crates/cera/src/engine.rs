@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::backend::{Cpu, KvType};
+use crate::backend::{Backend, Cpu, Device, KvType};
 use crate::batch::Batch;
 use crate::error::Result;
 use crate::gguf::GgufFile;
@@ -17,6 +17,34 @@ use crate::tokenizer::Tokenizer;
 pub struct EngineOptions {
     /// Compute threads (default: all cores).
     pub n_threads: Option<usize>,
+    /// Which backend runs the model (default: the CPU).
+    pub device: DeviceKind,
+}
+
+/// `--device`: where the model runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceKind {
+    #[default]
+    Cpu,
+    /// The GPU backend (wgpu); an error when there is no usable adapter or the model needs
+    /// what the GPU path lacks.
+    Gpu,
+    /// The GPU when one is usable and runs the model, else the CPU (saying why).
+    Auto,
+}
+
+impl std::str::FromStr for DeviceKind {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<DeviceKind> {
+        match s {
+            "cpu" => Ok(DeviceKind::Cpu),
+            "gpu" => Ok(DeviceKind::Gpu),
+            "auto" => Ok(DeviceKind::Auto),
+            _ => Err(crate::error::Error::Model(format!(
+                "unknown device '{s}' (expected cpu, gpu or auto)"
+            ))),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -59,7 +87,11 @@ pub(crate) struct EngineInner {
     pub(crate) path: PathBuf,
     pub(crate) model: Model,
     pub(crate) tokenizer: Tokenizer,
-    pub(crate) cpu: Cpu,
+    pub(crate) dev: Device,
+    /// Threads of the CPU work (all of it on the CPU backend; sampling and grammars on a GPU).
+    pub(crate) n_threads: usize,
+    /// Why `--device auto` chose the CPU, when it did.
+    pub(crate) fallback: Option<String>,
     pub(crate) n_ctx_train: usize,
     /// The vocabulary as a prefix tree for grammar masks, built on first use.
     pub(crate) token_trie: std::sync::OnceLock<crate::grammar::TokenTrie>,
@@ -110,13 +142,16 @@ impl Engine {
         let n_threads = opts
             .n_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let (dev, fallback) = open_device(opts.device, &model, &file, n_threads)?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 file,
                 path: path.to_path_buf(),
                 model,
                 tokenizer,
-                cpu: Cpu::new(n_threads),
+                dev,
+                n_threads,
+                fallback,
                 n_ctx_train,
                 token_trie: std::sync::OnceLock::new(),
                 fingerprint: std::sync::OnceLock::new(),
@@ -175,6 +210,87 @@ impl Engine {
     }
 
     pub fn n_threads(&self) -> usize {
-        self.inner.cpu.n_threads()
+        self.inner.n_threads
     }
+
+    /// Whether sessions of this engine can hold keys of `k` and values of `v` (a GPU holds
+    /// f32 and f16): an error naming the type when not.
+    pub fn check_kv(&self, k: KvType, v: KvType) -> Result<()> {
+        let spec = crate::backend::KvSpec::new(k, v);
+        if self.inner.dev.kv_supported(spec, 64, 64) {
+            Ok(())
+        } else {
+            Err(crate::error::Error::Gpu(format!(
+                "KV cache type {}/{} is not supported on {} (use f16 or f32, or --device cpu)",
+                k.name(),
+                v.name(),
+                self.device_description()
+            )))
+        }
+    }
+
+    /// The backend's name as `cera bench` reports it (`CPU`, `Vulkan`, ...).
+    pub fn backend_name(&self) -> &'static str {
+        self.inner.dev.name()
+    }
+
+    /// What runs the model, in words (the GPU adapter's name, or the CPU).
+    pub fn device_description(&self) -> String {
+        match &self.inner.dev {
+            Device::Cpu(c) => format!("CPU ({} threads)", c.n_threads()),
+            #[cfg(feature = "gpu")]
+            Device::Gpu(g) => format!("GPU: {} ({})", g.info().name, g.info().api),
+        }
+    }
+
+    /// Why `--device auto` fell back to the CPU (None: it did not, or was not asked).
+    pub fn device_fallback(&self) -> Option<&str> {
+        self.inner.fallback.as_deref()
+    }
+}
+
+/// The backend for `kind`: the GPU when asked (an error when it cannot run the model), or the
+/// CPU; `auto` tries the GPU and falls back with the reason.
+fn open_device(
+    kind: DeviceKind,
+    model: &Model,
+    file: &GgufFile,
+    n_threads: usize,
+) -> Result<(Device, Option<String>)> {
+    let cpu = || Device::Cpu(Cpu::new(n_threads));
+    match kind {
+        DeviceKind::Cpu => Ok((cpu(), None)),
+        DeviceKind::Gpu => Ok((gpu_device(model, file)?, None)),
+        DeviceKind::Auto => match gpu_device(model, file) {
+            Ok(d) => Ok((d, None)),
+            Err(e) => Ok((cpu(), Some(e.to_string()))),
+        },
+    }
+}
+
+#[cfg(feature = "gpu")]
+fn gpu_device(model: &Model, file: &GgufFile) -> Result<Device> {
+    if let Some(what) = model.gpu_unsupported() {
+        return Err(crate::error::Error::Gpu(format!(
+            "this model needs {what}, which the GPU backend does not run yet"
+        )));
+    }
+    if let Some(t) = file
+        .tensors
+        .iter()
+        .find(|t| t.shape.len() >= 2 && !crate::backend::gpu::reads_type(t.ty))
+    {
+        return Err(crate::error::Error::Gpu(format!(
+            "tensor {} has type {}, which the GPU kernels do not read",
+            t.name, t.ty
+        )));
+    }
+    Ok(Device::Gpu(crate::backend::gpu::Gpu::new()?))
+}
+
+#[cfg(not(feature = "gpu"))]
+fn gpu_device(_model: &Model, _file: &GgufFile) -> Result<Device> {
+    Err(crate::error::Error::Gpu(
+        "this build of cera has no GPU backend (build with the `gpu` feature)".into(),
+    ))
 }

@@ -40,7 +40,7 @@ const PREFILL_DECODE_TOL: f32 = 1e-3;
 const ROUTE_TIE: f32 = 1e-5;
 
 /// Whether the forward passes since the last call routed a token within `ROUTE_TIE`.
-fn routing_tie(st: &mut cera::models::ModelState) -> bool {
+fn routing_tie(st: &mut cera::models::ModelState<Cpu>) -> bool {
     st.take_routing_margin().is_some_and(|g| g < ROUTE_TIE)
 }
 

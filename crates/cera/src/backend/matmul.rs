@@ -134,6 +134,7 @@ impl Weight {
     /// A weak handle on the file: a cache holding it keeps the file's address from being
     /// reused by another file while the cached copy lives, so [`Weight::resident_key`] stays
     /// unique.
+    #[cfg(feature = "gpu")]
     pub(crate) fn file_handle(&self) -> std::sync::Weak<crate::gguf::GgufFile> {
         Arc::downgrade(&self.file)
     }

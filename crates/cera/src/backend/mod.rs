@@ -29,6 +29,7 @@
 mod activation;
 mod attention;
 pub(crate) mod cpu;
+mod device;
 mod elementwise;
 #[cfg(feature = "gpu")]
 pub mod gpu;
@@ -42,6 +43,7 @@ pub use attention::{
     AttentionParams, AttnSeq, KvLayer, KvSpec, KvType, Rotation, round_trip, turbo,
 };
 pub use cpu::{CpuCtx, CpuTensor};
+pub use device::{DevCtx, DevKv, DevTensor, Device};
 pub use elementwise::*;
 pub use lowrank::LowRank;
 pub use matmul::{QuantizedActs, Weight};

@@ -16,7 +16,7 @@ pub mod step;
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, Cpu, KvSpec, RopeConfig, RopeKind, RopeScaling, Weight};
+use crate::backend::{Backend, Cpu, Device, KvSpec, RopeConfig, RopeKind, RopeScaling, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
@@ -54,7 +54,7 @@ impl std::fmt::Debug for Model {
 
 /// One sequence's state in backend memory: its KV cache and, for LFM2, its convolution
 /// inputs. Owned by a session; a model never keeps any.
-pub struct SeqState<B: Backend = Cpu> {
+pub struct SeqState<B: Backend = Device> {
     /// Per layer (a convolution layer's holds no heads).
     pub kv: Vec<B::Kv>,
     /// Rolling convolution inputs (LFM2); empty for attention-only models.
@@ -97,7 +97,7 @@ impl<B: Backend> SeqState<B> {
 
 /// A sequence's state together with the working buffers to run it alone (what a session
 /// holds).
-pub struct ModelState<B: Backend = Cpu> {
+pub struct ModelState<B: Backend = Device> {
     pub seq: SeqState<B>,
     pub ws: Workspace<B>,
 }
@@ -197,6 +197,14 @@ impl Model {
         }
     }
 
+    /// What of this model the GPU backend cannot run yet (None: all of it).
+    pub fn gpu_unsupported(&self) -> Option<&'static str> {
+        match self {
+            Model::Lfm2(m) if m.layer_counts().2 > 0 => Some("mixture-of-experts layers"),
+            _ => None,
+        }
+    }
+
     /// Whether the model has a reranker's classifier head.
     pub fn has_rank_head(&self) -> bool {
         matches!(self, Model::Encoder(b) if b.cls_out.is_some() || b.cls.is_some())
@@ -278,7 +286,7 @@ impl Model {
     }
 
     /// A fresh CPU sequence state with its own working buffers.
-    pub fn new_state(&self, n_ctx: usize, spec: KvSpec) -> ModelState {
+    pub fn new_state(&self, n_ctx: usize, spec: KvSpec) -> ModelState<Cpu> {
         // the state's memory does not depend on the pool: any CPU backend makes the same
         let cpu = Cpu::new(1);
         ModelState {

@@ -3,7 +3,7 @@
 //! plan, the per-layer list of caches, logits out).
 
 use super::SeqState;
-use crate::backend::{AttentionParams, Backend, Cpu, SeqSpan, Weight};
+use crate::backend::{AttentionParams, Backend, Device, SeqSpan, Weight};
 use crate::error::{Error, Result};
 use crate::lora::LoraSet;
 
@@ -31,7 +31,7 @@ impl Logits {
 
 /// One sequence's part of a step: its state, its tokens at positions `pos0..`, and which rows
 /// want logits.
-pub struct SeqInput<'a, B: Backend = Cpu> {
+pub struct SeqInput<'a, B: Backend = Device> {
     pub state: &'a mut SeqState<B>,
     pub tokens: &'a [u32],
     pub pos0: usize,
@@ -262,7 +262,7 @@ fn add_deltas<B: Backend>(
 
 /// The working buffers of a step, reused across steps so steady-state decoding allocates
 /// nothing. Shapes are per step: `n` tokens of every sequence together.
-pub struct Workspace<B: Backend = Cpu> {
+pub struct Workspace<B: Backend = Device> {
     /// The backend's per-step context.
     pub cx: B::Ctx,
     /// `[n, n_embd]` residual stream; `h` the normed input of a block; `o` a block's output
@@ -435,6 +435,8 @@ pub(crate) fn logits_out<B: Backend>(
 ) -> Result<()> {
     logits.clear();
     if ws.out_rows.is_empty() {
+        // nothing to read back: the step ends here (a GPU submits what it recorded)
+        be.finish(&mut ws.cx);
         return Ok(());
     }
     let n = ws.n();

@@ -41,11 +41,11 @@ impl Session {
         w.u32s(&self.tokens);
         w.f32s(if self.logits_valid { &self.logits } else { &[] });
         let e = &self.engine;
-        snapshot::write_kv(&e.cpu, &self.state.seq.kv, n, &mut w);
+        snapshot::write_kv(&e.dev, &self.state.seq.kv, n, &mut w);
         if self.state.is_recurrent() {
             w.u8(1);
             let st = &mut self.state;
-            let snap = st.seq.conv.snapshot(&e.cpu, &mut st.ws.cx);
+            let snap = st.seq.conv.snapshot(&e.dev, &mut st.ws.cx);
             snapshot::write_conv(&snap, &mut w);
         } else {
             w.u8(0);
@@ -113,7 +113,7 @@ impl Session {
             return Err(r.error(format!("{} logits, expected {want}", logits.len())));
         }
         let e = std::sync::Arc::clone(&self.engine);
-        snapshot::read_kv(&e.cpu, &mut self.state.seq.kv, tokens.len(), r)?;
+        snapshot::read_kv(&e.dev, &mut self.state.seq.kv, tokens.len(), r)?;
         match (r.u8("convolution flag")?, self.state.is_recurrent()) {
             (0, false) => {}
             (1, true) => {
@@ -128,7 +128,7 @@ impl Session {
                 let st = &mut self.state;
                 st.seq
                     .conv
-                    .restore(&e.cpu, &mut st.ws.cx, &snap)
+                    .restore(&e.dev, &mut st.ws.cx, &snap)
                     .map_err(|err| r.error(err.to_string()))?;
             }
             (f, rec) => {

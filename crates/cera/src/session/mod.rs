@@ -19,7 +19,7 @@ pub(crate) use checkpoint::map_file;
 pub use generate::{Generator, Step, TokenLogprobs, partial_match_len};
 pub use prefill::PrefillReport;
 
-use crate::backend::KvSpec;
+use crate::backend::{Backend, KvCache, KvSpec, KvType};
 use crate::lora::LoraSet;
 use crate::models::ModelState;
 use crate::sample::SamplerConfig;
@@ -175,7 +175,17 @@ impl Session {
         };
         let spec = KvSpec::new(opts.kv_type, opts.kv_type_v.unwrap_or(opts.kv_type))
             .with_rotation(opts.kv_rotate);
-        let state = engine.model.new_state(n_ctx, spec);
+        // a KV type the backend cannot hold keeps f16, as layers whose heads a block type
+        // cannot hold do; front ends refuse such types by name first (Engine::check_kv)
+        let spec = if engine.dev.kv_supported(spec, 64, 64) {
+            spec
+        } else {
+            KvSpec::same(KvType::F16)
+        };
+        let state = ModelState {
+            seq: engine.model.new_seq(&engine.dev, n_ctx, spec),
+            ws: Default::default(),
+        };
         Session {
             engine,
             state,
@@ -383,7 +393,7 @@ impl Session {
         let pos0 = self.tokens.len();
         let e = &self.engine;
         e.model.forward_with(
-            &e.cpu,
+            &e.dev,
             &mut self.state,
             chunk,
             pos0,

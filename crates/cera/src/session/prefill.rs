@@ -137,7 +137,7 @@ impl Session {
         }
         let mut w = Writer::default();
         let e = &self.engine;
-        snapshot::write_kv(&e.cpu, &self.state.seq.kv, n, &mut w);
+        snapshot::write_kv(&e.dev, &self.state.seq.kv, n, &mut w);
         let recurrent = self.state.is_recurrent();
         let snaps: Vec<_> = self
             .snaps
@@ -166,7 +166,7 @@ impl Session {
     fn restore_prefix_inner(&mut self, body: &[u8], n_saved: usize, tokens: &[u32]) -> Result<()> {
         let mut r = Reader::new(body, "prefix-cache entry");
         let e = std::sync::Arc::clone(&self.engine);
-        snapshot::read_kv(&e.cpu, &mut self.state.seq.kv, n_saved, &mut r)?;
+        snapshot::read_kv(&e.dev, &mut self.state.seq.kv, n_saved, &mut r)?;
         let n_snaps = r.u32("snapshot count")? as usize;
         let n = tokens.len();
         let mut snaps = Vec::new();
@@ -186,7 +186,7 @@ impl Session {
                 return Err(r.error(format!("no convolution snapshot at position {n}")));
             };
             let st = &mut self.state;
-            st.seq.conv.restore(&e.cpu, &mut st.ws.cx, &snap)?;
+            st.seq.conv.restore(&e.dev, &mut st.ws.cx, &snap)?;
         }
         self.tokens.extend_from_slice(tokens);
         self.state.seq.conv.n_past = n;

@@ -117,7 +117,7 @@ impl Session {
                 let e = &self.engine;
                 let st = &mut self.state;
                 // restoring a snapshot of this very state cannot fail
-                match st.seq.conv.restore(&e.cpu, &mut st.ws.cx, &snap) {
+                match st.seq.conv.restore(&e.dev, &mut st.ws.cx, &snap) {
                     Ok(()) => self.replay_from = (snap.pos < n).then_some(snap.pos),
                     Err(_) => self.replay_from = Some(0),
                 }
@@ -168,7 +168,7 @@ impl Session {
         let mut snap = self.snaps.spare();
         let e = &self.engine;
         let st = &mut self.state;
-        st.seq.conv.snapshot_into(&e.cpu, &mut st.ws.cx, &mut snap);
+        st.seq.conv.snapshot_into(&e.dev, &mut st.ws.cx, &mut snap);
         self.snaps.push(snap);
     }
 }

@@ -50,7 +50,7 @@ impl Session {
         let e = &self.engine;
         let ropes = e.model.layer_ropes();
         for (kv, rope) in self.state.seq.kv.iter_mut().zip(ropes) {
-            crate::backend::Backend::kv_shift(&e.cpu, kv, keep, n_discard, n_past, rope);
+            crate::backend::Backend::kv_shift(&e.dev, kv, keep, n_discard, n_past, rope);
         }
         self.tokens.drain(keep..keep + n_discard);
         // the convolution state holds the last inputs, which are still the last tokens

@@ -28,6 +28,7 @@ pub(super) fn supported(spec: KvSpec, d: usize, dv: usize) -> bool {
 pub struct GpuKv {
     k: wgpu::Buffer,
     v: wgpu::Buffer,
+    dev: (wgpu::Device, wgpu::Queue),
     spec: KvSpec,
     n_ctx: usize,
     n_kv_head: usize,
@@ -64,6 +65,7 @@ impl GpuKv {
         GpuKv {
             k: gpu.new_buffer(kb),
             v: gpu.new_buffer(vb),
+            dev: (gpu.device.clone(), gpu.queue.clone()),
             spec,
             n_ctx,
             n_kv_head,
@@ -78,6 +80,22 @@ impl GpuKv {
 
     fn vw(&self) -> usize {
         words(self.spec.v, self.head_dim_v)
+    }
+}
+
+impl Clone for GpuKv {
+    fn clone(&self) -> Self {
+        let (d, q) = &self.dev;
+        GpuKv {
+            k: super::copy_buffer(d, q, &self.k),
+            v: super::copy_buffer(d, q, &self.v),
+            dev: self.dev.clone(),
+            spec: self.spec,
+            n_ctx: self.n_ctx,
+            n_kv_head: self.n_kv_head,
+            head_dim: self.head_dim,
+            head_dim_v: self.head_dim_v,
+        }
     }
 }
 

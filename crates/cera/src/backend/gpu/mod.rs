@@ -33,6 +33,11 @@ use crate::error::{Error, Result};
 use kernels::Pipelines;
 use weights::GpuWeight;
 
+/// Whether the GPU kernels read weights of type `ty`.
+pub fn reads_type(ty: crate::quant::GgmlType) -> bool {
+    kernels::quant_source(ty).is_some()
+}
+
 /// The wgpu backend on one adapter.
 pub struct Gpu {
     device: wgpu::Device,
@@ -57,9 +62,46 @@ pub struct GpuTensor {
     buf: Option<wgpu::Buffer>,
     rows: usize,
     cols: usize,
+    /// The device that made the buffer (a clone copies on it).
+    dev: Option<(wgpu::Device, wgpu::Queue)>,
+}
+
+/// A copy of `src` in a new buffer of its size, submitted at once (clones happen between
+/// steps: a fork of a session).
+fn copy_buffer(dev: &wgpu::Device, queue: &wgpu::Queue, src: &wgpu::Buffer) -> wgpu::Buffer {
+    let dst = dev.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: src.size(),
+        usage: src.usage(),
+        mapped_at_creation: false,
+    });
+    let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    enc.copy_buffer_to_buffer(src, 0, &dst, 0, src.size());
+    queue.submit([enc.finish()]);
+    dst
+}
+
+impl Clone for GpuTensor {
+    fn clone(&self) -> Self {
+        let buf = match (&self.buf, &self.dev) {
+            (Some(b), Some((d, q))) => Some(copy_buffer(d, q, b)),
+            _ => None,
+        };
+        GpuTensor {
+            buf,
+            rows: self.rows,
+            cols: self.cols,
+            dev: self.dev.clone(),
+        }
+    }
 }
 
 impl GpuTensor {
+    /// (rows, cols).
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
     fn len(&self) -> usize {
         self.rows * self.cols
     }
@@ -130,6 +172,7 @@ impl Gpu {
         let need = (rows * cols * 4) as u64;
         if t.buf.as_ref().is_none_or(|b| b.size() < need) {
             t.buf = Some(self.new_buffer(need));
+            t.dev = Some((self.device.clone(), self.queue.clone()));
         }
         t.rows = rows;
         t.cols = cols;

@@ -1,11 +1,11 @@
 //! The rolling inputs of LFM2's causal short convolutions, one sequence's worth, in backend
 //! memory. The convolution itself is a backend op ([`crate::backend::Backend::short_conv`]).
 
-use crate::backend::{Backend, Cpu};
+use crate::backend::{Backend, Device};
 use crate::error::{Error, Result};
 
 /// The rolling convolution inputs of every layer of one sequence.
-pub struct ConvState<B: Backend = Cpu> {
+pub struct ConvState<B: Backend = Device> {
     /// Per layer: `l_cache - 1` rows × `n_embd`, oldest first (`None` for layers without a
     /// convolution).
     pub layers: Vec<Option<B::Tensor>>,
@@ -188,6 +188,7 @@ impl ConvSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Cpu;
     use crate::backend::cpu::causal_conv;
 
     /// One chunk of n tokens equals n chunks of one token, and equals the direct definition.
@@ -238,7 +239,7 @@ mod tests {
     fn state_refuses_to_rewind() {
         let cpu = Cpu::new(1);
         let mut cx = Default::default();
-        let mut s: ConvState = ConvState::new(&cpu, [None, Some((2, 3))]);
+        let mut s: ConvState<Cpu> = ConvState::new(&cpu, [None, Some((2, 3))]);
         s.advance(0, 4);
         assert!(s.begin(&cpu, &mut cx, 4).is_ok());
         assert!(s.begin(&cpu, &mut cx, 2).is_err());
