@@ -24,6 +24,9 @@ pub struct Args {
     /// Model file or catalog name (default model when omitted).
     #[arg(short = 'm', long = "model")]
     model: Option<String>,
+    /// Where the model runs: cpu, gpu or auto.
+    #[arg(long = "device", default_value = "cpu")]
+    device: cera::engine::DeviceKind,
     /// Threads (default: all cores).
     #[arg(short = 't', long = "threads")]
     threads: Option<usize>,
@@ -86,7 +89,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let path = resolve_model(a.model.as_deref())?;
     let mut eo = EngineOptions::default();
     eo.n_threads = a.threads;
+    eo.device = a.device;
     let engine = Engine::load(&path, eo).with_context(|| format!("loading {}", path.display()))?;
+    crate::common::report_device(&engine);
     let n_vocab = engine.n_vocab() as u64;
     let mut rng = Rng::new(1234);
     let mut tok = move || (rng.next_u64() % n_vocab) as u32;

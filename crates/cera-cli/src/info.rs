@@ -1,4 +1,4 @@
-//! `cera info`: the CPU features and the kernel tier in use.
+//! `cera info`: the CPU features and the kernel tier in use, and the GPU adapters.
 
 #[derive(clap::Args, Debug)]
 pub struct Args {}
@@ -21,5 +21,36 @@ pub fn run(_: Args) -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!("models cache: {}", cera::fetch::models_dir().display());
+    gpus();
     Ok(())
+}
+
+#[cfg(feature = "gpu")]
+fn gpus() {
+    let all = cera::backend::gpu::adapters();
+    if all.is_empty() {
+        println!("GPU adapters: none (install a Vulkan driver; --device auto runs on the CPU)");
+    }
+    for a in all {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        println!(
+            "GPU adapter {}: {} ({}, {}, {}); f16 {}, subgroups {}, cooperative matrices {}, \
+             largest binding {} MiB (CERA_GPU={} picks it)",
+            a.index,
+            a.name,
+            a.api,
+            a.device_type,
+            a.driver,
+            yes(a.f16),
+            yes(a.subgroups),
+            yes(a.coop_matrix),
+            a.max_binding >> 20,
+            a.index
+        );
+    }
+}
+
+#[cfg(not(feature = "gpu"))]
+fn gpus() {
+    println!("GPU adapters: this build has no GPU backend (feature `gpu`)");
 }

@@ -5,6 +5,10 @@
 //!   make_test_model OUT_DIR [NAME...]          -> OUT_DIR/NAME.gguf, prints "NAME sha256"
 //!   make_test_model --check [NAME...]          -> runs each with our engine: logit spread,
 //!                                                 greedy variety, closest top-2 gap
+//!   make_test_model --tokenizer VOCAB.gguf ...  -> the tokenizer from VOCAB.gguf (any GGUF
+//!                                                 with `tokenizer.*` keys) instead of SmolLM2
+//!                                                 (fetched); with a real model's vocab the
+//!                                                 `*_shape_f16` models have its exact shape
 use std::sync::Arc;
 
 use cera::backend::{Cpu, KvSpec, KvType, argmax};
@@ -68,7 +72,13 @@ fn check(name: &str, bytes: Vec<u8>) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut tok_file = None;
+    if let Some(i) = args.iter().position(|a| a == "--tokenizer") {
+        assert!(i + 1 < args.len(), "--tokenizer needs a GGUF file");
+        tok_file = Some(args.remove(i + 1));
+        args.remove(i);
+    }
     let all: Vec<_> = arch_models::variants();
     if args.first().map(String::as_str) == Some("--list") {
         for v in &all {
@@ -89,7 +99,10 @@ fn main() {
     } else {
         names.iter().map(|n| arch_models::variant(n)).collect()
     };
-    let tok = tokenizer_source();
+    let tok = match tok_file {
+        Some(f) => GgufFile::open(&f).unwrap_or_else(|e| panic!("{f}: {e}")),
+        None => tokenizer_source(),
+    };
     for v in &chosen {
         let bytes = arch_models::build(v, &tok);
         if check_mode {

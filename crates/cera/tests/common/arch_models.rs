@@ -97,7 +97,7 @@ fn v(
 }
 
 use Feature::*;
-use GgmlType::{F32, Q4_0, Q4_K, Q8_0};
+use GgmlType::{F16, F32, Q4_0, Q4_K, Q8_0};
 
 /// An LFM2-family model of `n_embd` with `n_head` heads of 16 (or 64 from n_embd 1024 up).
 fn lfm2(
@@ -406,6 +406,58 @@ pub fn bench_variants() -> Vec<Variant> {
     ]
 }
 
+/// Real models' shapes with random F16 weights, for benchmarks on machines that cannot fetch
+/// the models (the GPU machine): quantize them with `cera quantize` to the real files' types.
+/// Built with the real model's tokenizer (`make_test_model --tokenizer VOCAB.gguf`), the vocab
+/// is the real one too, so every matrix has the real model's shape.
+pub fn shape_variants() -> Vec<Variant> {
+    const SMOL: &[Feature] = &[RopeBase(100000.0)];
+    const QWEN: &[Feature] = &[QkvBias, RopeBase(1000000.0)];
+    const L350M: &[Feature] = &[Lfm2(LFM2_350M_ATTN, 3), RopeBase(1000000.0)];
+    let f16 = |mut x: Variant| {
+        x = quant(x, F16, F16);
+        x.embd_ty = F16;
+        x
+    };
+    let dense = |name, arch, n_layer, n_embd, heads, n_ff, features| {
+        let mut x = lfm2(name, arch, n_layer, n_embd, heads, n_ff, features);
+        x.head_dim = 64;
+        x
+    };
+    vec![
+        // SmolLM2-135M: 30 layers of 576, 9 heads of 64 (3 KV), FFN 1536, tied output
+        f16(dense(
+            "smollm2_135m_shape_f16",
+            "llama",
+            30,
+            576,
+            (9, 3),
+            1536,
+            SMOL,
+        )),
+        // Qwen2.5-0.5B: 24 layers of 896, 14 heads of 64 (2 KV), FFN 4864, QKV biases, tied
+        f16(dense(
+            "qwen2_5_0_5b_shape_f16",
+            "qwen2",
+            24,
+            896,
+            (14, 2),
+            4864,
+            QWEN,
+        )),
+        // LFM2-350M: 16 layers of 1024 (6 attention, 10 short convolutions), FFN 4608
+        f16(lfm2(
+            "lfm2_350m_shape_f16",
+            "lfm2",
+            16,
+            1024,
+            (16, 8),
+            4608,
+            L350M,
+        )),
+    ]
+}
+
 /// Models for the LoRA tests only (no fixtures of their own): lfm2moe with an untied output,
 /// so that llama.cpp can run an adapter on the token embeddings (with a tied output it
 /// applies the embedding's pair to the output projection too, whose shapes do not match).
@@ -421,6 +473,7 @@ pub fn variant(name: &str) -> Variant {
         .into_iter()
         .chain(bench_variants())
         .chain(lora_variants())
+        .chain(shape_variants())
         .find(|v| v.name == name)
         .unwrap_or_else(|| panic!("no test model {name}"))
 }
