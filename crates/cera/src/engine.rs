@@ -142,7 +142,7 @@ impl Engine {
         let n_threads = opts
             .n_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let (dev, fallback) = open_device(opts.device, &model, &file, n_threads)?;
+        let (dev, fallback) = open_device(opts.device, &file, n_threads)?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 file,
@@ -253,15 +253,14 @@ impl Engine {
 /// CPU; `auto` tries the GPU and falls back with the reason.
 fn open_device(
     kind: DeviceKind,
-    model: &Model,
     file: &GgufFile,
     n_threads: usize,
 ) -> Result<(Device, Option<String>)> {
     let cpu = || Device::Cpu(Cpu::new(n_threads));
     match kind {
         DeviceKind::Cpu => Ok((cpu(), None)),
-        DeviceKind::Gpu => Ok((gpu_device(model, file)?, None)),
-        DeviceKind::Auto => match gpu_device(model, file) {
+        DeviceKind::Gpu => Ok((gpu_device(file)?, None)),
+        DeviceKind::Auto => match gpu_device(file) {
             Ok(d) => Ok((d, None)),
             Err(e) => Ok((cpu(), Some(e.to_string()))),
         },
@@ -269,12 +268,7 @@ fn open_device(
 }
 
 #[cfg(feature = "gpu")]
-fn gpu_device(model: &Model, file: &GgufFile) -> Result<Device> {
-    if let Some(what) = model.gpu_unsupported() {
-        return Err(crate::error::Error::Gpu(format!(
-            "this model needs {what}, which the GPU backend does not run yet"
-        )));
-    }
+fn gpu_device(file: &GgufFile) -> Result<Device> {
     if let Some(t) = file
         .tensors
         .iter()
@@ -289,7 +283,7 @@ fn gpu_device(model: &Model, file: &GgufFile) -> Result<Device> {
 }
 
 #[cfg(not(feature = "gpu"))]
-fn gpu_device(_model: &Model, _file: &GgufFile) -> Result<Device> {
+fn gpu_device(_file: &GgufFile) -> Result<Device> {
     Err(crate::error::Error::Gpu(
         "this build of cera has no GPU backend (build with the `gpu` feature)".into(),
     ))

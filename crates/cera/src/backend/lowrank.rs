@@ -38,6 +38,16 @@ pub(super) fn at(rank: usize, j: usize, c: usize) -> usize {
 }
 
 impl Transposed {
+    /// The address of the values: what identifies this B while its pair lives (a backend's
+    /// resident copy is keyed by it).
+    pub fn key(&self) -> usize {
+        match self {
+            Transposed::F32(v) => v.as_ptr() as usize,
+            Transposed::F16(v) => v.as_ptr() as usize,
+            Transposed::BF16(v) => v.as_ptr() as usize,
+        }
+    }
+
     /// Element `i` (an index from [`at`]) as f32.
     pub fn get(&self, i: usize) -> f32 {
         match self {

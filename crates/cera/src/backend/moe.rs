@@ -360,7 +360,6 @@ fn route(
     sc: &mut MoeScratch,
 ) -> Result<()> {
     let ne = w.n_expert();
-    let k = w.n_used;
     sc.logits.resize(n * ne, 0.0);
     cpu.matmul(&w.gate_inp, h, n, &mut sc.acts, &mut sc.logits[..n * ne])?;
     if lora.n_groups() > 0 {
@@ -383,51 +382,67 @@ fn route(
     let mut idx: Vec<usize> = Vec::with_capacity(ne);
     for t in 0..n {
         let probs = &mut sc.logits[t * ne..(t + 1) * ne];
-        match w.gating {
-            Gating::Sigmoid => {
-                for p in probs.iter_mut() {
-                    *p = 1.0 / (1.0 + (-*p).exp());
-                }
-            }
-            Gating::Softmax => {
-                let mx = probs.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0f32;
-                for p in probs.iter_mut() {
-                    *p = (*p - mx).exp();
-                    sum += *p;
-                }
-                for p in probs.iter_mut() {
-                    *p /= sum;
-                }
-            }
-        }
-        sel.copy_from_slice(probs);
-        if let Some(b) = &w.probs_bias {
-            backend::add_inplace(&mut sel, b);
-        }
-        // top k by the (biased) selection score; equal scores keep the lower index first
-        idx.clear();
-        idx.extend(0..ne);
-        idx.sort_by(|&a, &b| sel[b].total_cmp(&sel[a]).then(a.cmp(&b)));
-        if k < ne {
-            let gap = sel[idx[k - 1]] - sel[idx[k]];
+        if let Some(gap) = choose(w, probs, &mut sel, &mut idx, &mut sc.chosen) {
             sc.min_gap = Some(sc.min_gap.map_or(gap, |g| g.min(gap)));
-        }
-        let start = sc.chosen.len();
-        sc.chosen.extend(idx[..k].iter().map(|&e| (e, probs[e])));
-        let chosen = &mut sc.chosen[start..];
-        if w.norm_weights {
-            let sum: f32 = chosen.iter().map(|c| c.1).sum();
-            let sum = sum.max(6.103_515_6e-5);
-            for c in chosen.iter_mut() {
-                c.1 /= sum;
-            }
-        }
-        if w.weights_scale != 1.0 {
-            for c in chosen.iter_mut() {
-                c.1 *= w.weights_scale;
-            }
         }
     }
     Ok(())
+}
+
+/// One token's routing: its router logits `probs` become gate probabilities (in place), the
+/// `n_used` experts with the best (biased) selection scores are appended to `chosen` with their
+/// weights (normalized and scaled as the model asks). Returns the selection-score gap between
+/// the last expert chosen and the best one left out (None when every expert is used). Every
+/// backend routes through this, so all choose the same experts from the same logits.
+pub(crate) fn choose(
+    w: &MoeWeights,
+    probs: &mut [f32],
+    sel: &mut [f32],
+    idx: &mut Vec<usize>,
+    chosen: &mut Vec<(usize, f32)>,
+) -> Option<f32> {
+    let (ne, k) = (w.n_expert(), w.n_used);
+    match w.gating {
+        Gating::Sigmoid => {
+            for p in probs.iter_mut() {
+                *p = 1.0 / (1.0 + (-*p).exp());
+            }
+        }
+        Gating::Softmax => {
+            let mx = probs.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for p in probs.iter_mut() {
+                *p = (*p - mx).exp();
+                sum += *p;
+            }
+            for p in probs.iter_mut() {
+                *p /= sum;
+            }
+        }
+    }
+    sel.copy_from_slice(probs);
+    if let Some(b) = &w.probs_bias {
+        backend::add_inplace(sel, b);
+    }
+    // top k by the (biased) selection score; equal scores keep the lower index first
+    idx.clear();
+    idx.extend(0..ne);
+    idx.sort_by(|&a, &b| sel[b].total_cmp(&sel[a]).then(a.cmp(&b)));
+    let gap = (k < ne).then(|| sel[idx[k - 1]] - sel[idx[k]]);
+    let start = chosen.len();
+    chosen.extend(idx[..k].iter().map(|&e| (e, probs[e])));
+    let chosen = &mut chosen[start..];
+    if w.norm_weights {
+        let sum: f32 = chosen.iter().map(|c| c.1).sum();
+        let sum = sum.max(6.103_515_6e-5);
+        for c in chosen.iter_mut() {
+            c.1 /= sum;
+        }
+    }
+    if w.weights_scale != 1.0 {
+        for c in chosen.iter_mut() {
+            c.1 *= w.weights_scale;
+        }
+    }
+    gap
 }

@@ -197,14 +197,6 @@ impl Model {
         }
     }
 
-    /// What of this model the GPU backend cannot run yet (None: all of it).
-    pub fn gpu_unsupported(&self) -> Option<&'static str> {
-        match self {
-            Model::Lfm2(m) if m.layer_counts().2 > 0 => Some("mixture-of-experts layers"),
-            _ => None,
-        }
-    }
-
     /// Whether the model has a reranker's classifier head.
     pub fn has_rank_head(&self) -> bool {
         matches!(self, Model::Encoder(b) if b.cls_out.is_some() || b.cls.is_some())

@@ -41,6 +41,9 @@ fn op_source(op: &str) -> &'static str {
         "attention" => include_str!("shaders/attention.wgsl"),
         "short_conv" => include_str!("shaders/short_conv.wgsl"),
         "upload" => include_str!("shaders/upload.wgsl"),
+        "moe_scatter" => include_str!("shaders/moe_scatter.wgsl"),
+        "moe_sum" => include_str!("shaders/moe_sum.wgsl"),
+        "lora_delta" => include_str!("shaders/lora_delta.wgsl"),
         other => unreachable!("no shader for op {other}"),
     }
 }

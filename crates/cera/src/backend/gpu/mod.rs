@@ -18,6 +18,8 @@
 mod device;
 mod kernels;
 mod kv;
+mod lora;
+mod moe;
 mod ops;
 mod weights;
 
@@ -48,6 +50,15 @@ pub struct Gpu {
     weights: Mutex<HashMap<(usize, usize, usize), Arc<GpuWeight>>>,
     /// Small parameter vectors resident on the device, by (address, length, content hash).
     params: Mutex<HashMap<(usize, usize, u64), wgpu::Buffer>>,
+    /// LoRA B matrices, by (A's resident key, B's address, width), with a weak handle on A's
+    /// file.
+    #[allow(clippy::type_complexity)]
+    lora_b: Mutex<
+        HashMap<
+            ((usize, usize, usize), usize, usize),
+            (Arc<std::sync::Weak<crate::gguf::GgufFile>>, wgpu::Buffer),
+        >,
+    >,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -123,6 +134,10 @@ pub struct GpuCtx {
     pub dispatches: u64,
     /// Scratch for ops done out of place and copied back.
     tmp: GpuTensor,
+    /// The MoE block's working tensors.
+    moe: moe::MoeTensors,
+    /// `A · x` of a LoRA delta.
+    lora_t: GpuTensor,
 }
 
 impl Gpu {
@@ -148,6 +163,7 @@ impl Gpu {
             pipelines: Pipelines::default(),
             weights: Mutex::default(),
             params: Mutex::default(),
+            lora_b: Mutex::default(),
         })
     }
 
@@ -328,26 +344,26 @@ impl Backend for Gpu {
 
     fn lora(
         &self,
-        _cx: &mut GpuCtx,
-        _out: &mut GpuTensor,
-        _x: &GpuTensor,
-        _rows: Option<&[usize]>,
+        cx: &mut GpuCtx,
+        out: &mut GpuTensor,
+        x: &GpuTensor,
+        rows: Option<&[usize]>,
         w: &LowRank,
-        _s: f32,
+        s: f32,
     ) -> Result<()> {
-        Err(unsupported(&format!("LoRA adapters ({})", w.a.name)))
+        lora::lora(self, cx, out, x, rows, w, s)
     }
 
     fn lora_embed(
         &self,
-        _cx: &mut GpuCtx,
-        _out: &mut GpuTensor,
-        _tokens: &[u32],
-        _rows: Option<&[usize]>,
+        cx: &mut GpuCtx,
+        out: &mut GpuTensor,
+        tokens: &[u32],
+        rows: Option<&[usize]>,
         w: &LowRank,
-        _s: f32,
+        s: f32,
     ) -> Result<()> {
-        Err(unsupported(&format!("LoRA adapters ({})", w.a.name)))
+        lora::lora_embed(self, cx, out, tokens, rows, w, s)
     }
 
     fn scale(&self, cx: &mut GpuCtx, x: &mut GpuTensor, s: f32) {
@@ -449,18 +465,12 @@ impl Backend for Gpu {
 
     fn moe(
         &self,
-        _cx: &mut GpuCtx,
-        _w: &MoeWeights,
-        _h: &GpuTensor,
-        _lora: &dyn MoeLora,
-        _out: &mut GpuTensor,
+        cx: &mut GpuCtx,
+        w: &MoeWeights,
+        h: &GpuTensor,
+        lora: &dyn MoeLora,
+        out: &mut GpuTensor,
     ) -> Result<()> {
-        Err(unsupported("mixture-of-experts layers"))
+        moe::moe(self, cx, w, h, lora, out)
     }
-}
-
-/// What the GPU path does not run yet: an error naming it (`--device auto` falls back to the
-/// CPU on it).
-fn unsupported(what: &str) -> Error {
-    Error::Gpu(format!("{what} are not supported on the GPU backend yet"))
 }

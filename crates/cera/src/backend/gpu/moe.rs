@@ -1,0 +1,131 @@
+//! The mixture-of-experts FFN on the GPU: the router's logits are read back and routed on the
+//! host by the same code as the CPU ([`crate::backend::moe::choose`]), so both backends pick
+//! the same experts; then, grouped by expert as on the CPU, each chosen expert runs once over
+//! its tokens (gather, gate/up, SwiGLU, down: the backend's own ops) and its weighted rows are
+//! scattered into per-(token, slot) rows, summed per token in slot order at the end.
+//!
+//! The read back is one synchronization per MoE layer and step: the price of routing on the
+//! host (a GPU top-k would remove it).
+
+use super::kernels::{Bind, bytes_of};
+use super::ops;
+use super::{Gpu, GpuCtx, GpuTensor};
+use crate::backend::moe::{MoeLora, MoeWeights, choose};
+use crate::backend::{Act, Backend};
+use crate::error::{Error, Result};
+
+/// Working tensors of the MoE block, kept in the step's context.
+#[derive(Default)]
+pub(super) struct MoeTensors {
+    logits: GpuTensor,
+    xg: GpuTensor,
+    gate: GpuTensor,
+    up: GpuTensor,
+    y: GpuTensor,
+    /// `[n · n_used, d]`: each (token, slot)'s weighted expert output
+    slots: GpuTensor,
+}
+
+pub(super) fn moe(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    w: &MoeWeights,
+    h: &GpuTensor,
+    lora: &dyn MoeLora,
+    out: &mut GpuTensor,
+) -> Result<()> {
+    if lora.n_groups() > 0 {
+        return Err(Error::Gpu(
+            "LoRA adapters on mixture-of-experts layers are not supported on the GPU backend \
+             yet"
+            .into(),
+        ));
+    }
+    let d = w.gate_inp.cols;
+    assert_eq!(h.cols, d, "moe: input width");
+    let (n, ne, k) = (h.rows, w.n_expert(), w.n_used);
+    gpu.shape_to(out, n, d);
+    if n == 0 {
+        return Ok(());
+    }
+    let mut t = std::mem::take(&mut cx.moe);
+    let r = run(gpu, cx, w, h, n, ne, k, &mut t, out);
+    cx.moe = t;
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    w: &MoeWeights,
+    h: &GpuTensor,
+    n: usize,
+    ne: usize,
+    k: usize,
+    t: &mut MoeTensors,
+    out: &mut GpuTensor,
+) -> Result<()> {
+    let d = h.cols;
+    gpu.matmul(cx, &mut [(&w.gate_inp, &mut t.logits)], h)?;
+    let mut logits = Vec::new();
+    gpu.download(cx, &t.logits, &mut logits);
+    let (mut sel, mut idx, mut chosen) = (vec![0f32; ne], Vec::new(), Vec::with_capacity(n * k));
+    for probs in logits.chunks_exact_mut(ne) {
+        choose(w, probs, &mut sel, &mut idx, &mut chosen);
+    }
+    // per expert: the (token · k + slot) entries routed to it
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); ne];
+    for (slot, &(e, _)) in chosen.iter().enumerate() {
+        groups[e].push(slot);
+    }
+    gpu.shape_to(&mut t.slots, n * k, d);
+    for (e, slots) in groups.iter().enumerate() {
+        if slots.is_empty() {
+            continue;
+        }
+        let rows: Vec<usize> = slots.iter().map(|s| s / k).collect();
+        ops::gather_rows(gpu, cx, h, &rows, &mut t.xg);
+        gpu.matmul(
+            cx,
+            &mut [(&w.gate[e], &mut t.gate), (&w.up[e], &mut t.up)],
+            &t.xg,
+        )?;
+        ops::glu(gpu, cx, &mut t.gate, &t.up, Act::Silu);
+        gpu.matmul(cx, &mut [(&w.down[e], &mut t.y)], &t.gate)?;
+        // slots[slot_i] = weight_i · y[i]
+        let pairs: Vec<u32> = slots
+            .iter()
+            .flat_map(|&s| [s as u32, chosen[s].1.to_bits()])
+            .collect();
+        let total = slots.len() * d;
+        let g = total.div_ceil(256) as u32;
+        let params = [total as u32, d as u32, g, 0];
+        let st = gpu.stage(cx, &[bytes_of(&params), bytes_of(&pairs)]);
+        gpu.dispatch_staged(
+            cx,
+            "moe_scatter",
+            "",
+            None,
+            &st[0],
+            &[
+                Bind::Whole(t.y.buf()),
+                st[1].bind(),
+                Bind::Whole(t.slots.buf()),
+            ],
+            g,
+        );
+    }
+    // out[t] = Σ_slot slots[t · k + slot], in slot order (best expert first), as the CPU sums
+    let total = n * d;
+    gpu.dispatch(
+        cx,
+        "moe_sum",
+        "",
+        None,
+        &[total as u32, d as u32, k as u32],
+        &[Bind::Whole(t.slots.buf()), Bind::Whole(out.buf())],
+        total.div_ceil(256) as u32,
+    );
+    Ok(())
+}
