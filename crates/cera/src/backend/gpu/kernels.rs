@@ -14,6 +14,8 @@ use crate::quant::GgmlType;
 const ARENA_BYTES: u64 = 1 << 20;
 /// Host slices larger than this get a buffer of their own instead of arena space.
 const LARGE_UPLOAD: usize = 64 << 10;
+/// Bind groups a step context keeps before it forgets them all (they hold their buffers).
+const MAX_BIND_GROUPS: usize = 4096;
 /// Workgroups per dimension WebGPU guarantees.
 const MAX_GROUPS: u32 = 65535;
 
@@ -76,7 +78,7 @@ pub(super) fn quant_source(ty: GgmlType) -> Option<&'static str> {
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     op: &'static str,
-    defs: String,
+    defs: &'static str,
     ty: Option<GgmlType>,
 }
 
@@ -89,7 +91,13 @@ pub(super) struct Pipelines {
 pub(super) enum Bind<'a> {
     Whole(&'a wgpu::Buffer),
     Range(&'a wgpu::Buffer, u64, u64),
+    /// A whole buffer owned by a sequence (a KV cache): bind groups holding one are not kept,
+    /// so a finished session's cache is freed with it.
+    Seq(&'a wgpu::Buffer),
 }
+
+/// What a bind group binds: (buffer, offset, size) at bindings 0.. (the parameters first).
+pub(super) type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 6];
 
 /// Where staged host data landed.
 #[derive(Clone)]
@@ -118,7 +126,7 @@ impl Gpu {
             return Arc::clone(p);
         }
         let mut src = String::new();
-        src.push_str(&key.defs);
+        src.push_str(key.defs);
         src.push('\n');
         src.push_str(COMMON);
         if let Some(ty) = key.ty {
@@ -239,7 +247,7 @@ impl Gpu {
         &self,
         cx: &mut GpuCtx,
         op: &'static str,
-        defs: &str,
+        defs: &'static str,
         ty: Option<GgmlType>,
         params: &[u32],
         binds: &[Bind<'_>],
@@ -258,64 +266,90 @@ impl Gpu {
 
     /// [`Gpu::dispatch`] with the parameters already staged (when host slices were staged
     /// with them, so that all land in one submission).
-    #[allow(clippy::too_many_arguments)]
+    // (buffers hash by identity, which never changes: the key is not mutable)
+    #[allow(clippy::too_many_arguments, clippy::mutable_key_type)]
     pub(super) fn dispatch_staged(
         &self,
         cx: &mut GpuCtx,
         op: &'static str,
-        defs: &str,
+        defs: &'static str,
         ty: Option<GgmlType>,
         params: &Slot,
         binds: &[Bind<'_>],
         groups: u32,
     ) {
-        let pipe = self.pipeline(Key {
-            op,
-            defs: defs.to_string(),
-            ty,
-        });
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &params.buf,
-                offset: params.off,
-                size: wgpu::BufferSize::new(params.size),
-            }),
-        }];
-        for (i, b) in binds.iter().enumerate() {
-            let resource = match *b {
-                Bind::Whole(buf) => buf.as_entire_binding(),
-                Bind::Range(buf, off, size) => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: buf,
-                    offset: off,
-                    size: wgpu::BufferSize::new(size),
-                }),
-            };
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource,
+        let pipe = self.pipeline(Key { op, defs, ty });
+        // a step's dispatches bind the same buffers at the same offsets every step (tensors
+        // are reused, the arena fills in the same order), so bind groups are made once
+        let mut key: BgKey = Default::default();
+        key[0] = Some((params.buf.clone(), params.off, params.size));
+        for (k, b) in key[1..].iter_mut().zip(binds) {
+            *k = Some(match *b {
+                Bind::Whole(buf) | Bind::Seq(buf) => (buf.clone(), 0, buf.size()),
+                Bind::Range(buf, off, size) => (buf.clone(), off, size),
             });
         }
-        let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(op),
-            layout: &pipe.get_bind_group_layout(0),
-            entries: &entries,
-        });
+        assert!(binds.len() < key.len(), "{op}: too many bindings");
+        let make = |key: &BgKey| {
+            let entries: Vec<wgpu::BindGroupEntry<'_>> = key
+                .iter()
+                .enumerate()
+                .filter_map(|(i, k)| {
+                    k.as_ref().map(|(buf, off, size)| wgpu::BindGroupEntry {
+                        binding: i as u32,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: buf,
+                            offset: *off,
+                            size: wgpu::BufferSize::new(*size),
+                        }),
+                    })
+                })
+                .collect();
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(op),
+                layout: &pipe.get_bind_group_layout(0),
+                entries: &entries,
+            })
+        };
+        let bg = if binds.iter().any(|b| matches!(b, Bind::Seq(_))) {
+            make(&key)
+        } else {
+            let bgs = &mut cx.bind_groups;
+            if bgs.len() > MAX_BIND_GROUPS {
+                bgs.clear();
+            }
+            bgs.entry((Arc::as_ptr(&pipe) as usize, key))
+                .or_insert_with_key(|(_, key)| make(key))
+                .clone()
+        };
         let x = groups.min(MAX_GROUPS);
         let y = groups.div_ceil(x);
-        let enc = self.encoder(cx);
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(op),
-            timestamp_writes: None,
-        });
+        let pass = self.pass(cx);
         pass.set_pipeline(&pipe);
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(x, y, 1);
-        drop(pass);
         cx.dispatches += 1;
     }
 
+    /// The step's open compute pass: consecutive dispatches share one (wgpu orders each
+    /// dispatch after the writes it reads), and copies or clears end it.
+    fn pass<'c>(&self, cx: &'c mut GpuCtx) -> &'c mut wgpu::ComputePass<'static> {
+        if cx.pass.is_none() {
+            let p = self
+                .encoder(cx)
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("step"),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime();
+            cx.pass = Some(p);
+        }
+        cx.pass.as_mut().expect("just opened")
+    }
+
+    /// The step's command encoder, for commands outside compute passes (an open pass ends).
     pub(super) fn encoder<'c>(&self, cx: &'c mut GpuCtx) -> &'c mut wgpu::CommandEncoder {
+        cx.pass = None;
         cx.enc.get_or_insert_with(|| {
             self.device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -332,6 +366,7 @@ impl Gpu {
             self.queue.write_buffer(&a.buf, 0, &a.staged);
             a.staged.clear();
         }
+        cx.pass = None;
         if let Some(enc) = cx.enc.take() {
             self.queue.submit([enc.finish()]);
         }

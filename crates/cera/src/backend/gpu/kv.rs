@@ -162,7 +162,7 @@ pub(super) fn store(
                 is_f16(ty),
                 src.cols as u32,
             ],
-            &[Bind::Whole(src.buf()), Bind::Whole(buf)],
+            &[Bind::Whole(src.buf()), Bind::Seq(buf)],
             total.div_ceil(256) as u32,
         );
     }
@@ -224,8 +224,8 @@ pub(super) fn attention(
             ],
             &[
                 Bind::Whole(q.buf()),
-                Bind::Whole(&c.k),
-                Bind::Whole(&c.v),
+                Bind::Seq(&c.k),
+                Bind::Seq(&c.v),
                 Bind::Whole(out.buf()),
             ],
             (s.n * p.n_head) as u32,

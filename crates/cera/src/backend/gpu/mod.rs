@@ -128,6 +128,8 @@ impl GpuTensor {
 /// One step's recording: its command encoder and upload buffer.
 #[derive(Default)]
 pub struct GpuCtx {
+    /// The open compute pass of `enc` (declared first: it ends before the encoder goes).
+    pass: Option<wgpu::ComputePass<'static>>,
     enc: Option<wgpu::CommandEncoder>,
     arena: Option<kernels::Arena>,
     /// Dispatches recorded through this context (for `dispatches per token`).
@@ -138,6 +140,8 @@ pub struct GpuCtx {
     moe: moe::MoeTensors,
     /// `A · x` of a LoRA delta.
     lora_t: GpuTensor,
+    /// Bind groups by (pipeline, bindings), reused from step to step.
+    bind_groups: HashMap<(usize, kernels::BgKey), wgpu::BindGroup>,
 }
 
 impl Gpu {

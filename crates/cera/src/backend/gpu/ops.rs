@@ -358,7 +358,7 @@ pub(super) fn short_conv(
         &[
             Bind::Whole(bcx.buf()),
             Bind::Whole(&k),
-            Bind::Whole(state.buf()),
+            Bind::Seq(state.buf()),
             Bind::Whole(out.buf()),
         ],
         groups(d),
