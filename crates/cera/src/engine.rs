@@ -221,7 +221,7 @@ impl Engine {
             Ok(())
         } else {
             Err(crate::error::Error::Gpu(format!(
-                "KV cache type {}/{} is not supported on {} (use f16 or f32, or --device cpu)",
+                "KV cache type {}/{} is not supported on {} (the GPU holds f32, f16 and q8_0; or use --device cpu)",
                 k.name(),
                 v.name(),
                 self.device_description()

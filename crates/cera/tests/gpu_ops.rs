@@ -69,7 +69,7 @@ fn gpu_short_conv_and_moe() {
 #[test]
 fn gpu_kv_types() {
     let g = gpu();
-    for t in [KvType::F32, KvType::F16] {
+    for t in [KvType::F32, KvType::F16, KvType::Q8_0] {
         assert!(g.kv_supported(KvSpec::same(t), 64, 64), "{t:?}");
     }
     assert!(!g.kv_supported(KvSpec::same(KvType::Q4_0), 64, 64));

@@ -40,6 +40,7 @@ fn op_source(op: &str) -> &'static str {
         "gather_rows" => include_str!("shaders/gather_rows.wgsl"),
         "rope" => include_str!("shaders/rope.wgsl"),
         "kv_store" => include_str!("shaders/kv_store.wgsl"),
+        "kv_store_q8" => include_str!("shaders/kv_store_q8.wgsl"),
         "attention" => include_str!("shaders/attention.wgsl"),
         "short_conv" => include_str!("shaders/short_conv.wgsl"),
         "upload" => include_str!("shaders/upload.wgsl"),

@@ -1,15 +1,19 @@
 //! KV caches on the device and attention over them.
 //!
 //! A cache side is one buffer of u32 words, head-major: `[head][position][row]`, a row being
-//! `head_dim` f32 or `head_dim / 2` packed f16 pairs (rounded to nearest even on store, as the
-//! CPU rounds). Head-major rows make a snapshot's layout ([`KvCache::saved_len`]: per head, the
-//! first `n` rows) a plain copy of each head's first rows.
+//! `head_dim` f32, `head_dim / 2` packed f16 pairs (rounded to nearest even on store, as the
+//! CPU rounds), or Q8_0 blocks of 9 words (the f16 scale in the first, 32 signed bytes in the
+//! other eight), stored after the Walsh–Hadamard rotation the spec asks for (the query is
+//! rotated like the keys, and the output un-rotated like the values, so attention needs no
+//! inverse per key). Snapshots use the layout of [`KvCache::saved_len`] (per head, the first
+//! `n` rows in the type's bytes): f32 and f16 rows are that already, Q8_0 blocks are repacked
+//! from 36 bytes to 34 on the way.
 
 use super::kernels::{Bind, fbits};
 use super::{Gpu, GpuCtx, GpuTensor};
-use crate::backend::{AttentionParams, KvCache, KvSpec, KvType, RopeConfig, SeqSpan};
+use crate::backend::attention::kvtype as codec;
+use crate::backend::{AttentionParams, KvCache, KvSpec, KvType, RopeConfig, Rotation, SeqSpan};
 use crate::error::{Error, Result};
-use crate::quant::{self, GgmlType};
 
 /// Head sizes the attention shader holds a query of (and value rows it accumulates).
 const MAX_HEAD: usize = 512;
@@ -19,6 +23,7 @@ pub(super) fn supported(spec: KvSpec, d: usize, dv: usize) -> bool {
     let side = |t: KvType, w: usize| match t {
         KvType::F32 => true,
         KvType::F16 => w.is_multiple_of(2),
+        KvType::Q8_0 => w.is_multiple_of(32),
         _ => false,
     };
     side(spec.k, d) && side(spec.v, dv) && d <= MAX_HEAD && dv <= MAX_HEAD
@@ -29,6 +34,9 @@ pub struct GpuKv {
     k: wgpu::Buffer,
     v: wgpu::Buffer,
     dev: (wgpu::Device, wgpu::Queue),
+    /// The rotations keys and values are stored after (block size 0: none).
+    k_rot: Rotation,
+    v_rot: Rotation,
     spec: KvSpec,
     n_ctx: usize,
     n_kv_head: usize,
@@ -40,7 +48,44 @@ pub struct GpuKv {
 fn words(t: KvType, w: usize) -> usize {
     match t {
         KvType::F16 => w / 2,
+        KvType::Q8_0 => w / 32 * 9,
         _ => w,
+    }
+}
+
+/// The shaders' code for a cache type.
+fn type_code(t: KvType) -> u32 {
+    match t {
+        KvType::F16 => 1,
+        KvType::Q8_0 => 2,
+        _ => 0,
+    }
+}
+
+/// One side's rows from the device layout to the snapshot layout (`KvType::row_bytes`).
+fn to_saved(t: KvType, dev: &[u8], out: &mut Vec<u8>) {
+    match t {
+        KvType::Q8_0 => {
+            for blk in dev.chunks_exact(36) {
+                out.extend_from_slice(&blk[..2]);
+                out.extend_from_slice(&blk[4..]);
+            }
+        }
+        _ => out.extend_from_slice(dev),
+    }
+}
+
+/// The inverse of [`to_saved`].
+fn from_saved(t: KvType, saved: &[u8], out: &mut Vec<u8>) {
+    match t {
+        KvType::Q8_0 => {
+            for blk in saved.chunks_exact(34) {
+                out.extend_from_slice(&blk[..2]);
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&blk[2..]);
+            }
+        }
+        _ => out.extend_from_slice(saved),
     }
 }
 
@@ -66,6 +111,8 @@ impl GpuKv {
             k: gpu.new_buffer(kb),
             v: gpu.new_buffer(vb),
             dev: (gpu.device.clone(), gpu.queue.clone()),
+            k_rot: Rotation::for_side(spec.k, head_dim, spec.rotate, true),
+            v_rot: Rotation::for_side(spec.v, head_dim_v, spec.rotate, false),
             spec,
             n_ctx,
             n_kv_head,
@@ -90,6 +137,8 @@ impl Clone for GpuKv {
             k: super::copy_buffer(d, q, &self.k),
             v: super::copy_buffer(d, q, &self.v),
             dev: self.dev.clone(),
+            k_rot: self.k_rot,
+            v_rot: self.v_rot,
             spec: self.spec,
             n_ctx: self.n_ctx,
             n_kv_head: self.n_kv_head,
@@ -114,8 +163,14 @@ impl KvCache for GpuKv {
     }
 }
 
-fn is_f16(t: KvType) -> u32 {
-    u32::from(t == KvType::F16)
+/// (block size, 1/√block as f32 bits) of a rotation, for the shaders.
+fn rot_params(r: &Rotation) -> [u32; 2] {
+    let s = if r.n > 0 {
+        1.0 / (r.n as f32).sqrt()
+    } else {
+        1.0
+    };
+    [r.n as u32, s.to_bits()]
 }
 
 pub(super) fn store(
@@ -134,18 +189,41 @@ pub(super) fn store(
         kv.n_ctx
     );
     let h = kv.n_kv_head;
-    for (src, buf, ty, d) in [
-        (k, &kv.k, kv.spec.k, kv.head_dim),
-        (v, &kv.v, kv.spec.v, kv.head_dim_v),
+    for (src, buf, ty, d, rot) in [
+        (k, &kv.k, kv.spec.k, kv.head_dim, kv.k_rot),
+        (v, &kv.v, kv.spec.v, kv.head_dim_v, kv.v_rot),
     ] {
         assert!(
             src.cols >= h * d && s.row0 + s.n <= src.rows,
             "kv_store: rows"
         );
-        let total = s.n * h * words(ty, d);
-        if total == 0 {
+        if s.n == 0 {
             continue;
         }
+        let [rn, rs] = rot_params(&rot);
+        if ty == KvType::Q8_0 {
+            // a workgroup per (token, head) row: rotate, then quantize its blocks
+            gpu.dispatch(
+                cx,
+                "kv_store_q8",
+                "",
+                None,
+                &[
+                    s.row0 as u32,
+                    s.pos0 as u32,
+                    h as u32,
+                    d as u32,
+                    kv.n_ctx as u32,
+                    src.cols as u32,
+                    rn,
+                    rs,
+                ],
+                &[Bind::Whole(src.buf()), Bind::Seq(buf)],
+                (s.n * h) as u32,
+            );
+            continue;
+        }
+        let total = s.n * h * words(ty, d);
         gpu.dispatch(
             cx,
             "kv_store",
@@ -159,7 +237,7 @@ pub(super) fn store(
                 d as u32,
                 words(ty, d) as u32,
                 kv.n_ctx as u32,
-                is_f16(ty),
+                type_code(ty),
                 src.cols as u32,
             ],
             &[Bind::Whole(src.buf()), Bind::Seq(buf)],
@@ -212,8 +290,8 @@ pub(super) fn attention(
                 p.head_dim_v as u32,
                 c.kw() as u32,
                 c.vw() as u32,
-                is_f16(c.spec.k),
-                is_f16(c.spec.v),
+                type_code(c.spec.k),
+                type_code(c.spec.v),
                 c.n_ctx as u32,
                 fbits(p.scale),
                 fbits(p.softcap.unwrap_or(0.0)),
@@ -221,6 +299,10 @@ pub(super) fn attention(
                 u32::from(p.causal),
                 q.cols as u32,
                 out.cols as u32,
+                rot_params(&c.k_rot)[0],
+                rot_params(&c.k_rot)[1],
+                rot_params(&c.v_rot)[0],
+                rot_params(&c.v_rot)[1],
             ],
             &[
                 Bind::Whole(q.buf()),
@@ -242,10 +324,14 @@ fn read_sides(gpu: &Gpu, kv: &GpuKv) -> [Vec<u8>; 2] {
 pub(super) fn save(gpu: &Gpu, kv: &GpuKv, n: usize, out: &mut Vec<u8>) {
     assert!(n <= kv.n_ctx, "kv_save: {n} positions of {}", kv.n_ctx);
     let sides = read_sides(gpu, kv);
-    for (bytes, w) in sides.iter().zip([kv.kw(), kv.vw()]) {
+    for ((bytes, w), ty) in sides
+        .iter()
+        .zip([kv.kw(), kv.vw()])
+        .zip([kv.spec.k, kv.spec.v])
+    {
         let rb = w * 4;
         for g in 0..kv.n_kv_head {
-            out.extend_from_slice(&bytes[g * kv.n_ctx * rb..][..n * rb]);
+            to_saved(ty, &bytes[g * kv.n_ctx * rb..][..n * rb], out);
         }
     }
 }
@@ -261,13 +347,19 @@ pub(super) fn load(gpu: &Gpu, kv: &mut GpuKv, n: usize, src: &[u8]) -> Result<()
         )));
     }
     let mut at = 0;
-    for (buf, w) in [(&kv.k, kv.kw()), (&kv.v, kv.vw())] {
-        let rb = w * 4;
+    let mut dev = Vec::new();
+    for (buf, w, ty, d) in [
+        (&kv.k, kv.kw(), kv.spec.k, kv.head_dim),
+        (&kv.v, kv.vw(), kv.spec.v, kv.head_dim_v),
+    ] {
+        let (rb, srb) = (w * 4, ty.row_bytes(d));
         for g in 0..kv.n_kv_head {
-            let len = n * rb;
+            let len = n * srb;
             if len > 0 {
+                dev.clear();
+                from_saved(ty, &src[at..at + len], &mut dev);
                 gpu.queue
-                    .write_buffer(buf, (g * kv.n_ctx * rb) as u64, &src[at..at + len]);
+                    .write_buffer(buf, (g * kv.n_ctx * rb) as u64, &dev);
             }
             at += len;
         }
@@ -276,9 +368,10 @@ pub(super) fn load(gpu: &Gpu, kv: &mut GpuKv, n: usize, src: &[u8]) -> Result<()
     Ok(())
 }
 
-/// The context shift, on the host: the cache is read back, shifted and rotated as the CPU
-/// does (f32 arithmetic, stored again in the cache's type), and written back. Shifts are rare
-/// (once per context overflow), so a round trip costs little.
+/// The context shift, on the host: the cache is read back, shifted and its moved keys rotated
+/// back (decoded, un-rotated, RoPE'd in f32, encoded again in the cache's type, as the CPU
+/// does), and written back. Shifts are rare (once per context overflow), so a round trip
+/// costs little.
 pub(super) fn shift(
     gpu: &Gpu,
     kv: &mut GpuKv,
@@ -292,24 +385,19 @@ pub(super) fn shift(
         "kv_shift: range"
     );
     let (h, d) = (kv.n_kv_head, kv.head_dim);
-    let [mut kb, mut vb] = read_sides(gpu, kv);
-    let (krb, vrb) = (kv.kw() * 4, kv.vw() * 4);
+    let mut saved = Vec::new();
+    save(gpu, kv, kv.n_ctx, &mut saved);
+    let (krb, vrb) = (kv.spec.k.row_bytes(d), kv.spec.v.row_bytes(kv.head_dim_v));
+    let (kb, vb) = saved.split_at_mut(h * kv.n_ctx * krb);
     let mut cs = vec![(0f32, 0f32); rope.map_or(0, |r| r.n_rot / 2)];
     if let Some(r) = rope {
         r.cos_sin(-(n_discard as i64), &mut cs);
     }
-    let kty = kv.spec.k;
-    let ggml = |t: KvType| {
-        if t == KvType::F16 {
-            GgmlType::F16
-        } else {
-            GgmlType::F32
-        }
-    };
+    let mut x = vec![0f32; d];
     for g in 0..h {
+        let (base_k, base_v) = (g * kv.n_ctx * krb, g * kv.n_ctx * vrb);
         for p in keep..n_past - n_discard {
             let from = p + n_discard;
-            let (base_k, base_v) = (g * kv.n_ctx * krb, g * kv.n_ctx * vrb);
             kb.copy_within(
                 base_k + from * krb..base_k + (from + 1) * krb,
                 base_k + p * krb,
@@ -320,14 +408,48 @@ pub(super) fn shift(
             );
             if let Some(r) = rope {
                 let row = &mut kb[base_k + p * krb..base_k + (p + 1) * krb];
-                let mut x = quant::dequantize_to_vec(ggml(kty), row, d).expect("cache row");
+                decode_row(kv.spec.k, &kv.k_rot, row, &mut x);
                 r.apply(&mut x, 1, d, &cs);
-                let enc = quant::quantize_to_vec(ggml(kty), &x).expect("cache row");
-                row.copy_from_slice(&enc);
+                encode_row(kv.spec.k, &kv.k_rot, &x, row);
             }
         }
     }
-    gpu.queue.write_buffer(&kv.k, 0, &kb);
-    gpu.queue.write_buffer(&kv.v, 0, &vb);
-    gpu.queue.submit([]);
+    load(gpu, kv, kv.n_ctx, &saved).expect("the cache's own layout");
+}
+
+/// One row of a snapshot's bytes to f32, un-rotated.
+fn decode_row(ty: KvType, rot: &Rotation, b: &[u8], x: &mut [f32]) {
+    match ty {
+        KvType::F32 => {
+            for (v, c) in x.iter_mut().zip(b.chunks_exact(4)) {
+                *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        KvType::F16 => {
+            for (v, c) in x.iter_mut().zip(b.chunks_exact(2)) {
+                *v = half::f16::from_le_bytes([c[0], c[1]]).to_f32();
+            }
+        }
+        t => {
+            codec::decode_rows(t, rot.n, x.len(), b, x);
+            rot.inverse(x);
+        }
+    }
+}
+
+/// One row of f32 to a snapshot's bytes (rotated first where the side rotates).
+fn encode_row(ty: KvType, rot: &Rotation, x: &[f32], b: &mut [u8]) {
+    match ty {
+        KvType::F32 => {
+            for (v, c) in x.iter().zip(b.chunks_exact_mut(4)) {
+                c.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        KvType::F16 => {
+            for (v, c) in x.iter().zip(b.chunks_exact_mut(2)) {
+                c.copy_from_slice(&half::f16::from_f32(*v).to_le_bytes());
+            }
+        }
+        t => codec::encode_row(t, rot, x, b),
+    }
 }

@@ -6,8 +6,8 @@ const MAX_D: u32 = 512u;
 const NEG: f32 = -3.0e38;
 struct P {
     row0: u32, n: u32, pos0: u32, n_head: u32, n_kv: u32, d: u32, dv: u32, kw: u32,
-    vw: u32, kf16: u32, vf16: u32, n_ctx: u32, scale: u32, softcap: u32, window: u32, causal: u32,
-    q_cols: u32, o_cols: u32, groups: u32,
+    vw: u32, kty: u32, vty: u32, n_ctx: u32, scale: u32, softcap: u32, window: u32, causal: u32,
+    q_cols: u32, o_cols: u32, krot_n: u32, krot_s: u32, vrot_n: u32, vrot_s: u32, groups: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -15,19 +15,29 @@ struct P {
 @group(0) @binding(3) var<storage, read> vc: array<u32>;
 @group(0) @binding(4) var<storage, read_write> o: array<f32>;
 
-var<workgroup> qs: array<f32, MAX_D>;
 var<workgroup> ps: array<f32, WG>;
 
+// Element i of a cache row starting at word `base`: f32 (type 0), f16 (1) or Q8_0 (2).
 fn kval(base: u32, i: u32) -> f32 {
-    if (p.kf16 != 0u) {
+    if (p.kty == 1u) {
         return unpack2x16float(kc[base + i / 2u])[i & 1u];
+    }
+    if (p.kty == 2u) {
+        let b = base + (i / 32u) * 9u;
+        let q = (kc[b + 1u + (i % 32u) / 4u] >> (8u * (i % 4u))) & 0xffu;
+        return f32((i32(q) << 24u) >> 24u) * unpack2x16float(kc[b]).x;
     }
     return bitcast<f32>(kc[base + i]);
 }
 
 fn vval(base: u32, i: u32) -> f32 {
-    if (p.vf16 != 0u) {
+    if (p.vty == 1u) {
         return unpack2x16float(vc[base + i / 2u])[i & 1u];
+    }
+    if (p.vty == 2u) {
+        let b = base + (i / 32u) * 9u;
+        let q = (vc[b + 1u + (i % 32u) / 4u] >> (8u * (i % 4u))) & 0xffu;
+        return f32((i32(q) << 24u) >> 24u) * unpack2x16float(vc[b]).x;
     }
     return bitcast<f32>(vc[base + i]);
 }
@@ -44,9 +54,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let pos = p.pos0 + t;
     let qrow = p.row0 + t;
     for (var i = li; i < p.d; i += WG) {
-        qs[i] = q[qrow * p.q_cols + h * p.d + i];
+        rowbuf[i] = q[qrow * p.q_cols + h * p.d + i];
     }
     workgroupBarrier();
+    // keys stored rotated: rotate the query alike (the rotation is orthonormal)
+    fwht_row(p.d, p.krot_n, bitcast<f32>(p.krot_s), li);
     // the keys this query sees: lo..=hi
     var hi = pos;
     if (p.causal == 0u) {
@@ -68,7 +80,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let kb = (kvh * p.n_ctx + kp) * p.kw;
             var dotv = 0.0;
             for (var i = 0u; i < p.d; i++) {
-                dotv += qs[i] * kval(kb, i);
+                dotv += rowbuf[i] * kval(kb, i);
             }
             s = dotv * scale;
             if (cap > 0.0) {
@@ -97,10 +109,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         m = m_new;
         workgroupBarrier();
     }
+    // values stored rotated: the output is in their rotated space, and the transform is its
+    // own inverse (the row buffer held the query until here)
+    workgroupBarrier();
     for (var j = 0u; j < 8u; j++) {
         let dd = li + j * WG;
         if (dd < p.dv) {
-            o[qrow * p.o_cols + h * p.dv + dd] = acc[j] / l;
+            rowbuf[dd] = acc[j] / l;
         }
+    }
+    workgroupBarrier();
+    fwht_row(p.dv, p.vrot_n, bitcast<f32>(p.vrot_s), li);
+    for (var dd = li; dd < p.dv; dd += WG) {
+        o[qrow * p.o_cols + h * p.dv + dd] = rowbuf[dd];
     }
 }

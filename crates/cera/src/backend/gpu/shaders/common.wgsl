@@ -81,3 +81,30 @@ fn f16_bits(f: f32) -> u32 {
     }
     return sign | h;
 }
+
+// A row of up to 512 values in workgroup memory (a query, an output row, a KV row to store),
+// for the ops that transform a whole row together.
+var<workgroup> rowbuf: array<f32, 512>;
+
+// The normalized Walsh–Hadamard transform of each block of n (a power of two) of the first
+// `len` values of `rowbuf`, as the CPU's `fwht` computes it: butterflies h = 1, 2, ... then a
+// multiply by s = 1/√n (given by the host, so it is the CPU's f32). Every invocation calls it
+// (it synchronizes); n = 0 leaves the row as it is.
+fn fwht_row(len: u32, n: u32, s: f32, li: u32) {
+    for (var h = 1u; h < n; h *= 2u) {
+        for (var q = li; q < len / 2u; q += WG) {
+            let i = (q / h) * 2u * h + q % h;
+            let u = rowbuf[i];
+            let v = rowbuf[i + h];
+            rowbuf[i] = u + v;
+            rowbuf[i + h] = u - v;
+        }
+        workgroupBarrier();
+    }
+    if (n > 0u) {
+        for (var i = li; i < len; i += WG) {
+            rowbuf[i] = rowbuf[i] * s;
+        }
+    }
+    workgroupBarrier();
+}

@@ -1,5 +1,5 @@
 // Stores one sequence's keys (or values): word wd of head h of token t goes to the cache at
-// [h][pos0 + t][wd], as f32 or as two f16 rounded to nearest even.
+// [h][pos0 + t][wd], as f32 (type 0) or as two f16 rounded to nearest even (type 1).
 const WG: u32 = 256u;
 struct P { total: u32, row0: u32, pos0: u32, h: u32, d: u32, words: u32, n_ctx: u32, f16: u32, src_cols: u32, groups: u32 }
 @group(0) @binding(0) var<uniform> p: P;
