@@ -83,6 +83,27 @@ fn add_delta(
     );
 }
 
+/// `t` by `first` (into the context's scratch), then the delta of `t` added to `out`.
+#[allow(clippy::too_many_arguments)]
+fn apply(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    out: &mut GpuTensor,
+    rows: Option<&[usize]>,
+    w: &LowRank,
+    s: f32,
+    first: impl FnOnce(&mut GpuCtx, &mut GpuTensor) -> Result<()>,
+) -> Result<()> {
+    let mut t = std::mem::take(&mut cx.lora_t);
+    let r = first(cx, &mut t);
+    if r.is_ok() {
+        add_delta(gpu, cx, out, &t, rows, w, s);
+    }
+    cx.lora_t = t;
+    r
+}
+
+/// `out[rows[i]] += s · B(A · x[i])`.
 pub(super) fn lora(
     gpu: &Gpu,
     cx: &mut GpuCtx,
@@ -92,15 +113,12 @@ pub(super) fn lora(
     w: &LowRank,
     s: f32,
 ) -> Result<()> {
-    let mut t = std::mem::take(&mut cx.lora_t);
-    let r = weights::matmul(gpu, cx, &w.a, x, &mut t);
-    if r.is_ok() {
-        add_delta(gpu, cx, out, &t, rows, w, s);
-    }
-    cx.lora_t = t;
-    r
+    apply(gpu, cx, out, rows, w, s, |cx, t| {
+        weights::matmul(gpu, cx, &w.a, x, t)
+    })
 }
 
+/// `out[rows[i]] += s · B · A[tokens[i]]` (A holds a row per token).
 pub(super) fn lora_embed(
     gpu: &Gpu,
     cx: &mut GpuCtx,
@@ -110,11 +128,7 @@ pub(super) fn lora_embed(
     w: &LowRank,
     s: f32,
 ) -> Result<()> {
-    let mut t = std::mem::take(&mut cx.lora_t);
-    let r = weights::embed(gpu, cx, &w.a, tokens, &mut t);
-    if r.is_ok() {
-        add_delta(gpu, cx, out, &t, rows, w, s);
-    }
-    cx.lora_t = t;
-    r
+    apply(gpu, cx, out, rows, w, s, |cx, t| {
+        weights::embed(gpu, cx, &w.a, tokens, t)
+    })
 }

@@ -37,3 +37,12 @@ fn sext8(v: vec4<u32>) -> vec4<f32> {
 fn nibbles(q: vec4<u32>, high: bool) -> vec4<u32> {
     return select(q & vec4<u32>(15u), q >> vec4<u32>(4u), high);
 }
+
+// Q4_K/Q5_K: the 6-bit (scale, min) of sub-block j from the 12 scale bytes at byte s.
+fn scale_min_k4(j: u32, s: u32) -> vec2<u32> {
+    if (j < 4u) {
+        return vec2<u32>(rd8(s + j) & 63u, rd8(s + j + 4u) & 63u);
+    }
+    let a = rd8(s + j + 4u);
+    return vec2<u32>((a & 15u) | ((rd8(s + j - 4u) >> 6u) << 4u), (a >> 4u) | ((rd8(s + j) >> 6u) << 4u));
+}

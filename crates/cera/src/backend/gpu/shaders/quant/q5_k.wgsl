@@ -1,14 +1,6 @@
 // Q5_K: super-blocks of 256 in 176 bytes: f16 d, f16 dmin, 12 bytes of scales and mins (as
 // Q4_K), 32 bytes of high bits (bit 2c + r/32 of byte r%32 for element 64c + r), 128 bytes of
 // nibbles.
-fn scale_min_k4(j: u32, s: u32) -> vec2<u32> {
-    if (j < 4u) {
-        return vec2<u32>(rd8(s + j) & 63u, rd8(s + j + 4u) & 63u);
-    }
-    let a = rd8(s + j + 4u);
-    return vec2<u32>((a & 15u) | ((rd8(s + j - 4u) >> 6u) << 4u), (a >> 4u) | ((rd8(s + j) >> 6u) << 4u));
-}
-
 fn wload4(rb: u32, e: u32) -> vec4<f32> {
     let blk = rb + (e / 256u) * 176u;
     let i = e % 256u;
