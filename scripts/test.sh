@@ -83,6 +83,10 @@ fi
 # lavapipe, whatever else the machine has (CERA_GPU picks by index; the software adapter is
 # the only one in CI)
 cargo test --locked -p cera --features gpu --test gpu_ops --test gpu_model
+# llama.cpp parity through the GPU kernels, one model per feature they add (quantized GEMM,
+# soft-capping, sliding windows, convolution and experts); the whole list is `gpu::` there
+cargo test --release --locked -p cera --features gpu --test arch_parity -- \
+  gpu::llama3_q4_0 gpu::gemma2_q8_0 gpu::gemma3_swa_f32 gpu::lfm2moe_q4_0
 step "server: pytest with the openai client, requests and jsonschema"
 # a random-weight BERT reranker (the same generator as the Rust tests) for the /v1/rerank test
 cargo run --release --locked -q -p cera --example make_bert_model -- target/pytest-rerank.gguf rerank >/dev/null

@@ -109,6 +109,10 @@ impl Backend for Cpu {
         "CPU"
     }
 
+    fn take_routing_margin(&self, cx: &mut CpuCtx) -> Option<f32> {
+        cx.take_routing_margin()
+    }
+
     fn new_kv(
         &self,
         spec: KvSpec,

@@ -272,6 +272,10 @@ impl Backend for Device {
         on!(self, b => Backend::kv_supported(b, spec, head_dim, head_dim_v))
     }
 
+    fn take_routing_margin(&self, cx: &mut DevCtx) -> Option<f32> {
+        on!(self, b => Backend::take_routing_margin(b, cx.w()))
+    }
+
     fn finish(&self, cx: &mut DevCtx) {
         on!(self, b => Backend::finish(b, cx.w()))
     }

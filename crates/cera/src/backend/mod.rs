@@ -122,6 +122,14 @@ pub trait Backend: Send + Sync {
     /// context) comes after it.
     fn finish(&self, _cx: &mut Self::Ctx) {}
 
+    /// For mixture-of-experts layers: the smallest gap, since the last call on `cx`, between
+    /// the selection score of the last expert chosen and the best one left out (None: no
+    /// routing). A tiny gap means rounding-level differences could have chosen other experts,
+    /// which is what comparisons against another engine need to know.
+    fn take_routing_margin(&self, _cx: &mut Self::Ctx) -> Option<f32> {
+        None
+    }
+
     // ---- memory ----
 
     /// A KV cache layer of `n_ctx` positions for `n_kv_head` heads of `head_dim` (keys) and

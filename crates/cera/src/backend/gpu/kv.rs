@@ -262,6 +262,7 @@ pub(super) fn attention(
     );
     assert!(q.cols >= p.n_head * p.head_dim, "attention: query width");
     gpu.shape_to(out, q.rows, p.n_head * p.head_dim_v);
+    let mut part = std::mem::take(&mut cx.attn_part);
     for (c, s) in kv.iter().zip(spans) {
         assert_eq!(
             (c.head_dim, c.head_dim_v, c.n_kv_head),
@@ -275,6 +276,11 @@ pub(super) fn attention(
         if s.n == 0 {
             continue;
         }
+        let rows = s.n * p.n_head;
+        let (n_split, chunk) = split_keys(rows, s.pos0 + s.n, p.window);
+        gpu.shape_to(&mut part, rows * n_split, p.head_dim_v + 2);
+        let [krn, krs] = rot_params(&c.k_rot);
+        let [vrn, vrs] = rot_params(&c.v_rot);
         gpu.dispatch(
             cx,
             "attention",
@@ -299,20 +305,61 @@ pub(super) fn attention(
                 u32::from(p.causal),
                 q.cols as u32,
                 out.cols as u32,
-                rot_params(&c.k_rot)[0],
-                rot_params(&c.k_rot)[1],
-                rot_params(&c.v_rot)[0],
-                rot_params(&c.v_rot)[1],
+                krn,
+                krs,
+                vrn,
+                vrs,
+                n_split as u32,
+                chunk as u32,
             ],
             &[
                 Bind::Whole(q.buf()),
                 Bind::Seq(&c.k),
                 Bind::Seq(&c.v),
                 Bind::Whole(out.buf()),
+                Bind::Whole(part.buf()),
             ],
-            (s.n * p.n_head) as u32,
+            (rows * n_split) as u32,
         );
+        if n_split > 1 {
+            gpu.dispatch(
+                cx,
+                "attention_combine",
+                "",
+                None,
+                &[
+                    s.row0 as u32,
+                    p.n_head as u32,
+                    p.head_dim_v as u32,
+                    n_split as u32,
+                    out.cols as u32,
+                    vrn,
+                    vrs,
+                ],
+                &[Bind::Whole(part.buf()), Bind::Whole(out.buf())],
+                rows as u32,
+            );
+        }
     }
+    cx.attn_part = part;
+}
+
+/// Workgroups below which a step's attention splits each row's keys: about twice what the
+/// largest GPUs run at once (132 multiprocessors on an H200).
+const SPLIT_BELOW_ROWS: usize = 512;
+
+/// How to split the keys of `rows` query rows that see up to `keys` keys each (`window`
+/// limits that): (chunks per row, keys per chunk). Few rows and many keys (decoding at depth)
+/// split into chunks of at least 256 keys, so the step has enough workgroups to fill the GPU.
+fn split_keys(rows: usize, keys: usize, window: Option<usize>) -> (usize, usize) {
+    let keys = window.map_or(keys, |w| w.min(keys)).max(1);
+    if rows >= SPLIT_BELOW_ROWS || keys <= 256 {
+        return (1, keys.next_multiple_of(64));
+    }
+    let want = SPLIT_BELOW_ROWS.div_ceil(rows);
+    let n_split = want.min(keys.div_ceil(256)).clamp(1, 64);
+    let chunk = keys.div_ceil(n_split).next_multiple_of(64);
+    (keys.div_ceil(chunk), chunk)
 }
 
 /// Each side's whole buffer, read back (snapshots and shifts are between steps).

@@ -140,6 +140,11 @@ pub struct GpuCtx {
     moe: moe::MoeTensors,
     /// `A · x` of a LoRA delta.
     lora_t: GpuTensor,
+    /// Attention's partial results when a row's keys are split.
+    attn_part: GpuTensor,
+    /// The smallest MoE routing gap since it was last taken (see
+    /// [`Backend::take_routing_margin`]).
+    min_gap: Option<f32>,
     /// Bind groups by (pipeline, bindings), reused from step to step.
     bind_groups: HashMap<(usize, kernels::BgKey), wgpu::BindGroup>,
 }
@@ -234,6 +239,10 @@ impl Backend for Gpu {
 
     fn finish(&self, cx: &mut GpuCtx) {
         self.flush(cx);
+    }
+
+    fn take_routing_margin(&self, cx: &mut GpuCtx) -> Option<f32> {
+        cx.min_gap.take()
     }
 
     fn new_kv(

@@ -72,7 +72,9 @@ fn run(
     gpu.download(cx, &t.logits, &mut logits);
     let (mut sel, mut idx, mut chosen) = (vec![0f32; ne], Vec::new(), Vec::with_capacity(n * k));
     for probs in logits.chunks_exact_mut(ne) {
-        choose(w, probs, &mut sel, &mut idx, &mut chosen);
+        if let Some(gap) = choose(w, probs, &mut sel, &mut idx, &mut chosen) {
+            cx.min_gap = Some(cx.min_gap.map_or(gap, |g| g.min(gap)));
+        }
     }
     // per expert: the (token · k + slot) entries routed to it
     let mut groups: Vec<Vec<usize>> = vec![Vec::new(); ne];

@@ -349,18 +349,30 @@ pub(super) fn short_conv(
     if state.buf.is_none() {
         gpu.shape_to(state, l - 1, d);
     }
+    let params = [d as u32, l as u32, s.row0 as u32, s.n as u32];
     gpu.dispatch(
         cx,
         "short_conv",
         "",
         None,
-        &[d as u32, l as u32, s.row0 as u32, s.n as u32],
+        &params,
         &[
             Bind::Whole(bcx.buf()),
             Bind::Whole(&k),
             Bind::Seq(state.buf()),
             Bind::Whole(out.buf()),
         ],
-        groups(d),
+        groups(s.n * d),
     );
+    if l > 1 {
+        gpu.dispatch(
+            cx,
+            "short_conv_state",
+            "",
+            None,
+            &params,
+            &[Bind::Whole(bcx.buf()), Bind::Seq(state.buf())],
+            groups(d),
+        );
+    }
 }

@@ -1,19 +1,23 @@
-// Attention of one query row (token t of the sequence, head h) over its cache, one workgroup
-// each: keys in tiles of WG (one per invocation), an online softmax across tiles, and each
-// invocation accumulating value dims li, li + WG, ...
+// Attention of one query row (token t of the sequence, head h) over its cache: keys in tiles
+// of WG (one per invocation), an online softmax across tiles, each invocation accumulating
+// value dims li, li + WG, ... A row's keys may be split into n_split chunks of `chunk` keys,
+// one workgroup each (decoding has few rows: this is what fills the GPU); then each writes its
+// (max, sum, unnormalized output) to `part` and attention_combine.wgsl merges them.
 const WG: u32 = 64u;
 const MAX_D: u32 = 512u;
 const NEG: f32 = -3.0e38;
 struct P {
     row0: u32, n: u32, pos0: u32, n_head: u32, n_kv: u32, d: u32, dv: u32, kw: u32,
     vw: u32, kty: u32, vty: u32, n_ctx: u32, scale: u32, softcap: u32, window: u32, causal: u32,
-    q_cols: u32, o_cols: u32, krot_n: u32, krot_s: u32, vrot_n: u32, vrot_s: u32, groups: u32,
+    q_cols: u32, o_cols: u32, krot_n: u32, krot_s: u32, vrot_n: u32, vrot_s: u32, n_split: u32,
+    chunk: u32, groups: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> kc: array<u32>;
 @group(0) @binding(3) var<storage, read> vc: array<u32>;
 @group(0) @binding(4) var<storage, read_write> o: array<f32>;
+@group(0) @binding(5) var<storage, read_write> part: array<f32>;
 
 var<workgroup> ps: array<f32, WG>;
 
@@ -48,8 +52,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (g >= p.groups) {
         return;
     }
-    let t = g / p.n_head;
-    let h = g % p.n_head;
+    let split = g % p.n_split;
+    let th = g / p.n_split;
+    let t = th / p.n_head;
+    let h = th % p.n_head;
     let kvh = h / (p.n_head / p.n_kv);
     let pos = p.pos0 + t;
     let qrow = p.row0 + t;
@@ -68,6 +74,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (p.window > 0u && pos + 1u > p.window) {
         lo = pos + 1u - p.window;
     }
+    // this workgroup's chunk of them (empty when the row has fewer keys)
+    lo += split * p.chunk;
+    hi = min(hi, lo + p.chunk - 1u);
     let scale = bitcast<f32>(p.scale);
     let cap = bitcast<f32>(p.softcap);
     var m = NEG;
@@ -108,6 +117,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         m = m_new;
         workgroupBarrier();
+    }
+    if (p.n_split > 1u) {
+        let base = (th * p.n_split + split) * (p.dv + 2u);
+        if (li == 0u) {
+            part[base] = m;
+            part[base + 1u] = l;
+        }
+        for (var j = 0u; j < 8u; j++) {
+            let dd = li + j * WG;
+            if (dd < p.dv) {
+                part[base + 2u + dd] = acc[j];
+            }
+        }
+        return;
     }
     // values stored rotated: the output is in their rotated space, and the transform is its
     // own inverse (the row buffer held the query until here)

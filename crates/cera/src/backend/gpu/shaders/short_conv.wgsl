@@ -1,38 +1,37 @@
-// LFM2's gated short convolution, one invocation per channel: the window of the last l
-// inputs (B ⊙ x) starts from the state (oldest first), slides over the span's rows, and the
-// state keeps the last l - 1.
+// LFM2's gated short convolution, one invocation per (token, channel): the window of the l
+// inputs (B ⊙ x) ending at the token, the ones before the span taken from the state (oldest
+// first), times the channel's taps, gated by C. Tokens are independent here; the state moves
+// on in short_conv_state.wgsl.
 const WG: u32 = 256u;
 const MAX_TAPS: u32 = 8u;
 struct P { d: u32, l: u32, row0: u32, n: u32, groups: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> bcx: array<f32>;
 @group(0) @binding(2) var<storage, read> kern: array<f32>;
-@group(0) @binding(3) var<storage, read_write> state: array<f32>;
+@group(0) @binding(3) var<storage, read> state: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+// Input j of the span (B ⊙ x of its row j), or of the state for j < 0.
+fn input(j: i32, c: u32) -> f32 {
+    if (j < 0) {
+        return state[u32(i32(p.l) - 1 + j) * p.d + c];
+    }
+    let row = (p.row0 + u32(j)) * 3u * p.d;
+    return bcx[row + c] * bcx[row + 2u * p.d + c];
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let c = group_index(wid, nwg) * WG + li;
-    if (c >= p.d) {
+    let i = group_index(wid, nwg) * WG + li;
+    if (i >= p.n * p.d) {
         return;
     }
-    var win: array<f32, MAX_TAPS>;
-    for (var k = 0u; k + 1u < p.l; k++) {
-        win[k] = state[k * p.d + c];
+    let t = i / p.d;
+    let c = i % p.d;
+    var conv = 0.0;
+    for (var k = 0u; k < p.l; k++) {
+        conv += kern[c * p.l + k] * input(i32(t + k) - i32(p.l) + 1, c);
     }
-    for (var t = 0u; t < p.n; t++) {
-        let row = (p.row0 + t) * 3u * p.d;
-        win[p.l - 1u] = bcx[row + c] * bcx[row + 2u * p.d + c];
-        var conv = 0.0;
-        for (var k = 0u; k < p.l; k++) {
-            conv += kern[c * p.l + k] * win[k];
-        }
-        y[(p.row0 + t) * p.d + c] = conv * bcx[row + p.d + c];
-        for (var k = 0u; k + 1u < p.l; k++) {
-            win[k] = win[k + 1u];
-        }
-    }
-    for (var k = 0u; k + 1u < p.l; k++) {
-        state[k * p.d + c] = win[k];
-    }
+    let row = (p.row0 + t) * 3u * p.d;
+    y[(p.row0 + t) * p.d + c] = conv * bcx[row + p.d + c];
 }
