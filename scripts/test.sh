@@ -72,19 +72,20 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check openai ollama requests jsonschema pytest numpy gguf
-CERA_TEST_PYTHON="$PWD/$venv/bin/python" cargo test --workspace --locked
-step "gpu: the wgpu backend's op tests on Mesa's lavapipe (software Vulkan)"
+# the workspace builds the core with the `gpu` feature (cera-cli enables it), so its GPU tests
+# (tests/gpu_ops.rs, tests/gpu_model.rs) run here, on Mesa's lavapipe (software Vulkan;
+# CERA_GPU picks an adapter by index where a machine has several)
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo=sudo
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq mesa-vulkan-drivers libvulkan1
 fi
-# lavapipe, whatever else the machine has (CERA_GPU picks by index; the software adapter is
-# the only one in CI)
-cargo test --locked -p cera --features gpu --test gpu_ops --test gpu_model
-# llama.cpp parity through the GPU kernels, one model per feature they add (quantized GEMM,
-# soft-capping, sliding windows, convolution and experts); the whole list is `gpu::` there
+# (the GPU parity list of arch_parity runs in its own step below, four models of it)
+CERA_TEST_PYTHON="$PWD/$venv/bin/python" cargo test --workspace --locked -- --skip gpu::
+step "gpu: llama.cpp parity of the architectures through the GPU kernels (lavapipe)"
+# one model per feature the kernels add (quantized GEMM, soft-capping, sliding windows,
+# convolution and experts); the whole list is `arch_parity gpu::` (minutes each on lavapipe)
 cargo test --release --locked -p cera --features gpu --test arch_parity -- \
   gpu::llama3_q4_0 gpu::gemma2_q8_0 gpu::gemma3_swa_f32 gpu::lfm2moe_q4_0
 step "server: pytest with the openai client, requests and jsonschema"
