@@ -15,6 +15,9 @@ pub struct Args {
     /// Model file or catalog name; the default model when omitted.
     #[arg(short = 'm', long = "model")]
     model: Option<String>,
+    /// Where the model runs: cpu, gpu or auto.
+    #[arg(long = "device", default_value = "cpu")]
+    device: cera::engine::DeviceKind,
     /// The text to embed; several texts separated by --embd-separator.
     #[arg(short = 'p', long = "prompt", conflicts_with = "file")]
     prompt: Option<String>,
@@ -82,7 +85,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let path = resolve_model(a.model.as_deref())?;
     let mut eo = cera::engine::EngineOptions::default();
     eo.n_threads = a.threads;
+    eo.device = a.device;
     let engine = Engine::load(&path, eo).with_context(|| format!("loading {}", path.display()))?;
+    crate::common::report_device(&engine);
     let mut opts = EmbedOptions::default();
     opts.pooling = pooling;
     opts.normalize = normalize;

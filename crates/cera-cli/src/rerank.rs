@@ -14,6 +14,9 @@ pub struct Args {
     /// The reranker model (a GGUF with `cls` / `cls.output` tensors).
     #[arg(short = 'm', long = "model")]
     model: Option<String>,
+    /// Where the model runs: cpu, gpu or auto.
+    #[arg(long = "device", default_value = "cpu")]
+    device: cera::engine::DeviceKind,
     /// The query.
     #[arg(short = 'q', long = "query")]
     query: String,
@@ -42,7 +45,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let path = resolve_model(a.model.as_deref())?;
     let mut eo = cera::engine::EngineOptions::default();
     eo.n_threads = a.threads;
+    eo.device = a.device;
     let engine = Engine::load(&path, eo).with_context(|| format!("loading {}", path.display()))?;
+    crate::common::report_device(&engine);
     let scores = engine.rerank(&a.query, &docs, &EmbedOptions::default())?;
     let mut order: Vec<usize> = (0..docs.len()).collect();
     order.sort_by(|&i, &j| scores[j].total_cmp(&scores[i]));

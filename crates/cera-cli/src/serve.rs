@@ -29,6 +29,9 @@ pub struct Args {
     /// Compute threads (default: all cores).
     #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
+    /// Where the model runs: cpu, gpu or auto.
+    #[arg(long = "device", default_value = "cpu")]
+    pub device: cera::engine::DeviceKind,
     /// Tokens per forward step at most (decodes first, then prompt chunks).
     #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
     pub batch: usize,
@@ -77,6 +80,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.n_parallel = a.n_parallel;
     cfg.n_ctx = a.ctx_size;
     cfg.n_threads = a.threads;
+    cfg.device = a.device;
     cfg.n_batch = a.batch;
     cfg.max_queue = a.max_queue;
     cfg.timeout = (a.timeout > 0).then(|| Duration::from_secs(a.timeout));

@@ -55,6 +55,8 @@ pub struct ServerConfig {
     /// Context in tokens over all slots (each gets `n_ctx / n_parallel`); 0: 4096 per slot.
     pub n_ctx: usize,
     pub n_threads: Option<usize>,
+    /// Where the model runs (`--device`).
+    pub device: cera::engine::DeviceKind,
     /// Tokens per forward step at most.
     pub n_batch: usize,
     /// Requests waiting for a slot at most; more get 503 with `Retry-After`.
@@ -94,6 +96,7 @@ impl ServerConfig {
             n_parallel: 4,
             n_ctx: 0,
             n_threads: None,
+            device: cera::engine::DeviceKind::Cpu,
             n_batch: 512,
             max_queue: 64,
             timeout: Some(Duration::from_secs(600)),
@@ -341,10 +344,22 @@ fn load(st: &AppState) -> Result<(), ServerError> {
     let cfg = &st.cfg;
     let mut eo = EngineOptions::default();
     eo.n_threads = cfg.n_threads;
+    eo.device = cfg.device;
     let engine = Engine::load(&cfg.model_path, eo).map_err(|source| ServerError::Load {
         path: cfg.model_path.display().to_string(),
         source,
     })?;
+    if let Some(why) = engine.device_fallback() {
+        eprintln!("device: CPU (no usable GPU: {why})");
+    } else if engine.backend_name() != "CPU" {
+        eprintln!("device: {}", engine.device_description());
+    }
+    engine
+        .check_kv(cfg.kv.k, cfg.kv.v)
+        .map_err(|source| ServerError::Load {
+            path: cfg.model_path.display().to_string(),
+            source,
+        })?;
     let template = ChatTemplate::from_gguf(engine.gguf()).map_err(|source| ServerError::Load {
         path: cfg.model_path.display().to_string(),
         source,
