@@ -29,7 +29,8 @@ pub enum DeviceKind {
     /// The GPU backend (wgpu); an error when there is no usable adapter or the model needs
     /// what the GPU path lacks.
     Gpu,
-    /// The GPU when one is usable and runs the model, else the CPU (saying why).
+    /// A hardware GPU when one is usable, else the CPU (saying why; a software renderer such
+    /// as lavapipe is slower than the CPU backend, so only `Gpu` takes it).
     Auto,
 }
 
@@ -259,8 +260,9 @@ fn open_device(
     let cpu = || Device::Cpu(Cpu::new(n_threads));
     match kind {
         DeviceKind::Cpu => Ok((cpu(), None)),
-        DeviceKind::Gpu => Ok((gpu_device(file)?, None)),
-        DeviceKind::Auto => match gpu_device(file) {
+        DeviceKind::Gpu => Ok((gpu_device(file, true)?, None)),
+        // a software rasterizer (lavapipe) is slower than the CPU backend: only when asked
+        DeviceKind::Auto => match gpu_device(file, false) {
             Ok(d) => Ok((d, None)),
             Err(e) => Ok((cpu(), Some(e.to_string()))),
         },
@@ -268,7 +270,7 @@ fn open_device(
 }
 
 #[cfg(feature = "gpu")]
-fn gpu_device(file: &GgufFile) -> Result<Device> {
+fn gpu_device(file: &GgufFile, allow_software: bool) -> Result<Device> {
     if let Some(t) = file
         .tensors
         .iter()
@@ -279,11 +281,19 @@ fn gpu_device(file: &GgufFile) -> Result<Device> {
             t.name, t.ty
         )));
     }
-    Ok(Device::Gpu(crate::backend::gpu::Gpu::new()?))
+    let gpu = crate::backend::gpu::Gpu::new()?;
+    if !allow_software && gpu.info().device_type == "Cpu" {
+        return Err(crate::error::Error::Gpu(format!(
+            "the only adapter is {}, a software renderer slower than the CPU backend \
+             (--device gpu uses it anyway)",
+            gpu.info().name
+        )));
+    }
+    Ok(Device::Gpu(gpu))
 }
 
 #[cfg(not(feature = "gpu"))]
-fn gpu_device(_file: &GgufFile) -> Result<Device> {
+fn gpu_device(_file: &GgufFile, _allow_software: bool) -> Result<Device> {
     Err(crate::error::Error::Gpu(
         "this build of cera has no GPU backend (build with the `gpu` feature)".into(),
     ))
