@@ -382,7 +382,7 @@ fn unsupported_tensor_type_fails_at_load_with_its_name() {
 }
 
 macro_rules! parity {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident $([$slow:ident])?),* $(,)?) => {
         const TESTED: &[&str] = &[$(stringify!($name)),*];
         $(
             #[test]
@@ -403,20 +403,27 @@ macro_rules! parity {
                     })
                 })
             }
-            $(
-                #[test]
-                fn $name() {
-                    let name = stringify!($name);
-                    // the LFM2-350M shapes take minutes each under lavapipe (a CPU running
-                    // the shaders); they use the tiny lfm2 models' kernels at a larger width,
-                    // and run here when CERA_GPU_PARITY_ALL is set (on a real GPU)
-                    if name.contains("350m") && std::env::var_os("CERA_GPU_PARITY_ALL").is_none() {
-                        eprintln!("{name}: the 350M shape on the GPU needs CERA_GPU_PARITY_ALL=1");
-                        return;
-                    }
-                    super::check_on(name, gpu(), super::Tol::GPU);
-                }
-            )*
+            $(gpu_test!($name $(, $slow)?);)*
+        }
+    };
+}
+
+/// One model's GPU parity test; `slow` ones (the LFM2-350M shapes, minutes each under
+/// lavapipe, a CPU running the shaders) are ignored by default and reported as such: run them
+/// with `--ignored` on a real GPU. They use the tiny lfm2 models' kernels at a larger width.
+#[cfg(feature = "gpu")]
+macro_rules! gpu_test {
+    ($name:ident) => {
+        #[test]
+        fn $name() {
+            super::check_on(stringify!($name), gpu(), super::Tol::GPU);
+        }
+    };
+    ($name:ident, slow) => {
+        #[test]
+        #[ignore = "minutes under lavapipe; run with --ignored on a real GPU"]
+        fn $name() {
+            super::check_on(stringify!($name), gpu(), super::Tol::GPU);
         }
     };
 }
@@ -446,9 +453,9 @@ parity!(
     lfm2_q8_0,
     lfm2_q4_0,
     lfm2_q4_k,
-    lfm2_350m_q8_0,
-    lfm2_350m_q4_0,
-    lfm2_350m_q4_k,
+    lfm2_350m_q8_0[slow],
+    lfm2_350m_q4_0[slow],
+    lfm2_350m_q4_k[slow],
     lfm2moe_f32,
     lfm2moe_q8_0,
     lfm2moe_q4_0,
