@@ -280,36 +280,49 @@ pub(super) fn rope(
     if x.rows == 0 || half == 0 {
         return;
     }
-    let mut cs = vec![(0f32, 0f32); half];
-    let mut table: Vec<f32> = Vec::with_capacity(pos.len() * half * 2);
-    for &p in pos {
-        cfg.cos_sin(p as i64, &mut cs);
-        table.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
-    }
+    // the angles depend on the positions and the config only: every layer of a step (and
+    // the next step at the same positions) shares one uploaded table
+    let table = match cx.rope_tables.iter().find(|(c, p, _)| c == cfg && p == pos) {
+        Some((_, _, buf)) => buf.clone(),
+        None => {
+            let mut cs = vec![(0f32, 0f32); half];
+            let mut t: Vec<f32> = Vec::with_capacity(pos.len() * half * 2);
+            for &p in pos {
+                cfg.cos_sin(p as i64, &mut cs);
+                t.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+            }
+            let buf = gpu.buffer_with(bytes_of(&t), wgpu::BufferUsages::STORAGE);
+            if cx.rope_tables.len() >= ROPE_TABLES {
+                cx.rope_tables.remove(0);
+            }
+            cx.rope_tables
+                .push((cfg.clone(), pos.to_vec(), buf.clone()));
+            buf
+        }
+    };
     let total = x.rows * n_head * half;
     let g = groups(total);
     let neox = u32::from(cfg.kind == RopeKind::Neox);
-    let params = [
-        total as u32,
-        n_head as u32,
-        head_dim as u32,
-        half as u32,
-        neox,
-        x.cols as u32,
-        g,
-        0,
-    ];
-    let slots = gpu.stage(cx, &[bytes_of(&params), bytes_of(&table)]);
-    gpu.dispatch_staged(
+    gpu.dispatch(
         cx,
         "rope",
         "",
         None,
-        &slots[0],
-        &[Bind::Whole(x.buf()), slots[1].bind()],
+        &[
+            total as u32,
+            n_head as u32,
+            head_dim as u32,
+            half as u32,
+            neox,
+            x.cols as u32,
+        ],
+        &[Bind::Whole(x.buf()), Bind::Whole(&table)],
         g,
     );
 }
+
+/// RoPE tables a step context keeps (a model has one or two configs: local and global layers).
+const ROPE_TABLES: usize = 4;
 
 /// Taps per channel the shader keeps in registers.
 const MAX_CONV_TAPS: usize = 8;

@@ -1,7 +1,7 @@
 // Rotates pair k of head h of row r by that row's (cos, sin) for pair k: normal pairs are
 // (2k, 2k+1), NeoX pairs (k, k + half).
 const WG: u32 = 256u;
-struct P { total: u32, n_head: u32, head_dim: u32, half: u32, neox: u32, cols: u32, groups: u32, _a: u32 }
+struct P { total: u32, n_head: u32, head_dim: u32, half: u32, neox: u32, cols: u32, groups: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read> cs: array<vec2<f32>>;
