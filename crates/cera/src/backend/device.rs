@@ -351,6 +351,59 @@ impl Backend for Device {
         on!(self, b => with_ops(ops, |v| Backend::matmul(b, cx.w(), v, x.r())))
     }
 
+    fn fuses_ops(&self) -> bool {
+        on!(self, b => Backend::fuses_ops(b))
+    }
+
+    fn matmul_add(
+        &self,
+        cx: &mut DevCtx,
+        w: &Weight,
+        x: &DevTensor,
+        out: &mut DevTensor,
+    ) -> Result<()> {
+        on!(self, b => Backend::matmul_add(b, cx.w(), w, x.r(), out.w()))
+    }
+
+    fn norm_matmul(
+        &self,
+        cx: &mut DevCtx,
+        x: &DevTensor,
+        w: &[f32],
+        eps: f32,
+        h: &mut DevTensor,
+        ops: &mut [(&Weight, &mut DevTensor)],
+    ) -> Result<()> {
+        on!(self, b => with_ops(ops, |v| Backend::norm_matmul(b, cx.w(), x.r(), w, eps, h.w(), v)))
+    }
+
+    fn glu_matmul_add(
+        &self,
+        cx: &mut DevCtx,
+        gate: &mut DevTensor,
+        up: &DevTensor,
+        act: Act,
+        w: &Weight,
+        out: &mut DevTensor,
+    ) -> Result<()> {
+        on!(self, b => Backend::glu_matmul_add(b, cx.w(), gate.w(), up.r(), act, w, out.w()))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rope_qk(
+        &self,
+        cx: &mut DevCtx,
+        q: &mut DevTensor,
+        n_head: usize,
+        k: &mut DevTensor,
+        n_kv_head: usize,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        on!(self, b => Backend::rope_qk(b, cx.w(), q.w(), n_head, k.w(), n_kv_head, head_dim, pos, cfg))
+    }
+
     fn matmul_lora(
         &self,
         cx: &mut DevCtx,

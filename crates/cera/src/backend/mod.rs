@@ -183,6 +183,71 @@ pub trait Backend: Send + Sync {
         ops: &mut [(&Weight, &mut Self::Tensor)],
         x: &Self::Tensor,
     ) -> Result<()>;
+    /// Whether [`Backend::matmul_add`], [`Backend::norm_matmul`], [`Backend::glu_matmul_add`]
+    /// and [`Backend::rope_qk`] are single ops here (for the few rows of a decode step): models
+    /// then use them instead of their parts (on a GPU every op is a dispatch; on a CPU the
+    /// parts are as fast).
+    fn fuses_ops(&self) -> bool {
+        false
+    }
+    /// `out += x · wᵀ`: a block's output projection added to the residual stream.
+    fn matmul_add(
+        &self,
+        cx: &mut Self::Ctx,
+        w: &Weight,
+        x: &Self::Tensor,
+        out: &mut Self::Tensor,
+    ) -> Result<()> {
+        let (rows, _) = self.shape(out);
+        let mut t = self.zeros(rows, w.rows);
+        self.matmul(cx, &mut [(w, &mut t)], x)?;
+        self.add(cx, out, &t);
+        Ok(())
+    }
+    /// `h = rms_norm(x, w, eps)` (whole rows), then [`Backend::matmul`] of `h`: a block's
+    /// input norm and its projections. A backend that fuses them may leave `h` unwritten.
+    fn norm_matmul(
+        &self,
+        cx: &mut Self::Ctx,
+        x: &Self::Tensor,
+        w: &[f32],
+        eps: f32,
+        h: &mut Self::Tensor,
+        ops: &mut [(&Weight, &mut Self::Tensor)],
+    ) -> Result<()> {
+        self.rms_norm(cx, x, w, eps, h);
+        self.matmul(cx, ops, h)
+    }
+    /// `out += glu(gate, up) · wᵀ`: the FFN's activation, down projection and residual add.
+    /// A backend that fuses them may leave `gate` as it was.
+    fn glu_matmul_add(
+        &self,
+        cx: &mut Self::Ctx,
+        gate: &mut Self::Tensor,
+        up: &Self::Tensor,
+        act: Act,
+        w: &Weight,
+        out: &mut Self::Tensor,
+    ) -> Result<()> {
+        self.glu(cx, gate, up, act);
+        self.matmul_add(cx, w, gate, out)
+    }
+    /// [`Backend::rope`] of a step's queries (`n_head` heads) and keys (`n_kv_head`).
+    #[allow(clippy::too_many_arguments)]
+    fn rope_qk(
+        &self,
+        cx: &mut Self::Ctx,
+        q: &mut Self::Tensor,
+        n_head: usize,
+        k: &mut Self::Tensor,
+        n_kv_head: usize,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        self.rope(cx, q, n_head, head_dim, pos, cfg);
+        self.rope(cx, k, n_kv_head, head_dim, pos, cfg);
+    }
     /// RMS norm of each `w.len()`-wide segment of every row, times `w` (a whole row, or each
     /// head of a row for per-head Q/K norms).
     fn rms_norm(

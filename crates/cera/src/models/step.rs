@@ -141,6 +141,11 @@ impl<B: Backend> crate::backend::MoeLora for StepLora<B> {
 }
 
 impl<B: Backend> StepLora<B> {
+    /// Whether no row of the step applies an adapter.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
     /// Adds each group's token-embedding deltas to the looked-up rows `x` of the step's
     /// `tokens`.
     pub(crate) fn embed_deltas(
@@ -488,6 +493,13 @@ pub(crate) enum Buf {
     Hn,
 }
 
+/// Whether [`dump`] prints (`CERA_DUMP` is set): fused ops then run as their parts, so
+/// that each part's output can be printed.
+pub(crate) fn dumping() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("CERA_DUMP").is_some())
+}
+
 /// `CERA_DUMP=1` prints each intermediate's sum and first values under llama.cpp's tensor names
 /// (`attn_norm-0`, `Qcur-0`, `ffn_out-3`, …), to diff against `llama-eval-callback`. Reads the
 /// tensor back, so it is off unless asked for.
@@ -498,8 +510,7 @@ pub(crate) fn dump<B: Backend>(
     il: Option<usize>,
     buf: Buf,
 ) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*ON.get_or_init(|| std::env::var_os("CERA_DUMP").is_some()) {
+    if !dumping() {
         return;
     }
     let t = match buf {

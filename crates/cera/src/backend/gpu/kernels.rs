@@ -16,6 +16,8 @@ const ARENA_BYTES: u64 = 1 << 20;
 const LARGE_UPLOAD: usize = 64 << 10;
 /// Bind groups a step context keeps before it forgets them all (they hold their buffers).
 const MAX_BIND_GROUPS: usize = 4096;
+/// Timestamps per submission with `CERA_GPU_PROFILE=2` (later dispatches go unstamped).
+const MAX_STAMPS: u32 = 4096;
 /// Workgroups per dimension WebGPU guarantees.
 const MAX_GROUPS: u32 = 65535;
 
@@ -94,13 +96,22 @@ pub(super) struct Pipelines {
 pub(super) enum Bind<'a> {
     Whole(&'a wgpu::Buffer),
     Range(&'a wgpu::Buffer, u64, u64),
-    /// A whole buffer owned by a sequence (a KV cache): bind groups holding one are not kept,
-    /// so a finished session's cache is freed with it.
-    Seq(&'a wgpu::Buffer),
+    /// A whole buffer owned by a sequence (a KV cache, a convolution state): bind groups
+    /// holding one are kept by its owner (the [`SeqBinds`] given), so a finished session's
+    /// cache is freed with it.
+    Seq(&'a wgpu::Buffer, &'a SeqBinds),
 }
 
+/// Bind groups that bind a sequence's buffers, kept by the sequence's state (its KV cache,
+/// its convolution state) and dropped with it.
+#[derive(Default)]
+pub struct SeqBinds(Mutex<HashMap<(usize, BgKey), wgpu::BindGroup>>);
+
+/// Bind groups an owner keeps before it forgets them all.
+const MAX_SEQ_BIND_GROUPS: usize = 256;
+
 /// What a bind group binds: (buffer, offset, size) at bindings 0.. (the parameters first).
-pub(super) type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 6];
+pub(super) type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 8];
 
 /// Where staged host data landed.
 #[derive(Clone)]
@@ -116,11 +127,19 @@ impl Slot {
     }
 }
 
-/// The per-step upload buffer: staged on the host, written once before the step's submit.
+/// The per-step upload buffer: staged on the host, written before each of the step's submits
+/// (a step is submitted in parts: see [`SUBMIT_EVERY`]).
 pub(super) struct Arena {
     buf: wgpu::Buffer,
+    /// Bytes written by the step's earlier parts (aligned); `staged` goes after them.
+    base: usize,
     staged: Vec<u8>,
 }
+
+/// Dispatches after which a step's recording so far is submitted: the device starts on the
+/// first layers while the host records the rest (a decode step's recording takes about as
+/// long as its execution).
+const SUBMIT_EVERY: u32 = 96;
 
 impl Gpu {
     fn pipeline(&self, key: Key) -> Arc<wgpu::ComputePipeline> {
@@ -135,6 +154,9 @@ impl Gpu {
         if let Some(ty) = key.ty {
             src.push_str(QUANT_COMMON);
             src.push_str(quant_source(ty).expect("checked by the caller"));
+        }
+        if matches!(key.op, "gemv" | "gemm") {
+            src.push_str(include_str!("shaders/out.wgsl"));
         }
         src.push_str(op_source(key.op));
         let module = self
@@ -173,7 +195,7 @@ impl Gpu {
             .filter(|b| b.len() <= LARGE_UPLOAD)
             .map(|b| b.len().max(4).next_multiple_of(a))
             .sum();
-        let used = cx.arena.as_ref().map_or(0, |ar| ar.staged.len());
+        let used = cx.arena.as_ref().map_or(0, |ar| ar.base + ar.staged.len());
         if used + small > ARENA_BYTES as usize {
             self.flush(cx);
         }
@@ -186,6 +208,7 @@ impl Gpu {
                     | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             }),
+            base: 0,
             staged: Vec::new(),
         });
         items
@@ -206,7 +229,7 @@ impl Gpu {
                 arena.staged.resize(off + size, 0);
                 Slot {
                     buf: arena.buf.clone(),
-                    off: off as u64,
+                    off: (arena.base + off) as u64,
                     size: size as u64,
                 }
             })
@@ -281,6 +304,7 @@ impl Gpu {
         binds: &[Bind<'_>],
         groups: u32,
     ) {
+        let t_in = self.profile.as_ref().map(|_| std::time::Instant::now());
         let pipe = self.pipeline(Key { op, defs, ty });
         // a step's dispatches bind the same buffers at the same offsets every step (tensors
         // are reused, the arena fills in the same order), so bind groups are made once
@@ -288,7 +312,7 @@ impl Gpu {
         key[0] = Some((params.buf.clone(), params.off, params.size));
         for (k, b) in key[1..].iter_mut().zip(binds) {
             *k = Some(match *b {
-                Bind::Whole(buf) | Bind::Seq(buf) => (buf.clone(), 0, buf.size()),
+                Bind::Whole(buf) | Bind::Seq(buf, _) => (buf.clone(), 0, buf.size()),
                 Bind::Range(buf, off, size) => (buf.clone(), off, size),
             });
         }
@@ -314,8 +338,18 @@ impl Gpu {
                 entries: &entries,
             })
         };
-        let bg = if binds.iter().any(|b| matches!(b, Bind::Seq(_))) {
-            make(&key)
+        let seq = binds.iter().find_map(|b| match b {
+            Bind::Seq(_, owner) => Some(*owner),
+            _ => None,
+        });
+        let bg = if let Some(owner) = seq {
+            let mut bgs = owner.0.lock().expect("bind groups");
+            if bgs.len() > MAX_SEQ_BIND_GROUPS {
+                bgs.clear();
+            }
+            bgs.entry((Arc::as_ptr(&pipe) as usize, key))
+                .or_insert_with_key(|(_, key)| make(key))
+                .clone()
         } else {
             let bgs = &mut cx.bind_groups;
             if bgs.len() > MAX_BIND_GROUPS {
@@ -327,11 +361,43 @@ impl Gpu {
         };
         let x = groups.min(MAX_GROUPS);
         let y = groups.div_ceil(x);
+        if self.timing && cx.stamps.is_none() {
+            let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("op times"),
+                ty: wgpu::QueryType::Timestamp,
+                count: MAX_STAMPS,
+            });
+            cx.stamps = Some((qs, Vec::new()));
+        }
+        // the first stamp of a submission marks its start
+        let stamp = match &mut cx.stamps {
+            Some((qs, ops)) if (ops.len() as u32) + 1 < MAX_STAMPS => {
+                ops.push((op, ty));
+                Some((qs.clone(), ops.len() as u32))
+            }
+            _ => None,
+        };
         let pass = self.pass(cx);
+        if let Some((qs, i)) = &stamp
+            && *i == 1
+        {
+            pass.write_timestamp(qs, 0);
+        }
         pass.set_pipeline(&pipe);
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(x, y, 1);
+        if let Some((qs, i)) = &stamp {
+            pass.write_timestamp(qs, *i);
+        }
         cx.dispatches += 1;
+        cx.unsubmitted += 1;
+        if cx.unsubmitted >= SUBMIT_EVERY && !self.timing {
+            self.submit(cx, false);
+        }
+        if let (Some(p), Some(t_in)) = (&self.profile, t_in) {
+            cx.recording.get_or_insert((t_in, 0)).1 += 1;
+            p.lock().expect("profile").in_dispatch += t_in.elapsed();
+        }
     }
 
     /// The step's open compute pass: consecutive dispatches share one (wgpu orders each
@@ -361,17 +427,79 @@ impl Gpu {
         })
     }
 
-    /// Submits what the step has recorded (its staged uploads first).
+    /// With `timing`: waits for the stamped dispatches and adds their device times to the
+    /// profile (a sync per submit: profiling only).
+    fn read_stamps(&self, cx: &mut GpuCtx) {
+        let Some((qs, ops)) = cx.stamps.as_mut() else {
+            return;
+        };
+        if ops.is_empty() {
+            return;
+        }
+        let ops = std::mem::take(ops);
+        let qs = qs.clone();
+        let n = ops.len() as u64 + 1;
+        let resolved = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("stamps"),
+            size: n * 8,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        self.encoder(cx)
+            .resolve_query_set(&qs, 0..n as u32, &resolved, 0);
+        let bytes = self.read_back(cx, &resolved, 0, n * 8);
+        let t: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect();
+        let period = self.queue.get_timestamp_period() as f64;
+        if let Some(p) = &self.profile {
+            let mut p = p.lock().expect("profile");
+            for (i, key) in ops.into_iter().enumerate() {
+                let ns = t[i + 1].saturating_sub(t[i]) as f64 * period;
+                let e = p.per_op.entry(key).or_default();
+                e.0 += ns;
+                e.1 += 1;
+            }
+        }
+    }
+
+    /// Submits what the step has recorded (its staged uploads first); the step ends.
     pub(super) fn flush(&self, cx: &mut GpuCtx) {
-        if let Some(a) = cx.arena.as_mut()
-            && !a.staged.is_empty()
-        {
-            self.queue.write_buffer(&a.buf, 0, &a.staged);
-            a.staged.clear();
+        if cx.stamps.as_ref().is_some_and(|s| !s.1.is_empty()) {
+            // (read_back flushes again, with the stamps taken)
+            return self.read_stamps(cx);
+        }
+        self.submit(cx, true);
+    }
+
+    /// Submits what the step has recorded so far; the next part's uploads go after this
+    /// part's in the arena unless the step ends (`end`).
+    fn submit(&self, cx: &mut GpuCtx, end: bool) {
+        cx.unsubmitted = 0;
+        if let Some(a) = cx.arena.as_mut() {
+            if !a.staged.is_empty() {
+                self.queue.write_buffer(&a.buf, a.base as u64, &a.staged);
+                a.base += a.staged.len().next_multiple_of(self.align() as usize);
+                a.staged.clear();
+            }
+            if end {
+                a.base = 0;
+            }
         }
         cx.pass = None;
+        let t_sub = std::time::Instant::now();
         if let Some(enc) = cx.enc.take() {
             self.queue.submit([enc.finish()]);
+        }
+        if let Some(p) = &self.profile {
+            p.lock().expect("profile").submit += t_sub.elapsed();
+        }
+        if let (Some(p), Some((t0, n))) = (&self.profile, cx.recording.take()) {
+            let mut p = p.lock().expect("profile");
+            p.submits += 1;
+            p.dispatches += n;
+            p.record += t0.elapsed();
         }
     }
 
@@ -397,6 +525,7 @@ impl Gpu {
         self.encoder(cx)
             .copy_buffer_to_buffer(src, off, &staging, 0, size4);
         self.flush(cx);
+        let t0 = std::time::Instant::now();
         let (tx, rx) = std::sync::mpsc::channel();
         staging
             .slice(..)
@@ -407,6 +536,9 @@ impl Gpu {
         rx.recv()
             .expect("map callback")
             .expect("GPU read back failed");
+        if let Some(p) = &self.profile {
+            p.lock().expect("profile").wait += t0.elapsed();
+        }
         let out = staging.slice(..).get_mapped_range().expect("mapped")[..size as usize].to_vec();
         staging.unmap();
         out

@@ -9,7 +9,7 @@
 //! `n` rows in the type's bytes): f32 and f16 rows are that already, Q8_0 blocks are repacked
 //! from 36 bytes to 34 on the way.
 
-use super::kernels::{Bind, fbits};
+use super::kernels::{Bind, SeqBinds, fbits};
 use super::{Gpu, GpuCtx, GpuTensor};
 use crate::backend::attention::kvtype as codec;
 use crate::backend::{AttentionParams, KvCache, KvSpec, KvType, RopeConfig, Rotation, SeqSpan};
@@ -42,6 +42,8 @@ pub struct GpuKv {
     n_kv_head: usize,
     head_dim: usize,
     head_dim_v: usize,
+    /// Bind groups binding `k` or `v`.
+    binds: SeqBinds,
 }
 
 /// u32 words of one row of `w` elements of `t`.
@@ -118,6 +120,7 @@ impl GpuKv {
             n_kv_head,
             head_dim,
             head_dim_v,
+            binds: SeqBinds::default(),
         }
     }
 
@@ -144,6 +147,7 @@ impl Clone for GpuKv {
             n_kv_head: self.n_kv_head,
             head_dim: self.head_dim,
             head_dim_v: self.head_dim_v,
+            binds: SeqBinds::default(),
         }
     }
 }
@@ -189,59 +193,84 @@ pub(super) fn store(
         kv.n_ctx
     );
     let h = kv.n_kv_head;
-    for (src, buf, ty, d, rot) in [
-        (k, &kv.k, kv.spec.k, kv.head_dim, kv.k_rot),
-        (v, &kv.v, kv.spec.v, kv.head_dim_v, kv.v_rot),
-    ] {
+    for (src, d) in [(k, kv.head_dim), (v, kv.head_dim_v)] {
         assert!(
             src.cols >= h * d && s.row0 + s.n <= src.rows,
             "kv_store: rows"
         );
-        if s.n == 0 {
-            continue;
-        }
-        let [rn, rs] = rot_params(&rot);
+    }
+    if s.n == 0 {
+        return;
+    }
+    // f32/f16 sides: one dispatch for both (words of a side: 0 when it is Q8_0)
+    let plain = |ty: KvType, d: usize| {
         if ty == KvType::Q8_0 {
-            // a workgroup per (token, head) row: rotate, then quantize its blocks
-            gpu.dispatch(
-                cx,
-                "kv_store_q8",
-                "",
-                None,
-                &[
-                    s.row0 as u32,
-                    s.pos0 as u32,
-                    h as u32,
-                    d as u32,
-                    kv.n_ctx as u32,
-                    src.cols as u32,
-                    rn,
-                    rs,
-                ],
-                &[Bind::Whole(src.buf()), Bind::Seq(buf)],
-                (s.n * h) as u32,
-            );
-            continue;
+            0
+        } else {
+            s.n * h * words(ty, d)
         }
-        let total = s.n * h * words(ty, d);
+    };
+    let (tk, tv) = (
+        plain(kv.spec.k, kv.head_dim),
+        plain(kv.spec.v, kv.head_dim_v),
+    );
+    if tk + tv > 0 {
         gpu.dispatch(
             cx,
             "kv_store",
             "",
             None,
             &[
-                total as u32,
+                tk as u32,
+                tv as u32,
+                s.row0 as u32,
+                s.pos0 as u32,
+                h as u32,
+                kv.n_ctx as u32,
+                kv.head_dim as u32,
+                kv.kw() as u32,
+                type_code(kv.spec.k),
+                k.cols as u32,
+                kv.head_dim_v as u32,
+                kv.vw() as u32,
+                type_code(kv.spec.v),
+                v.cols as u32,
+            ],
+            &[
+                Bind::Whole(k.buf()),
+                Bind::Whole(v.buf()),
+                Bind::Seq(&kv.k, &kv.binds),
+                Bind::Seq(&kv.v, &kv.binds),
+            ],
+            (tk + tv).div_ceil(256) as u32,
+        );
+    }
+    for (src, buf, ty, d, rot) in [
+        (k, &kv.k, kv.spec.k, kv.head_dim, kv.k_rot),
+        (v, &kv.v, kv.spec.v, kv.head_dim_v, kv.v_rot),
+    ] {
+        if ty != KvType::Q8_0 {
+            continue;
+        }
+        // a workgroup per (token, head) row: rotate, then quantize its blocks
+        let [rn, rs] = rot_params(&rot);
+        gpu.dispatch(
+            cx,
+            "kv_store_q8",
+            "",
+            None,
+            &[
                 s.row0 as u32,
                 s.pos0 as u32,
                 h as u32,
                 d as u32,
-                words(ty, d) as u32,
                 kv.n_ctx as u32,
-                type_code(ty),
                 src.cols as u32,
+                rn,
+                rs,
             ],
-            &[Bind::Whole(src.buf()), Bind::Seq(buf)],
-            total.div_ceil(256) as u32,
+            &[Bind::Whole(src.buf()), Bind::Seq(buf, &kv.binds)],
+            (s.n * h) as u32,
         );
     }
 }
@@ -314,8 +343,8 @@ pub(super) fn attention(
             ],
             &[
                 Bind::Whole(q.buf()),
-                Bind::Seq(&c.k),
-                Bind::Seq(&c.v),
+                Bind::Seq(&c.k, &c.binds),
+                Bind::Seq(&c.v, &c.binds),
                 Bind::Whole(out.buf()),
                 Bind::Whole(part.buf()),
             ],

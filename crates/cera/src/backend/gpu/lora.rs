@@ -114,7 +114,7 @@ pub(super) fn lora(
     s: f32,
 ) -> Result<()> {
     apply(gpu, cx, out, rows, w, s, |cx, t| {
-        weights::matmul(gpu, cx, &w.a, x, t)
+        weights::matmul(gpu, cx, &[&w.a], x, weights::Input::Plain, &mut [t], false)
     })
 }
 

@@ -46,8 +46,10 @@ pub struct Gpu {
     queue: wgpu::Queue,
     info: AdapterInfo,
     pipelines: Pipelines,
-    /// Weights resident on the device, by [`Weight::resident_key`].
-    weights: Mutex<HashMap<(usize, usize, usize), Arc<GpuWeight>>>,
+    /// Weights resident on the device, by the [`Weight::resident_key`] of each weight in it
+    /// (products of several weights concatenate them).
+    #[allow(clippy::type_complexity)]
+    weights: Mutex<HashMap<[(usize, usize, usize); weights::MAX_FUSED], Arc<GpuWeight>>>,
     /// Small parameter vectors resident on the device, by (address, length, content hash).
     params: Mutex<HashMap<(usize, usize, u64), wgpu::Buffer>>,
     /// LoRA B matrices, by (A's resident key, B's address, width), with a weak handle on A's
@@ -59,6 +61,65 @@ pub struct Gpu {
             (Arc<std::sync::Weak<crate::gguf::GgufFile>>, wgpu::Buffer),
         >,
     >,
+    /// `CERA_GPU_PROFILE=1`: where step time goes, printed when the backend is dropped.
+    profile: Option<Mutex<Profile>>,
+    /// `CERA_GPU_PROFILE=2`: a timestamp after every dispatch, device time summed per op.
+    timing: bool,
+    /// Bound where an op's optional tensor is absent (bindings cannot be left out): one for
+    /// outputs, one for inputs (a dispatch may not use a buffer both ways).
+    dummy: wgpu::Buffer,
+    dummy_in: wgpu::Buffer,
+}
+
+/// Totals over the steps since the backend was made (`CERA_GPU_PROFILE=1`).
+#[derive(Default, Debug)]
+struct Profile {
+    /// Submissions.
+    submits: u64,
+    dispatches: u64,
+    /// Host time from a submission's first recorded dispatch to its submit returning.
+    record: std::time::Duration,
+    /// Host time blocked waiting for the device (read backs).
+    wait: std::time::Duration,
+    /// Of `record`: inside [`Gpu::dispatch_staged`], and finishing and submitting.
+    in_dispatch: std::time::Duration,
+    submit: std::time::Duration,
+    /// Device nanoseconds and dispatches by (op, weight format), with `timing`.
+    per_op: HashMap<(&'static str, Option<crate::quant::GgmlType>), (f64, u64)>,
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        if let Some(p) = &self.profile {
+            let p = p.lock().expect("profile");
+            let n = p.submits.max(1) as f64;
+            eprintln!(
+                "gpu profile: {} submits, {:.1} dispatches each; recording {:.1} us/submit \
+                 ({:.2} us/dispatch, of which {:.2} in dispatch, {:.2} submitting), waiting \
+                 {:.1} us/submit",
+                p.submits,
+                p.dispatches as f64 / n,
+                p.record.as_secs_f64() * 1e6 / n,
+                p.record.as_secs_f64() * 1e6 / p.dispatches.max(1) as f64,
+                p.in_dispatch.as_secs_f64() * 1e6 / p.dispatches.max(1) as f64,
+                p.submit.as_secs_f64() * 1e6 / p.dispatches.max(1) as f64,
+                p.wait.as_secs_f64() * 1e6 / n,
+            );
+            let mut ops: Vec<_> = p.per_op.iter().collect();
+            ops.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+            let total: f64 = ops.iter().map(|o| o.1.0).sum();
+            for ((op, ty), (ns, count)) in ops {
+                let ty = ty.map(|t| t.to_string()).unwrap_or_default();
+                eprintln!(
+                    "  {op:>18} {ty:<7} {:>6.1}%  {:>10.1} us/submit  {:>8.2} us each  ({:.1} per submit)",
+                    100.0 * ns / total.max(1.0),
+                    ns / 1e3 / n,
+                    ns / 1e3 / *count as f64,
+                    *count as f64 / n,
+                );
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Gpu {
@@ -75,6 +136,8 @@ pub struct GpuTensor {
     cols: usize,
     /// The device that made the buffer (a clone copies on it).
     dev: Option<(wgpu::Device, wgpu::Queue)>,
+    /// Bind groups binding `buf` when it is a sequence's state (see [`kernels::Bind::Seq`]).
+    binds: kernels::SeqBinds,
 }
 
 /// A copy of `src` in a new buffer of its size, submitted at once (clones happen between
@@ -103,6 +166,7 @@ impl Clone for GpuTensor {
             rows: self.rows,
             cols: self.cols,
             dev: self.dev.clone(),
+            binds: Default::default(),
         }
     }
 }
@@ -134,6 +198,8 @@ pub struct GpuCtx {
     arena: Option<kernels::Arena>,
     /// Dispatches recorded through this context (for `dispatches per token`).
     pub dispatches: u64,
+    /// Dispatches recorded since the last submit.
+    unsubmitted: u32,
     /// Scratch for ops done out of place and copied back.
     tmp: GpuTensor,
     /// The MoE block's working tensors.
@@ -149,6 +215,14 @@ pub struct GpuCtx {
     min_gap: Option<f32>,
     /// Bind groups by (pipeline, bindings), reused from step to step.
     bind_groups: HashMap<(usize, kernels::BgKey), wgpu::BindGroup>,
+    /// When the unsubmitted recording began and its dispatches (for the profile).
+    recording: Option<(std::time::Instant, u64)>,
+    /// With `Gpu::timing`: the query set and the ops stamped since the last submit.
+    #[allow(clippy::type_complexity)]
+    stamps: Option<(
+        wgpu::QuerySet,
+        Vec<(&'static str, Option<crate::quant::GgmlType>)>,
+    )>,
 }
 
 impl Gpu {
@@ -160,14 +234,33 @@ impl Gpu {
         // what the adapter allows, not the WebGPU defaults: weights need big bindings
         limits.max_compute_workgroups_per_dimension =
             limits.max_compute_workgroups_per_dimension.min(65535);
+        // CERA_GPU_PROFILE=2: device time per op from timestamps between dispatches
+        let stamps =
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let timing = std::env::var("CERA_GPU_PROFILE").is_ok_and(|v| v == "2")
+            && adapter.features().contains(stamps);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cera"),
-            required_features: wgpu::Features::empty(),
+            required_features: if timing {
+                stamps
+            } else {
+                wgpu::Features::empty()
+            },
             required_limits: limits,
             ..Default::default()
         }))
         .map_err(|e| Error::Gpu(format!("{}: cannot open the device: {e}", info.name)))?;
+        let unused = || {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("unused binding"),
+                size: 16,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        };
         Ok(Gpu {
+            dummy: unused(),
+            dummy_in: unused(),
             device,
             queue,
             info,
@@ -175,6 +268,8 @@ impl Gpu {
             weights: Mutex::default(),
             params: Mutex::default(),
             lora_b: Mutex::default(),
+            profile: std::env::var_os("CERA_GPU_PROFILE").map(|_| Mutex::default()),
+            timing,
         })
     }
 
@@ -200,9 +295,46 @@ impl Gpu {
         if t.buf.as_ref().is_none_or(|b| b.size() < need) {
             t.buf = Some(self.new_buffer(need));
             t.dev = Some((self.device.clone(), self.queue.clone()));
+            t.binds = Default::default();
         }
         t.rows = rows;
         t.cols = cols;
+    }
+
+    /// Products of `x` (through `input`) by each weight, runs of fusable weights (Q/K/V,
+    /// gate/up) in one dispatch.
+    fn products(
+        &self,
+        cx: &mut GpuCtx,
+        ops: &mut [(&Weight, &mut GpuTensor)],
+        x: &GpuTensor,
+        input: weights::Input<'_>,
+    ) -> Result<()> {
+        // runs of fusable weights (Q/K/V, gate/up) go as one product
+        let mut rest = ops;
+        while !rest.is_empty() {
+            let mut n = 1;
+            while n < rest.len().min(weights::MAX_FUSED) && weights::fusable(rest[0].0, rest[n].0) {
+                n += 1;
+            }
+            let (run, tail) = rest.split_at_mut(n);
+            let mut ws = [run[0].0; weights::MAX_FUSED];
+            for (w, (rw, _)) in ws.iter_mut().zip(run.iter()) {
+                *w = rw;
+            }
+            match run {
+                [(_, a)] => weights::matmul(self, cx, &ws[..1], x, input, &mut [a], false)?,
+                [(_, a), (_, b)] => {
+                    weights::matmul(self, cx, &ws[..2], x, input, &mut [a, b], false)?
+                }
+                [(_, a), (_, b), (_, c)] => {
+                    weights::matmul(self, cx, &ws[..3], x, input, &mut [a, b, c], false)?
+                }
+                _ => unreachable!("runs of 1..=MAX_FUSED"),
+            }
+            rest = tail;
+        }
+        Ok(())
     }
 
     /// A small parameter vector resident on the device.
@@ -320,10 +452,85 @@ impl Backend for Gpu {
         ops: &mut [(&Weight, &mut GpuTensor)],
         x: &GpuTensor,
     ) -> Result<()> {
-        for (w, out) in ops.iter_mut() {
-            weights::matmul(self, cx, w, x, out)?;
+        self.products(cx, ops, x, weights::Input::Plain)
+    }
+
+    fn fuses_ops(&self) -> bool {
+        true
+    }
+
+    fn norm_matmul(
+        &self,
+        cx: &mut GpuCtx,
+        x: &GpuTensor,
+        w: &[f32],
+        eps: f32,
+        h: &mut GpuTensor,
+        ops: &mut [(&Weight, &mut GpuTensor)],
+    ) -> Result<()> {
+        if weights::fuses_input(x.rows) && w.len() == x.cols {
+            return self.products(cx, ops, x, weights::Input::Norm(w, eps));
         }
-        Ok(())
+        ops::rms_norm(self, cx, x, w, eps, h);
+        self.products(cx, ops, h, weights::Input::Plain)
+    }
+
+    fn glu_matmul_add(
+        &self,
+        cx: &mut GpuCtx,
+        gate: &mut GpuTensor,
+        up: &GpuTensor,
+        act: Act,
+        w: &Weight,
+        out: &mut GpuTensor,
+    ) -> Result<()> {
+        if weights::fuses_input(gate.rows) {
+            let input = weights::Input::Glu(up, act);
+            return weights::matmul(self, cx, &[w], gate, input, &mut [out], true);
+        }
+        ops::glu(self, cx, gate, up, act);
+        weights::matmul(
+            self,
+            cx,
+            &[w],
+            gate,
+            weights::Input::Plain,
+            &mut [out],
+            true,
+        )
+    }
+
+    fn matmul_add(
+        &self,
+        cx: &mut GpuCtx,
+        w: &Weight,
+        x: &GpuTensor,
+        out: &mut GpuTensor,
+    ) -> Result<()> {
+        weights::matmul(self, cx, &[w], x, weights::Input::Plain, &mut [out], true)
+    }
+
+    fn rope_qk(
+        &self,
+        cx: &mut GpuCtx,
+        q: &mut GpuTensor,
+        n_head: usize,
+        k: &mut GpuTensor,
+        n_kv_head: usize,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        ops::rope(
+            self,
+            cx,
+            q,
+            n_head,
+            Some((k, n_kv_head)),
+            head_dim,
+            pos,
+            cfg,
+        );
     }
 
     fn rms_norm(&self, cx: &mut GpuCtx, x: &GpuTensor, w: &[f32], eps: f32, out: &mut GpuTensor) {
@@ -421,7 +628,7 @@ impl Backend for Gpu {
         pos: &[usize],
         cfg: &RopeConfig,
     ) {
-        ops::rope(self, cx, x, n_head, head_dim, pos, cfg);
+        ops::rope(self, cx, x, n_head, None, head_dim, pos, cfg);
     }
 
     fn kv_store(

@@ -262,20 +262,26 @@ pub(super) fn gather_rows(
 /// RoPE with the angles computed on the host (the same `cos_sin` as the CPU, so every
 /// variant — NeoX, YaRN, frequency factors — rotates identically), one row of `(cos, sin)`
 /// pairs per distinct position of the step.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn rope(
     gpu: &Gpu,
     cx: &mut GpuCtx,
     x: &mut GpuTensor,
     n_head: usize,
+    // a second tensor rotated in the same dispatch (the keys), with its head count
+    mut second: Option<(&mut GpuTensor, usize)>,
     head_dim: usize,
     pos: &[usize],
     cfg: &RopeConfig,
 ) {
-    assert_eq!(pos.len(), x.rows, "rope: one position per row");
-    assert!(
-        n_head * head_dim <= x.cols && cfg.n_rot <= head_dim,
-        "rope: heads past the row"
-    );
+    for (t, heads) in std::iter::once((&*x, n_head)).chain(second.as_ref().map(|(t, h)| (&**t, *h)))
+    {
+        assert_eq!(pos.len(), t.rows, "rope: one position per row");
+        assert!(
+            heads * head_dim <= t.cols && cfg.n_rot <= head_dim,
+            "rope: heads past the row"
+        );
+    }
     let half = cfg.n_rot / 2;
     if x.rows == 0 || half == 0 {
         return;
@@ -300,24 +306,38 @@ pub(super) fn rope(
             buf
         }
     };
-    let total = x.rows * n_head * half;
-    let g = groups(total);
+    let total_a = x.rows * n_head * half;
+    let (total_b, heads_b, cols_b) = match &second {
+        Some((k, h)) => (k.rows * h * half, *h, k.cols),
+        None => (0, 0, 0),
+    };
     let neox = u32::from(cfg.kind == RopeKind::Neox);
+    let b_buf = match &mut second {
+        Some((k, _)) => k.buf().clone(),
+        None => gpu.dummy.clone(),
+    };
     gpu.dispatch(
         cx,
         "rope",
         "",
         None,
         &[
-            total as u32,
+            total_a as u32,
+            total_b as u32,
             n_head as u32,
+            heads_b as u32,
             head_dim as u32,
             half as u32,
             neox,
             x.cols as u32,
+            cols_b as u32,
         ],
-        &[Bind::Whole(x.buf()), Bind::Whole(&table)],
-        g,
+        &[
+            Bind::Whole(x.buf()),
+            Bind::Whole(&b_buf),
+            Bind::Whole(&table),
+        ],
+        groups(total_a + total_b),
     );
 }
 
@@ -372,7 +392,7 @@ pub(super) fn short_conv(
         &[
             Bind::Whole(bcx.buf()),
             Bind::Whole(&k),
-            Bind::Seq(state.buf()),
+            Bind::Seq(state.buf(), &state.binds),
             Bind::Whole(out.buf()),
         ],
         groups(s.n * d),
@@ -384,7 +404,7 @@ pub(super) fn short_conv(
             "",
             None,
             &params,
-            &[Bind::Whole(bcx.buf()), Bind::Seq(state.buf())],
+            &[Bind::Whole(bcx.buf()), Bind::Seq(state.buf(), &state.binds)],
             groups(d),
         );
     }

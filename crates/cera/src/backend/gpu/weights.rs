@@ -4,9 +4,9 @@
 
 use std::sync::{Arc, Weak};
 
-use super::kernels::{Bind, bytes_of, quant_source};
+use super::kernels::{Bind, bytes_of, fbits, quant_source};
 use super::{Gpu, GpuCtx, GpuTensor};
-use crate::backend::Weight;
+use crate::backend::{Act, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 
@@ -29,27 +29,61 @@ pub(super) struct GpuWeight {
     row_bytes: usize,
 }
 
-/// The device copy of `w`, uploaded on first use.
-fn resident(gpu: &Gpu, w: &Weight) -> Result<Arc<GpuWeight>> {
-    if quant_source(w.ty).is_none() {
-        return Err(Error::Gpu(format!(
-            "tensor {} has type {}, which the GPU kernels do not read (use --device cpu)",
-            w.name, w.ty
-        )));
+/// Weights a product fuses into one dispatch at most (Q, K and V).
+pub(super) const MAX_FUSED: usize = 3;
+
+/// The device copy of `ws` (one weight, or several of one type and width read by one
+/// product, their rows concatenated), uploaded on first use.
+fn resident(gpu: &Gpu, ws: &[&Weight]) -> Result<Arc<GpuWeight>> {
+    for w in ws {
+        if quant_source(w.ty).is_none() {
+            return Err(Error::Gpu(format!(
+                "tensor {} has type {}, which the GPU kernels do not read (use --device cpu)",
+                w.name, w.ty
+            )));
+        }
     }
-    let key = w.resident_key();
+    let mut key = [(0, 0, 0); MAX_FUSED];
+    for (k, w) in key.iter_mut().zip(ws) {
+        *k = w.resident_key();
+    }
     if let Some(r) = gpu.weights.lock().expect("weights").get(&key) {
         return Ok(Arc::clone(r));
     }
-    let rb = w.row_bytes();
-    let data = w.data();
+    let rb = ws[0].row_bytes();
+    let rows: usize = ws.iter().map(|w| w.rows).sum();
+    // row r of the concatenation: (weight, row within it)
+    let locate = |mut r: usize| {
+        for w in ws {
+            if r < w.rows {
+                return (*w, r);
+            }
+            r -= w.rows;
+        }
+        unreachable!("row within the total")
+    };
     // rows per binding: the adapter's binding limit, in whole rows
     let per = ((gpu.info.max_binding as usize) / rb.max(1)).max(1);
     let mut parts = Vec::new();
     let mut r0 = 0;
-    while r0 < w.rows {
-        let n = per.min(w.rows - r0);
-        let buf = gpu.buffer_with(&data[r0 * rb..(r0 + n) * rb], wgpu::BufferUsages::STORAGE);
+    while r0 < rows {
+        let n = per.min(rows - r0);
+        let buf = if ws.len() == 1 {
+            gpu.buffer_with(
+                &ws[0].data()[r0 * rb..(r0 + n) * rb],
+                wgpu::BufferUsages::STORAGE,
+            )
+        } else {
+            let mut bytes = Vec::with_capacity(n * rb);
+            let mut r = r0;
+            while r < r0 + n {
+                let (w, i) = locate(r);
+                let take = (w.rows - i).min(r0 + n - r);
+                bytes.extend_from_slice(&w.data()[i * rb..(i + take) * rb]);
+                r += take;
+            }
+            gpu.buffer_with(&bytes, wgpu::BufferUsages::STORAGE)
+        };
         parts.push(Part {
             buf,
             row0: r0,
@@ -58,7 +92,7 @@ fn resident(gpu: &Gpu, w: &Weight) -> Result<Arc<GpuWeight>> {
         r0 += n;
     }
     let gw = Arc::new(GpuWeight {
-        _file: w.file_handle(),
+        _file: ws[0].file_handle(),
         parts,
         row_bytes: rb,
     });
@@ -69,45 +103,133 @@ fn resident(gpu: &Gpu, w: &Weight) -> Result<Arc<GpuWeight>> {
     Ok(gw)
 }
 
-/// `out = x · wᵀ`.
+/// Whether `a` and `b` can be one product (same format and width).
+pub(super) fn fusable(a: &Weight, b: &Weight) -> bool {
+    a.ty == b.ty && a.cols == b.cols
+}
+
+/// What a product reads: `x` itself, or an op of it done as it is read (GEMV only).
+#[derive(Clone, Copy)]
+pub(super) enum Input<'a> {
+    Plain,
+    /// RMSNorm of each row of `x` (the whole row) times these weights, with this epsilon.
+    Norm(&'a [f32], f32),
+    /// `act(x) · up`.
+    Glu(&'a GpuTensor, Act),
+}
+
+/// Whether a product of `rows` tokens reads its input through the GEMV, which does the
+/// [`Input`] ops itself (the GEMM takes `x` as it is).
+pub(super) fn fuses_input(rows: usize) -> bool {
+    rows <= GEMV_MAX_TOKENS
+}
+
+/// `outs[i] = x' · ws[i]ᵀ` in one dispatch per binding-sized part (the weights fusable), or
+/// `outs[0] += x' · ws[0]ᵀ` with `acc` (`outs[0]` already shaped); `x'` is `x` through `input`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn matmul(
     gpu: &Gpu,
     cx: &mut GpuCtx,
-    w: &Weight,
+    ws: &[&Weight],
     x: &GpuTensor,
-    out: &mut GpuTensor,
+    input: Input<'_>,
+    outs: &mut [&mut GpuTensor],
+    acc: bool,
 ) -> Result<()> {
-    if x.cols != w.cols {
-        return Err(Error::QuantShape {
-            ty: w.ty,
-            reason: format!("{}: input rows of {}, expected {}", w.name, x.cols, w.cols),
-        });
-    }
-    let gw = resident(gpu, w)?;
+    assert!(
+        (1..=MAX_FUSED).contains(&ws.len()) && ws.len() == outs.len() && (!acc || ws.len() == 1),
+        "matmul: 1..={MAX_FUSED} weights with an output each"
+    );
     let t = x.rows;
-    gpu.shape_to(out, t, w.rows);
+    for (w, out) in ws.iter().zip(outs.iter_mut()) {
+        if x.cols != w.cols {
+            return Err(Error::QuantShape {
+                ty: w.ty,
+                reason: format!("{}: input rows of {}, expected {}", w.name, x.cols, w.cols),
+            });
+        }
+        if acc {
+            if (out.rows, out.cols) != (t, w.rows) {
+                return Err(Error::QuantShape {
+                    ty: w.ty,
+                    reason: format!(
+                        "{}: adding {t} x {} to a {} x {} tensor",
+                        w.name, w.rows, out.rows, out.cols
+                    ),
+                });
+            }
+        } else {
+            gpu.shape_to(out, t, w.rows);
+        }
+    }
+    let gw = resident(gpu, ws)?;
     if t == 0 {
         return Ok(());
     }
+    let gemv = fuses_input(t);
+    let (mode, eps, act, aux) = match input {
+        Input::Plain => (0, 0.0, 0, None),
+        Input::Norm(g, eps) => {
+            assert_eq!(g.len(), x.cols, "matmul: the norm spans the row");
+            (1, eps, 0, Some(gpu.param(g)))
+        }
+        Input::Glu(up, act) => {
+            assert_eq!((up.rows, up.cols), (x.rows, x.cols), "matmul: GLU shapes");
+            (2, 0.0, u32::from(act != Act::Silu), Some(up.buf().clone()))
+        }
+    };
+    assert!(
+        gemv || mode == 0,
+        "matmul: the GEMM reads its input plainly"
+    );
+    let aux = aux.as_ref().unwrap_or(&gpu.dummy_in);
+    let n = |i: usize| ws.get(i).map_or(0, |w| w.rows);
+    let w0 = ws[0];
     for part in &gw.parts {
-        let binds = [
-            Bind::Whole(&part.buf),
-            Bind::Whole(x.buf()),
-            Bind::Whole(out.buf()),
-        ];
-        let head = [
-            w.cols as u32,
+        let o = |i: usize| outs.get(i).map_or(&gpu.dummy, |o| o.buf());
+        let mut head = [
+            w0.cols as u32,
             part.rows as u32,
             gw.row_bytes as u32,
             t as u32,
-            w.rows as u32,
             part.row0 as u32,
+            u32::from(acc),
+            n(0) as u32,
+            n(1) as u32,
+            n(2) as u32,
+            mode,
+            fbits(eps),
+            act,
         ];
-        if t <= GEMV_MAX_TOKENS {
-            gpu.dispatch(cx, "gemv", "", Some(w.ty), &head, &binds, part.rows as u32);
+        if gemv {
+            let binds = [
+                Bind::Whole(&part.buf),
+                Bind::Whole(x.buf()),
+                Bind::Whole(aux),
+                Bind::Whole(o(0)),
+                Bind::Whole(o(1)),
+                Bind::Whole(o(2)),
+            ];
+            gpu.dispatch(cx, "gemv", "", Some(w0.ty), &head, &binds, part.rows as u32);
         } else {
+            let binds = [
+                Bind::Whole(&part.buf),
+                Bind::Whole(x.buf()),
+                Bind::Whole(o(0)),
+                Bind::Whole(o(1)),
+                Bind::Whole(o(2)),
+            ];
             let groups = part.rows.div_ceil(64) * t.div_ceil(64);
-            gpu.dispatch(cx, "gemm", "", Some(w.ty), &head, &binds, groups as u32);
+            head[9..].fill(0);
+            gpu.dispatch(
+                cx,
+                "gemm",
+                "",
+                Some(w0.ty),
+                &head[..9],
+                &binds,
+                groups as u32,
+            );
         }
     }
     Ok(())
@@ -127,7 +249,7 @@ pub(super) fn embed(
             n_vocab: table.rows,
         });
     }
-    let gw = resident(gpu, table)?;
+    let gw = resident(gpu, &[table])?;
     gpu.shape_to(out, tokens.len(), table.cols);
     for part in &gw.parts {
         // (output row, row within the part) of the tokens this part holds

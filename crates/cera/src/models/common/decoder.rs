@@ -6,7 +6,7 @@
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, Weight};
 use crate::error::Result;
 use crate::models::step::{
-    Buf, LogitsPost, SeqInput, Workspace, attend, dump, logits_out, project,
+    Buf, LogitsPost, SeqInput, Workspace, attend, dump, dumping, logits_out, project,
 };
 
 /// Where the RMS norms sit around attention and the FFN.
@@ -195,22 +195,39 @@ impl Decoder {
     ) -> Result<()> {
         let c = &self.cfg;
         let n_kv = c.n_head_kv[il];
+        let fuse = self.fuses(be, ws);
         let cx = &mut ws.cx;
         match &lw.attn_norm {
-            Some(w) => be.rms_norm(cx, &ws.x, w, c.rms_eps, &mut ws.h),
-            None => be.copy_cols(cx, &ws.x, 0, c.n_embd, &mut ws.h),
+            Some(w) if fuse => be.norm_matmul(
+                cx,
+                &ws.x,
+                w,
+                c.rms_eps,
+                &mut ws.h,
+                &mut [
+                    (&lw.wq, &mut ws.q),
+                    (&lw.wk, &mut ws.k),
+                    (&lw.wv, &mut ws.v),
+                ],
+            )?,
+            norm => {
+                match norm {
+                    Some(w) => be.rms_norm(cx, &ws.x, w, c.rms_eps, &mut ws.h),
+                    None => be.copy_cols(cx, &ws.x, 0, c.n_embd, &mut ws.h),
+                }
+                project(
+                    be,
+                    cx,
+                    &mut ws.lora,
+                    &mut [
+                        (&lw.wq, &mut ws.q),
+                        (&lw.wk, &mut ws.k),
+                        (&lw.wv, &mut ws.v),
+                    ],
+                    &ws.h,
+                )?;
+            }
         }
-        project(
-            be,
-            cx,
-            &mut ws.lora,
-            &mut [
-                (&lw.wq, &mut ws.q),
-                (&lw.wk, &mut ws.k),
-                (&lw.wv, &mut ws.v),
-            ],
-            &ws.h,
-        )?;
         for (buf, b) in [
             (&mut ws.q, &lw.bq),
             (&mut ws.k, &lw.bk),
@@ -232,8 +249,9 @@ impl Decoder {
             }
         }
         let rope = &c.rope[il];
-        be.rope(cx, &mut ws.q, c.n_head, c.head_dim, &ws.pos, rope);
-        be.rope(cx, &mut ws.k, n_kv, c.head_dim, &ws.pos, rope);
+        be.rope_qk(
+            cx, &mut ws.q, c.n_head, &mut ws.k, n_kv, c.head_dim, &ws.pos, rope,
+        );
         dump(be, ws, "Qcur", Some(il), Buf::Q);
         dump(be, ws, "Kcur", Some(il), Buf::K);
         dump(be, ws, "Vcur", Some(il), Buf::V);
@@ -249,6 +267,10 @@ impl Decoder {
         };
         attend(be, il, seqs, ws, &params);
         dump(be, ws, "kqv_out", Some(il), Buf::Att);
+        if lw.bo.is_none() && self.fused_residual(be, lw.attn_post_norm.as_deref(), ws) {
+            be.matmul_add(&mut ws.cx, &lw.wo, &ws.att, &mut ws.x)?;
+            return Ok(());
+        }
         project(
             be,
             &mut ws.cx,
@@ -265,6 +287,23 @@ impl Decoder {
         Ok(())
     }
 
+    /// Whether the step uses the backend's fused ops ([`Backend::fuses_ops`]): not with
+    /// adapters (their deltas read the parts) or dumps (which print the parts).
+    fn fuses<B: Backend>(&self, be: &B, ws: &Workspace<B>) -> bool {
+        be.fuses_ops() && ws.lora.is_empty() && !dumping()
+    }
+
+    /// Whether a block's output projection can add to the residual stream itself
+    /// ([`Backend::matmul_add`]): fused ops, no post norm, no residual scale.
+    fn fused_residual<B: Backend>(
+        &self,
+        be: &B,
+        post_norm: Option<&[f32]>,
+        ws: &Workspace<B>,
+    ) -> bool {
+        self.fuses(be, ws) && post_norm.is_none() && self.cfg.residual_scale == 1.0
+    }
+
     /// `x += residual_scale * post_norm(o)`.
     fn residual<B: Backend>(&self, be: &B, post_norm: Option<&[f32]>, ws: &mut Workspace<B>) {
         let c = &self.cfg;
@@ -278,6 +317,58 @@ impl Decoder {
     }
 
     fn ffn_block<B: Backend>(
+        &self,
+        be: &B,
+        il: usize,
+        lw: &LayerWeights,
+        ws: &mut Workspace<B>,
+    ) -> Result<()> {
+        let c = &self.cfg;
+        let fuse = self.fuses(be, ws);
+        let cx = &mut ws.cx;
+        match (&lw.ffn_norm, &lw.ffn_gate) {
+            (Some(w), Some(gate_w)) if fuse => be.norm_matmul(
+                cx,
+                &ws.x,
+                w,
+                c.rms_eps,
+                &mut ws.h,
+                &mut [(gate_w, &mut ws.gate), (&lw.ffn_up, &mut ws.up)],
+            )?,
+            _ => self.ffn_in(be, il, lw, ws)?,
+        }
+        let act = match c.ffn_act {
+            FfnAct::SwiGlu => Act::Silu,
+            FfnAct::GeGlu => Act::Gelu,
+        };
+        dump(be, ws, "ffn_gate", Some(il), Buf::Gate);
+        dump(be, ws, "ffn_up", Some(il), Buf::Up);
+        if self.fused_residual(be, lw.ffn_post_norm.as_deref(), ws) {
+            return be.glu_matmul_add(
+                &mut ws.cx,
+                &mut ws.gate,
+                &ws.up,
+                act,
+                &lw.ffn_down,
+                &mut ws.x,
+            );
+        }
+        be.glu(&mut ws.cx, &mut ws.gate, &ws.up, act);
+        dump(be, ws, "ffn_swiglu", Some(il), Buf::Gate);
+        project(
+            be,
+            &mut ws.cx,
+            &mut ws.lora,
+            &mut [(&lw.ffn_down, &mut ws.o)],
+            &ws.gate,
+        )?;
+        dump(be, ws, "ffn_out", Some(il), Buf::O);
+        self.residual(be, lw.ffn_post_norm.as_deref(), ws);
+        Ok(())
+    }
+
+    /// The FFN's input norm and its gate and up projections, as parts.
+    fn ffn_in<B: Backend>(
         &self,
         be: &B,
         il: usize,
@@ -311,23 +402,6 @@ impl Decoder {
                 be.copy_cols(cx, &ws.o, ff, ff, &mut ws.up);
             }
         }
-        let act = match c.ffn_act {
-            FfnAct::SwiGlu => Act::Silu,
-            FfnAct::GeGlu => Act::Gelu,
-        };
-        dump(be, ws, "ffn_gate", Some(il), Buf::Gate);
-        dump(be, ws, "ffn_up", Some(il), Buf::Up);
-        be.glu(&mut ws.cx, &mut ws.gate, &ws.up, act);
-        dump(be, ws, "ffn_swiglu", Some(il), Buf::Gate);
-        project(
-            be,
-            &mut ws.cx,
-            &mut ws.lora,
-            &mut [(&lw.ffn_down, &mut ws.o)],
-            &ws.gate,
-        )?;
-        dump(be, ws, "ffn_out", Some(il), Buf::O);
-        self.residual(be, lw.ffn_post_norm.as_deref(), ws);
         Ok(())
     }
 }

@@ -302,6 +302,7 @@ pub(super) fn matmul<B: Backend>(h: &mut H<B>) {
         }
     }
     matmul_lora(h);
+    fused(h);
 }
 
 pub(super) fn embed<B: Backend>(h: &mut H<B>) {

@@ -56,7 +56,9 @@ use cera::gguf::{GgufFile, GgufWriter};
 use cera::kernels::KernelTable;
 use cera::quant::GgmlType;
 
+mod fused;
 mod groups;
+use fused::*;
 use groups::*;
 
 /// An error bound on one op's result: both measures must hold (see the module docs).

@@ -21,19 +21,7 @@ struct P {
 
 var<workgroup> ps: array<f32, WG>;
 
-// Element i of a cache row starting at word `base`: f32 (type 0), f16 (1) or Q8_0 (2).
-fn kval(base: u32, i: u32) -> f32 {
-    if (p.kty == 1u) {
-        return unpack2x16float(kc[base + i / 2u])[i & 1u];
-    }
-    if (p.kty == 2u) {
-        let b = base + (i / 32u) * 9u;
-        let q = (kc[b + 1u + (i % 32u) / 4u] >> (8u * (i % 4u))) & 0xffu;
-        return f32((i32(q) << 24u) >> 24u) * unpack2x16float(kc[b]).x;
-    }
-    return bitcast<f32>(kc[base + i]);
-}
-
+// Element i of a value row starting at word `base`: f32 (type 0), f16 (1) or Q8_0 (2).
 fn vval(base: u32, i: u32) -> f32 {
     if (p.vty == 1u) {
         return unpack2x16float(vc[base + i / 2u])[i & 1u];
@@ -44,6 +32,82 @@ fn vval(base: u32, i: u32) -> f32 {
         return f32((i32(q) << 24u) >> 24u) * unpack2x16float(vc[b]).x;
     }
     return bitcast<f32>(vc[base + i]);
+}
+
+// Four signed bytes of a word.
+fn sbytes(v: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+
+// The query (in rowbuf) · the key row at word `kb`. The type's branch is outside the loops
+// and each iteration issues several independent loads: a decode step's few workgroups are
+// bound by the latency of these reads.
+fn qk_dot(kb: u32) -> f32 {
+    var s = 0.0;
+    if (p.kty == 1u) {
+        var i = 0u;
+        for (; i + 8u <= p.d; i += 8u) {
+            let w = kb + i / 2u;
+            let a = unpack2x16float(kc[w]);
+            let b = unpack2x16float(kc[w + 1u]);
+            let c = unpack2x16float(kc[w + 2u]);
+            let e = unpack2x16float(kc[w + 3u]);
+            s += dot(vec4<f32>(a, b), vec4<f32>(rowbuf[i], rowbuf[i + 1u], rowbuf[i + 2u], rowbuf[i + 3u]))
+                + dot(vec4<f32>(c, e), vec4<f32>(rowbuf[i + 4u], rowbuf[i + 5u], rowbuf[i + 6u], rowbuf[i + 7u]));
+        }
+        for (; i < p.d; i += 2u) {
+            let a = unpack2x16float(kc[kb + i / 2u]);
+            s += a.x * rowbuf[i] + a.y * rowbuf[i + 1u];
+        }
+    } else if (p.kty == 2u) {
+        for (var b = 0u; b < p.d / 32u; b++) {
+            let base = kb + b * 9u;
+            let sc = unpack2x16float(kc[base]).x;
+            var bs = 0.0;
+            for (var j = 0u; j < 8u; j++) {
+                let e = b * 32u + j * 4u;
+                bs += dot(sbytes(kc[base + 1u + j]), vec4<f32>(rowbuf[e], rowbuf[e + 1u], rowbuf[e + 2u], rowbuf[e + 3u]));
+            }
+            s += bs * sc;
+        }
+    } else {
+        var i = 0u;
+        for (; i + 4u <= p.d; i += 4u) {
+            s += dot(bitcast<vec4<f32>>(vec4<u32>(kc[kb + i], kc[kb + i + 1u], kc[kb + i + 2u], kc[kb + i + 3u])),
+                vec4<f32>(rowbuf[i], rowbuf[i + 1u], rowbuf[i + 2u], rowbuf[i + 3u]));
+        }
+        for (; i < p.d; i++) {
+            s += bitcast<f32>(kc[kb + i]) * rowbuf[i];
+        }
+    }
+    return s;
+}
+
+// acc · corr + Σ_jj ps[jj] · value row (row0 + jj)[dd] over the tile's nk keys.
+fn pv_sum(acc: f32, corr: f32, row0: u32, nk: u32, dd: u32) -> f32 {
+    var a = acc * corr;
+    if (p.vty == 1u) {
+        let wd = dd / 2u;
+        let hi = (dd & 1u) == 1u;
+        var jj = 0u;
+        for (; jj + 4u <= nk; jj += 4u) {
+            let r = (row0 + jj) * p.vw + wd;
+            let v0 = unpack2x16float(vc[r]);
+            let v1 = unpack2x16float(vc[r + p.vw]);
+            let v2 = unpack2x16float(vc[r + 2u * p.vw]);
+            let v3 = unpack2x16float(vc[r + 3u * p.vw]);
+            let v = select(vec4<f32>(v0.x, v1.x, v2.x, v3.x), vec4<f32>(v0.y, v1.y, v2.y, v3.y), hi);
+            a += dot(v, vec4<f32>(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u]));
+        }
+        for (; jj < nk; jj++) {
+            a += ps[jj] * unpack2x16float(vc[(row0 + jj) * p.vw + wd])[dd & 1u];
+        }
+        return a;
+    }
+    for (var jj = 0u; jj < nk; jj++) {
+        a += ps[jj] * vval((row0 + jj) * p.vw, dd);
+    }
+    return a;
 }
 
 @compute @workgroup_size(WG)
@@ -86,12 +150,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let kp = k0 + li;
         var s = NEG;
         if (kp <= hi) {
-            let kb = (kvh * p.n_ctx + kp) * p.kw;
-            var dotv = 0.0;
-            for (var i = 0u; i < p.d; i++) {
-                dotv += rowbuf[i] * kval(kb, i);
-            }
-            s = dotv * scale;
+            s = qk_dot((kvh * p.n_ctx + kp) * p.kw) * scale;
             if (cap > 0.0) {
                 s = cap * tanh_safe(s / cap);
             }
@@ -108,11 +167,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var j = 0u; j < 8u; j++) {
             let dd = li + j * WG;
             if (dd < p.dv) {
-                var a = acc[j] * corr;
-                for (var jj = 0u; jj < nk; jj++) {
-                    a += ps[jj] * vval((kvh * p.n_ctx + k0 + jj) * p.vw, dd);
-                }
-                acc[j] = a;
+                acc[j] = pv_sum(acc[j], corr, kvh * p.n_ctx + k0, nk, dd);
             }
         }
         m = m_new;

@@ -1,18 +1,47 @@
-// out[t][col0 + n] = w[n] · x[t], tiled: each workgroup computes TM tokens × TN rows, each
-// invocation a 4 × 4 block of them, through shared tiles of TK columns (weights dequantized
-// into the tile once).
+// out[t][n] (+)= w[n] · x[t] (of up to three concatenated weights: see out.wgsl), tiled: each
+// workgroup computes TM tokens × TN rows, each invocation a 4 × 4 block of them, through
+// shared tiles of TK columns stored k-major as vec4s (a row of 16 invocations reads 16
+// consecutive vec4s: no bank conflicts); weights are dequantized into the tile once, and the
+// next tile's loads are in flight while the current one is multiplied.
 const WG: u32 = 256u;
 const TM: u32 = 64u;
 const TN: u32 = 64u;
 const TK: u32 = 16u;
-struct P { k: u32, n: u32, rb: u32, t: u32, ldo: u32, col0: u32, groups: u32 }
+struct P { k: u32, n: u32, rb: u32, t: u32, row0: u32, acc: u32, n0: u32, n1: u32, n2: u32, groups: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o0: array<f32>;
+@group(0) @binding(4) var<storage, read_write> o1: array<f32>;
+@group(0) @binding(5) var<storage, read_write> o2: array<f32>;
 
-var<workgroup> xs: array<f32, 1024>; // [TM][TK]
-var<workgroup> ws: array<f32, 1024>; // [TN][TK]
+var<workgroup> xs: array<vec4<f32>, 256>; // [TK][TM / 4]
+var<workgroup> ws: array<vec4<f32>, 256>; // [TK][TN / 4]
+
+// Columns e..e+3 of weight row n (zero past the edges).
+fn load_w(n: u32, e: u32) -> vec4<f32> {
+    if (n >= p.n || e >= p.k) {
+        return vec4<f32>(0.0);
+    }
+    let m = (vec4<u32>(e) + vec4<u32>(0u, 1u, 2u, 3u)) < vec4<u32>(p.k);
+    return select(vec4<f32>(0.0), wload4(n * p.rb, e), m);
+}
+
+// Columns e..e+3 of token t's input (zero past the edges).
+fn load_x(t: u32, e: u32) -> vec4<f32> {
+    if (t >= p.t || e >= p.k) {
+        return vec4<f32>(0.0);
+    }
+    let b = t * p.k + e;
+    if (e + 3u < p.k) {
+        return vec4<f32>(x[b], x[b + 1u], x[b + 2u], x[b + 3u]);
+    }
+    var v = vec4<f32>(0.0);
+    for (var j = 0u; e + j < p.k; j++) {
+        v[j] = x[b + j];
+    }
+    return v;
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -23,41 +52,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let nb = (p.n + TN - 1u) / TN;
     let t0 = (g / nb) * TM;
     let n0 = (g % nb) * TN;
+    // the block this invocation computes: tokens 4 ty.., rows 4 tx..
     let ty = li / 16u;
     let tx = li % 16u;
-    // what this invocation loads: row li / 4 of each tile, columns 4 (li % 4) ..
+    // what it loads: row (and token) lr of the tiles, columns lc..lc+3
     let lr = li / 4u;
     let lc = (li % 4u) * 4u;
-    var acc: array<f32, 16>;
+    var acc: array<vec4<f32>, 4>;
+    var wv = load_w(n0 + lr, lc);
+    var xv = load_x(t0 + lr, lc);
     for (var k0 = 0u; k0 < p.k; k0 += TK) {
-        let e = k0 + lc;
-        let m = (vec4<u32>(e) + vec4<u32>(0u, 1u, 2u, 3u)) < vec4<u32>(p.k);
-        var wv = vec4<f32>(0.0);
-        if (n0 + lr < p.n && e < p.k) {
-            wv = select(vec4<f32>(0.0), wload4((n0 + lr) * p.rb, e), m);
-        }
-        var xv = vec4<f32>(0.0);
-        if (t0 + lr < p.t && e < p.k) {
-            let xb = (t0 + lr) * p.k + e;
-            xv = select(vec4<f32>(0.0), vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]), m);
-        }
         for (var j = 0u; j < 4u; j++) {
-            ws[lr * TK + lc + j] = wv[j];
-            xs[lr * TK + lc + j] = xv[j];
+            ws[(lc + j) * 16u + lr / 4u][lr % 4u] = wv[j];
+            xs[(lc + j) * 16u + lr / 4u][lr % 4u] = xv[j];
         }
         workgroupBarrier();
+        if (k0 + TK < p.k) {
+            wv = load_w(n0 + lr, k0 + TK + lc);
+            xv = load_x(t0 + lr, k0 + TK + lc);
+        }
         for (var kk = 0u; kk < TK; kk++) {
-            var a: vec4<f32>;
-            var b: vec4<f32>;
-            for (var i = 0u; i < 4u; i++) {
-                a[i] = xs[(ty * 4u + i) * TK + kk];
-                b[i] = ws[(tx * 4u + i) * TK + kk];
-            }
-            for (var i = 0u; i < 4u; i++) {
-                for (var j = 0u; j < 4u; j++) {
-                    acc[i * 4u + j] += a[i] * b[j];
-                }
-            }
+            let a = xs[kk * 16u + ty];
+            let b = ws[kk * 16u + tx];
+            acc[0] += a.x * b;
+            acc[1] += a.y * b;
+            acc[2] += a.z * b;
+            acc[3] += a.w * b;
         }
         workgroupBarrier();
     }
@@ -66,7 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var j = 0u; j < 4u; j++) {
             let n = n0 + tx * 4u + j;
             if (t < p.t && n < p.n) {
-                o[t * p.ldo + p.col0 + n] = acc[i * 4u + j];
+                store_out(t, p.row0 + n, acc[i][j]);
             }
         }
     }

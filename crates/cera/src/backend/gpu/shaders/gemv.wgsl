@@ -1,12 +1,37 @@
-// out[t][col0 + row] = w[row] · x[t] for a few tokens (up to MAX_T): one workgroup per weight
-// row reads it once for all of them.
+// out[t][row] (+)= w[row] · x'[t] for a few tokens (up to MAX_T): one workgroup per weight
+// row reads it once for all of them. The weight may be up to three concatenated (Q, K, V):
+// each row's result goes to its own weight's output (see out.wgsl). The input x' is, by
+// `mode`: 0 x itself; 1 RMSNorm(x) · g with g = aux (the block's input norm, done here: each
+// workgroup sums x² as it reads x, which costs nothing next to the weight row); 2 act(x) · aux
+// (the GLU of gate x and up aux; `act` 0 SiLU, 1 GELU).
 const WG: u32 = 64u;
 const MAX_T: u32 = 8u;
-struct P { k: u32, n: u32, rb: u32, t: u32, ldo: u32, col0: u32, groups: u32 }
+struct P {
+    k: u32, n: u32, rb: u32, t: u32, row0: u32, acc: u32, n0: u32, n1: u32, n2: u32,
+    mode: u32, eps: u32, act: u32, groups: u32,
+}
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(3) var<storage, read> aux: array<f32>;
+@group(0) @binding(4) var<storage, read_write> o0: array<f32>;
+@group(0) @binding(5) var<storage, read_write> o1: array<f32>;
+@group(0) @binding(6) var<storage, read_write> o2: array<f32>;
+
+fn ld4(b: u32) -> vec4<f32> {
+    return vec4<f32>(x[b], x[b + 1u], x[b + 2u], x[b + 3u]);
+}
+
+fn aux4(b: u32) -> vec4<f32> {
+    return vec4<f32>(aux[b], aux[b + 1u], aux[b + 2u], aux[b + 3u]);
+}
+
+fn act4(v: vec4<f32>) -> vec4<f32> {
+    if (p.act == 0u) {
+        return vec4<f32>(silu(v.x), silu(v.y), silu(v.z), silu(v.w));
+    }
+    return vec4<f32>(gelu(v.x), gelu(v.y), gelu(v.z), gelu(v.w));
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -16,19 +41,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let rb = row * p.rb;
     var acc: array<f32, MAX_T>;
+    var ss: array<f32, MAX_T>;
     for (var e = li * 4u; e < p.k; e += WG * 4u) {
         let m = (vec4<u32>(e) + vec4<u32>(0u, 1u, 2u, 3u)) < vec4<u32>(p.k);
         let wv = select(vec4<f32>(0.0), wload4(rb, e), m);
+        var g = vec4<f32>(1.0);
+        if (p.mode == 1u) {
+            g = select(vec4<f32>(0.0), aux4(e), m);
+        }
         for (var t = 0u; t < p.t; t++) {
             let xb = t * p.k + e;
-            let xv = select(vec4<f32>(0.0), vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]), m);
+            var xv = select(vec4<f32>(0.0), ld4(xb), m);
+            if (p.mode == 1u) {
+                ss[t] += dot(xv, xv);
+                xv *= g;
+            } else if (p.mode == 2u) {
+                xv = select(vec4<f32>(0.0), act4(xv) * aux4(xb), m);
+            }
             acc[t] += dot(wv, xv);
         }
     }
     for (var t = 0u; t < p.t; t++) {
-        let s = wg_sum(li, acc[t]);
+        var s = wg_sum(li, acc[t]);
+        if (p.mode == 1u) {
+            s *= inverseSqrt(wg_sum(li, ss[t]) / f32(p.k) + bitcast<f32>(p.eps));
+        }
         if (li == 0u) {
-            o[t * p.ldo + p.col0 + row] = s;
+            store_out(t, p.row0 + row, s);
         }
     }
 }

@@ -1,0 +1,127 @@
+//! The fused ops a backend may run as one ([`Backend::fuses_ops`]): products of several
+//! same-format weights reading one input, a product reading the RMSNorm or the GLU of its
+//! input or adding to its output, RoPE of queries and keys together. The reference runs them
+//! as their parts (the trait's defaults), so each is checked against its composition.
+
+use super::*;
+
+/// `x / √(mean(x²) + eps) · g` per row, in f64 (the scale of the normed products' terms).
+fn normed(x: &[f32], g: &[f32], eps: f32) -> Vec<f32> {
+    x.chunks_exact(g.len())
+        .flat_map(|r| {
+            let ms = r.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / r.len() as f64;
+            let s = 1.0 / (ms + eps as f64).sqrt();
+            r.iter()
+                .zip(g)
+                .map(move |(&v, &w)| (v as f64 * s * w as f64) as f32)
+        })
+        .collect()
+}
+
+pub(super) fn fused<B: Backend>(h: &mut H<B>) {
+    use GgmlType::*;
+    let k = 256;
+    // Q/K/V-like runs: three of one format, two of another, then one alone
+    let types = [Q4_1, Q4_1, Q4_1, Q6_K, Q6_K, Q8_0];
+    let rows = [64, 16, 24, 96, 96, 40];
+    let mut specs: Vec<_> = (0..types.len())
+        .map(|i| {
+            let v = h.rng.normal(rows[i] * k, 0.5);
+            (format!("f{i}"), types[i], vec![k as u64, rows[i] as u64], v)
+        })
+        .collect();
+    // a down projection reading the GLU of the two Q6_K outputs
+    specs.push((
+        "down".into(),
+        Q4_1,
+        vec![96, 72],
+        h.rng.normal(96 * 72, 0.5),
+    ));
+    let file = gguf(&specs);
+    let ws: Vec<Weight> = (0..types.len())
+        .map(|i| weight(&file, &format!("f{i}")))
+        .collect();
+    let down = weight(&file, "down");
+    let g = h.rng.normal(k, 1.0);
+    let eps = 1e-5;
+    // decode-sized steps (a backend may fuse) and prefill-sized (it may not)
+    for n in [1, 3, 8, 9, 17] {
+        let x = h.rng.vec(n * k, 1.0);
+        let xn = normed(&x, &g, eps);
+        let (xt, xr) = h.up(&x, n, k);
+        for (op, norm) in [("matmul runs", false), ("norm_matmul", true)] {
+            let (mut bo, mut ro): (Vec<_>, Vec<_>) = ws.iter().map(|_| h.garbage()).unzip();
+            let (mut hb, mut hr) = h.garbage();
+            let mut bops: Vec<_> = ws.iter().zip(bo.iter_mut()).collect();
+            let mut rops: Vec<_> = ws.iter().zip(ro.iter_mut()).collect();
+            let e = if norm {
+                h.r.norm_matmul(&mut (), &xr, &g, eps, &mut hr, &mut rops)
+                    .unwrap();
+                h.be.norm_matmul(&mut h.cx, &xt, &g, eps, &mut hb, &mut bops)
+            } else {
+                h.r.matmul(&mut (), &mut rops, &xr).unwrap();
+                h.be.matmul(&mut h.cx, &mut bops, &xt)
+            };
+            if let Err(e) = e {
+                h.fail(op, &format!("tokens {n}"), &e.to_string());
+                continue;
+            }
+            for (i, (o, or)) in bo.iter().zip(&ro).enumerate() {
+                let case = format!("weight {i} ({}), tokens {n}", types[i]);
+                let s = term_norms(&ws[i], if norm { &xn } else { &x });
+                h.check_with(op, &case, o, or, Some(&s), bounds::matmul(types[i]));
+            }
+        }
+        // glu_matmul_add and matmul_add onto a residual stream
+        let gate = h.rng.vec(n * 96, 2.0);
+        let up = h.rng.vec(n * 96, 1.0);
+        let res = h.rng.vec(n * 72, 1.0);
+        for act in [Act::Silu, Act::Gelu] {
+            let case = format!("{act:?}, tokens {n}");
+            let (mut gt, mut gr) = h.up(&gate, n, 96);
+            let (ut, ur) = h.up(&up, n, 96);
+            let (mut ot, mut or) = h.up(&res, n, 72);
+            h.r.glu_matmul_add(&mut (), &mut gr, &ur, act, &down, &mut or)
+                .unwrap();
+            match h
+                .be
+                .glu_matmul_add(&mut h.cx, &mut gt, &ut, act, &down, &mut ot)
+            {
+                Ok(()) => h.check("glu_matmul_add", &case, &ot, &or, bounds::matmul(Q4_1)),
+                Err(e) => h.fail("glu_matmul_add", &case, &e.to_string()),
+            }
+        }
+        let a = h.rng.vec(n * 96, 1.0);
+        let (at, ar) = h.up(&a, n, 96);
+        let (mut ot, mut or) = h.up(&res, n, 72);
+        h.r.matmul_add(&mut (), &down, &ar, &mut or).unwrap();
+        let case = format!("tokens {n}");
+        match h.be.matmul_add(&mut h.cx, &down, &at, &mut ot) {
+            Ok(()) => h.check("matmul_add", &case, &ot, &or, bounds::matmul(Q4_1)),
+            Err(e) => h.fail("matmul_add", &case, &e.to_string()),
+        }
+        // queries and keys of different widths (GQA), extra columns after the heads
+        let cfg = RopeConfig::new(RopeKind::Neox, 64, 10000.0);
+        let pos: Vec<usize> = (0..n).map(|_| h.rng.below(MAX_POS)).collect();
+        let q = h.rng.normal(n * (4 * 64 + 3), 1.0);
+        let kk = h.rng.normal(n * 2 * 64, 1.0);
+        let (mut qt, mut qr) = h.up(&q, n, 4 * 64 + 3);
+        let (mut kt, mut kr) = h.up(&kk, n, 2 * 64);
+        h.be.rope_qk(&mut h.cx, &mut qt, 4, &mut kt, 2, 64, &pos, &cfg);
+        h.r.rope_qk(&mut (), &mut qr, 4, &mut kr, 2, 64, &pos, &cfg);
+        h.check(
+            "rope_qk",
+            &format!("queries, tokens {n}"),
+            &qt,
+            &qr,
+            bounds::ROPE,
+        );
+        h.check(
+            "rope_qk",
+            &format!("keys, tokens {n}"),
+            &kt,
+            &kr,
+            bounds::ROPE,
+        );
+    }
+}
