@@ -208,6 +208,8 @@ pub struct GpuCtx {
     lora_t: GpuTensor,
     /// Attention's partial results when a row's keys are split.
     attn_part: GpuTensor,
+    /// A split-K GEMM's partial sums.
+    gemm_part: GpuTensor,
     /// RoPE angle tables by (config, positions), most recent last.
     rope_tables: Vec<(crate::backend::RopeConfig, Vec<usize>, wgpu::Buffer)>,
     /// The smallest MoE routing gap since it was last taken (see

@@ -51,6 +51,14 @@ fn resident(gpu: &Gpu, ws: &[&Weight]) -> Result<Arc<GpuWeight>> {
         return Ok(Arc::clone(r));
     }
     let rb = ws[0].row_bytes();
+    let ty = ws[0].ty;
+    // blocks whose size is not whole words are padded to it on the device, so that the
+    // kernels' word reads are aligned (one load each, not two)
+    let (sb, db) = match ty.block_bytes() {
+        Some(b) if ty.block_elems().is_some_and(|e| e > 1) => (b, b.next_multiple_of(4)),
+        _ => (rb.max(1), rb.max(1)),
+    };
+    let drb = rb / sb * db;
     let rows: usize = ws.iter().map(|w| w.rows).sum();
     // row r of the concatenation: (weight, row within it)
     let locate = |mut r: usize| {
@@ -63,23 +71,29 @@ fn resident(gpu: &Gpu, ws: &[&Weight]) -> Result<Arc<GpuWeight>> {
         unreachable!("row within the total")
     };
     // rows per binding: the adapter's binding limit, in whole rows
-    let per = ((gpu.info.max_binding as usize) / rb.max(1)).max(1);
+    let per = ((gpu.info.max_binding as usize) / drb.max(1)).max(1);
     let mut parts = Vec::new();
     let mut r0 = 0;
     while r0 < rows {
         let n = per.min(rows - r0);
-        let buf = if ws.len() == 1 {
-            gpu.buffer_with(
-                &ws[0].data()[r0 * rb..(r0 + n) * rb],
-                wgpu::BufferUsages::STORAGE,
-            )
+        let buf = if ws.len() == 1 && sb == db {
+            let src = &ws[0].data()[r0 * rb..(r0 + n) * rb];
+            gpu.buffer_with(src, wgpu::BufferUsages::STORAGE)
         } else {
-            let mut bytes = Vec::with_capacity(n * rb);
+            let mut bytes = Vec::with_capacity(n * drb);
             let mut r = r0;
             while r < r0 + n {
                 let (w, i) = locate(r);
                 let take = (w.rows - i).min(r0 + n - r);
-                bytes.extend_from_slice(&w.data()[i * rb..(i + take) * rb]);
+                let src = &w.data()[i * rb..(i + take) * rb];
+                if sb == db {
+                    bytes.extend_from_slice(src);
+                } else {
+                    for blk in src.chunks_exact(sb) {
+                        bytes.extend_from_slice(blk);
+                        bytes.resize(bytes.len() + db - sb, 0);
+                    }
+                }
                 r += take;
             }
             gpu.buffer_with(&bytes, wgpu::BufferUsages::STORAGE)
@@ -94,13 +108,26 @@ fn resident(gpu: &Gpu, ws: &[&Weight]) -> Result<Arc<GpuWeight>> {
     let gw = Arc::new(GpuWeight {
         _file: ws[0].file_handle(),
         parts,
-        row_bytes: rb,
+        row_bytes: drb,
     });
     gpu.weights
         .lock()
         .expect("weights")
         .insert(key, Arc::clone(&gw));
     Ok(gw)
+}
+
+/// Workgroups a GEMM should have to fill a large GPU (a few per compute unit).
+const GEMM_MIN_GROUPS: usize = 256;
+
+/// How a GEMM of `tiles` output tiles over `k` columns splits K: (splits, columns per split,
+/// a multiple of the 16-column tile step). Each split keeps at least 256 columns, so the
+/// partial sums' extra traffic stays small next to the product.
+fn split_k(tiles: usize, k: usize) -> (usize, usize) {
+    let want = GEMM_MIN_GROUPS.div_ceil(tiles.max(1));
+    let splits = want.min(k / 256).max(1);
+    let chunk = k.div_ceil(splits).next_multiple_of(16);
+    (k.div_ceil(chunk), chunk)
 }
 
 /// Whether `a` and `b` can be one product (same format and width).
@@ -212,24 +239,50 @@ pub(super) fn matmul(
             ];
             gpu.dispatch(cx, "gemv", "", Some(w0.ty), &head, &binds, part.rows as u32);
         } else {
+            let tiles = part.rows.div_ceil(64) * t.div_ceil(64);
+            let (splits, kchunk) = split_k(tiles, w0.cols);
+            let mut partial = std::mem::take(&mut cx.gemm_part);
+            if splits > 1 {
+                gpu.shape_to(&mut partial, splits * t, part.rows);
+            }
+            let scratch = if splits > 1 {
+                partial.buf()
+            } else {
+                &gpu.dummy
+            };
             let binds = [
                 Bind::Whole(&part.buf),
                 Bind::Whole(x.buf()),
                 Bind::Whole(o(0)),
                 Bind::Whole(o(1)),
                 Bind::Whole(o(2)),
+                Bind::Whole(scratch),
             ];
-            let groups = part.rows.div_ceil(64) * t.div_ceil(64);
-            head[9..].fill(0);
-            gpu.dispatch(
-                cx,
-                "gemm",
-                "",
-                Some(w0.ty),
-                &head[..9],
-                &binds,
-                groups as u32,
-            );
+            head[9] = splits as u32;
+            head[10] = kchunk as u32;
+            let groups = (tiles * splits) as u32;
+            gpu.dispatch(cx, "gemm", "", Some(w0.ty), &head[..11], &binds, groups);
+            if splits > 1 {
+                let params = [
+                    part.rows as u32,
+                    t as u32,
+                    part.row0 as u32,
+                    u32::from(acc),
+                    n(0) as u32,
+                    n(1) as u32,
+                    n(2) as u32,
+                    splits as u32,
+                ];
+                let binds = [
+                    Bind::Whole(partial.buf()),
+                    Bind::Whole(o(0)),
+                    Bind::Whole(o(1)),
+                    Bind::Whole(o(2)),
+                ];
+                let groups = (t * part.rows).div_ceil(256) as u32;
+                gpu.dispatch(cx, "gemm_reduce", "", None, &params, &binds, groups);
+            }
+            cx.gemm_part = partial;
         }
     }
     Ok(())

@@ -37,11 +37,19 @@ pub(super) fn fused<B: Backend>(h: &mut H<B>) {
         vec![96, 72],
         h.rng.normal(96 * 72, 0.5),
     ));
+    // long rows, few of them: a GEMM splits K across workgroups (then sums the parts)
+    let long = h.rng.normal(2560 * 40, 0.5);
+    specs.push(("long".into(), Q4_K, vec![2560, 40], long));
     let file = gguf(&specs);
     let ws: Vec<Weight> = (0..types.len())
         .map(|i| weight(&file, &format!("f{i}")))
         .collect();
     let down = weight(&file, "down");
+    let long = weight(&file, "long");
+    for n in [9, 17, 70] {
+        let x = h.rng.vec(n * 2560, 1.0);
+        h.matmul_case(&long, &x, n, &format!("split K: Q4_K 40x2560 tokens {n}"));
+    }
     let g = h.rng.normal(k, 1.0);
     let eps = 1e-5;
     // decode-sized steps (a backend may fuse) and prefill-sized (it may not)

@@ -2,18 +2,24 @@
 // workgroup computes TM tokens × TN rows, each invocation a 4 × 4 block of them, through
 // shared tiles of TK columns stored k-major as vec4s (a row of 16 invocations reads 16
 // consecutive vec4s: no bank conflicts); weights are dequantized into the tile once, and the
-// next tile's loads are in flight while the current one is multiplied.
+// next tile's loads are in flight while the current one is multiplied. When the tiles are too
+// few to fill the GPU (a long K, few rows: FFN down), K is split across `splits` workgroups
+// per tile, each writing its partial sums to `part` ([split][t][n]) for gemm_reduce.wgsl.
 const WG: u32 = 256u;
 const TM: u32 = 64u;
 const TN: u32 = 64u;
 const TK: u32 = 16u;
-struct P { k: u32, n: u32, rb: u32, t: u32, row0: u32, acc: u32, n0: u32, n1: u32, n2: u32, groups: u32 }
+struct P {
+    k: u32, n: u32, rb: u32, t: u32, row0: u32, acc: u32, n0: u32, n1: u32, n2: u32,
+    splits: u32, kchunk: u32, groups: u32,
+}
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> o0: array<f32>;
 @group(0) @binding(4) var<storage, read_write> o1: array<f32>;
 @group(0) @binding(5) var<storage, read_write> o2: array<f32>;
+@group(0) @binding(6) var<storage, read_write> part: array<f32>;
 
 var<workgroup> xs: array<vec4<f32>, 256>; // [TK][TM / 4]
 var<workgroup> ws: array<vec4<f32>, 256>; // [TK][TN / 4]
@@ -50,8 +56,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let nb = (p.n + TN - 1u) / TN;
-    let t0 = (g / nb) * TM;
+    let tiles = nb * ((p.t + TM - 1u) / TM);
+    let split = g / tiles;
+    let t0 = ((g % tiles) / nb) * TM;
     let n0 = (g % nb) * TN;
+    let k_lo = split * p.kchunk;
+    let k_hi = min(p.k, k_lo + p.kchunk);
     // the block this invocation computes: tokens 4 ty.., rows 4 tx..
     let ty = li / 16u;
     let tx = li % 16u;
@@ -59,15 +69,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let lr = li / 4u;
     let lc = (li % 4u) * 4u;
     var acc: array<vec4<f32>, 4>;
-    var wv = load_w(n0 + lr, lc);
-    var xv = load_x(t0 + lr, lc);
-    for (var k0 = 0u; k0 < p.k; k0 += TK) {
+    var wv = load_w(n0 + lr, k_lo + lc);
+    var xv = load_x(t0 + lr, k_lo + lc);
+    for (var k0 = k_lo; k0 < k_hi; k0 += TK) {
         for (var j = 0u; j < 4u; j++) {
             ws[(lc + j) * 16u + lr / 4u][lr % 4u] = wv[j];
             xs[(lc + j) * 16u + lr / 4u][lr % 4u] = xv[j];
         }
         workgroupBarrier();
-        if (k0 + TK < p.k) {
+        if (k0 + TK < k_hi) {
             wv = load_w(n0 + lr, k0 + TK + lc);
             xv = load_x(t0 + lr, k0 + TK + lc);
         }
@@ -86,7 +96,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var j = 0u; j < 4u; j++) {
             let n = n0 + tx * 4u + j;
             if (t < p.t && n < p.n) {
-                store_out(t, p.row0 + n, acc[i][j]);
+                if (p.splits > 1u) {
+                    part[(split * p.t + t) * p.n + n] = acc[i][j];
+                } else {
+                    store_out(t, p.row0 + n, acc[i][j]);
+                }
             }
         }
     }

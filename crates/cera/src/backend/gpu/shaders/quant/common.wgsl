@@ -1,5 +1,7 @@
-// Byte access into the weight words `w` (blocks are stored as the GGUF file has them, so
-// fields need not be 4-aligned), shared by every format's `wload4`.
+// Byte access into the weight words `w`, shared by every format's `wload4`. Blocks are stored
+// as the GGUF file has them, except that a block whose size is not whole words is padded to
+// it (Q4_0 18 → 20 bytes, Q8_0 34 → 36, Q5_0 22 → 24, IQ4_NL 18 → 20, Q3_K 110 → 112, Q6_K
+// 210 → 212: `weights.rs`), so block starts are word-aligned; fields inside may not be.
 
 fn rd8(b: u32) -> u32 {
     return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;

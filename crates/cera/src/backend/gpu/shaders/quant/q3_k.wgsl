@@ -1,7 +1,7 @@
-// Q3_K: super-blocks of 256 in 110 bytes: 32 bytes of high-bit masks, 64 bytes of 2-bit
+// Q3_K: super-blocks of 256 in 110 bytes (112 on the device): 32 bytes of high-bit masks, 64 bytes of 2-bit
 // values, 12 bytes of 6-bit scales (16, offset by 32), f16 d. A clear high bit subtracts 4.
 fn wload4(rb: u32, e: u32) -> vec4<f32> {
-    let blk = rb + (e / 256u) * 110u;
+    let blk = rb + (e / 256u) * 112u;
     let i = e % 256u;
     let h = i / 128u;
     let r = i % 128u;

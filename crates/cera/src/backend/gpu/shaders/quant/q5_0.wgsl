@@ -1,7 +1,7 @@
-// Q5_0: blocks of 32 in 22 bytes: f16 d, 32 high bits (bit j for element j), 16 bytes of
+// Q5_0: blocks of 32 in 22 bytes (24 on the device): f16 d, 32 high bits (bit j for element j), 16 bytes of
 // nibbles; x = (q - 16) · d.
 fn wload4(rb: u32, e: u32) -> vec4<f32> {
-    let blk = rb + (e / 32u) * 22u;
+    let blk = rb + (e / 32u) * 24u;
     let j = e % 32u;
     let d = half(rd16(blk));
     let qh = rd32(blk + 2u);

@@ -1,7 +1,7 @@
-// Q6_K: super-blocks of 256 in 210 bytes: 128 bytes of low nibbles, 64 bytes of 2-bit highs,
+// Q6_K: super-blocks of 256 in 210 bytes (212 on the device): 128 bytes of low nibbles, 64 bytes of 2-bit highs,
 // 16 signed scales, f16 d. Element i: half h = i/128, quarter k = (i%128)/32, l = i%32.
 fn wload4(rb: u32, e: u32) -> vec4<f32> {
-    let blk = rb + (e / 256u) * 210u;
+    let blk = rb + (e / 256u) * 212u;
     let i = e % 256u;
     let h = i / 128u;
     let k = (i % 128u) / 32u;
