@@ -2,13 +2,20 @@
 //! DX12; WebGPU in the browser). Models run on it unchanged.
 //!
 //! - Activations are device buffers ([`GpuTensor`]) that only grow; a step's ops are recorded
-//!   into one command encoder held by the step's [`GpuCtx`] and submitted when the step reads
-//!   back (its logits) or ends ([`Backend::finish`]).
+//!   into a command encoder held by the step's [`GpuCtx`], submitted every few dozen dispatches
+//!   (the device starts on the first layers while the rest is recorded) and when the step
+//!   reads back (its logits) or ends ([`Backend::finish`]).
+//! - Every op is a dispatch, and a decode step's time is mostly the fixed cost of each, so the
+//!   fused ops of [`Backend::fuses_ops`] are single dispatches here: runs of same-format
+//!   weights (Q/K/V, gate/up) multiply as one concatenated weight; the GEMV reads its input
+//!   through the block's RMSNorm or the FFN's GLU and can add to its output (the residual).
+//!   `CERA_GPU_PROFILE=1` prints the host's time per dispatch, `=2` the device's time per op.
 //! - Each dispatch's parameters and the host slices an op takes (token ids, positions, RoPE
 //!   angles) are staged in one upload buffer per step and written once before the submit.
-//! - Weights are uploaded on first use as the file holds them (ggml's blocks, split into parts
-//!   where a tensor is larger than one binding may be) and dequantized in registers by the
-//!   format's `wload4` (`shaders/quant/`), shared by the GEMV, the GEMM and the embedding lookup.
+//! - Weights are uploaded on first use as the file holds them (ggml's blocks, each padded to
+//!   whole words, split into parts where a tensor is larger than one binding may be) and
+//!   dequantized in registers by the format's `wload4` (`shaders/quant/`), shared by the GEMV,
+//!   the GEMM and the embedding lookup.
 //! - Small model parameters (norm weights, biases, convolution taps) are uploaded once, keyed by
 //!   their address, length and contents.
 //! - KV caches are device buffers, head-major (`[head][position][row]`) in f32 or f16; saving

@@ -117,15 +117,28 @@ fn resident(gpu: &Gpu, ws: &[&Weight]) -> Result<Arc<GpuWeight>> {
     Ok(gw)
 }
 
+/// The split-K GEMM's constants: the partial sums' binding.
+const SPLIT_DEFS: &str =
+    "const SPLIT: bool = true;\n@group(0) @binding(6) var<storage, read_write> part: array<f32>;";
+
 /// Workgroups a GEMM should have to fill a large GPU (a few per compute unit).
 const GEMM_MIN_GROUPS: usize = 256;
 
+/// Rows shorter than this are not split: their K loop is short anyway, and on the H200 the
+/// split made SmolLM2's GEMMs (K 576 and 1536) three times slower while it made those with
+/// K of 4608-4864 (FFN down of LFM2-350M and Qwen2.5-0.5B) faster.
+const SPLIT_K_FROM: usize = 2048;
+
 /// How a GEMM of `tiles` output tiles over `k` columns splits K: (splits, columns per split,
-/// a multiple of the 16-column tile step). Each split keeps at least 256 columns, so the
+/// a multiple of the 16-column tile step). Each split keeps at least 512 columns, so the
 /// partial sums' extra traffic stays small next to the product.
 fn split_k(tiles: usize, k: usize) -> (usize, usize) {
     let want = GEMM_MIN_GROUPS.div_ceil(tiles.max(1));
-    let splits = want.min(k / 256).max(1);
+    let splits = if k < SPLIT_K_FROM {
+        1
+    } else {
+        want.min(k / 512).max(1)
+    };
     let chunk = k.div_ceil(splits).next_multiple_of(16);
     (k.div_ceil(chunk), chunk)
 }
@@ -245,23 +258,38 @@ pub(super) fn matmul(
             if splits > 1 {
                 gpu.shape_to(&mut partial, splits * t, part.rows);
             }
-            let scratch = if splits > 1 {
-                partial.buf()
-            } else {
-                &gpu.dummy
-            };
             let binds = [
                 Bind::Whole(&part.buf),
                 Bind::Whole(x.buf()),
                 Bind::Whole(o(0)),
                 Bind::Whole(o(1)),
                 Bind::Whole(o(2)),
-                Bind::Whole(scratch),
+                Bind::Whole(if splits > 1 {
+                    partial.buf()
+                } else {
+                    &gpu.dummy
+                }),
             ];
             head[9] = splits as u32;
             head[10] = kchunk as u32;
             let groups = (tiles * splits) as u32;
-            gpu.dispatch(cx, "gemm", "", Some(w0.ty), &head[..11], &binds, groups);
+            let (defs, nb) = if splits > 1 {
+                (SPLIT_DEFS, 6)
+            } else {
+                (
+                    "const SPLIT: bool = false;\nvar<private> part: array<f32, 1>;",
+                    5,
+                )
+            };
+            gpu.dispatch(
+                cx,
+                "gemm",
+                defs,
+                Some(w0.ty),
+                &head[..11],
+                &binds[..nb],
+                groups,
+            );
             if splits > 1 {
                 let params = [
                     part.rows as u32,

@@ -4,7 +4,8 @@
 // consecutive vec4s: no bank conflicts); weights are dequantized into the tile once, and the
 // next tile's loads are in flight while the current one is multiplied. When the tiles are too
 // few to fill the GPU (a long K, few rows: FFN down), K is split across `splits` workgroups
-// per tile, each writing its partial sums to `part` ([split][t][n]) for gemm_reduce.wgsl.
+// per tile, each writing its partial sums to `part` ([split][t][n]) for gemm_reduce.wgsl (the
+// SPLIT variant: the plain one keeps the loop bounds uniform and binds no scratch).
 const WG: u32 = 256u;
 const TM: u32 = 64u;
 const TN: u32 = 64u;
@@ -19,7 +20,7 @@ struct P {
 @group(0) @binding(3) var<storage, read_write> o0: array<f32>;
 @group(0) @binding(4) var<storage, read_write> o1: array<f32>;
 @group(0) @binding(5) var<storage, read_write> o2: array<f32>;
-@group(0) @binding(6) var<storage, read_write> part: array<f32>;
+// (with SPLIT, the constants declare binding 6: `part`)
 
 var<workgroup> xs: array<vec4<f32>, 256>; // [TK][TM / 4]
 var<workgroup> ws: array<vec4<f32>, 256>; // [TK][TN / 4]
@@ -60,8 +61,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let split = g / tiles;
     let t0 = ((g % tiles) / nb) * TM;
     let n0 = (g % nb) * TN;
-    let k_lo = split * p.kchunk;
-    let k_hi = min(p.k, k_lo + p.kchunk);
+    var k_lo = 0u;
+    var k_hi = p.k;
+    if (SPLIT) {
+        k_lo = split * p.kchunk;
+        k_hi = min(p.k, k_lo + p.kchunk);
+    }
     // the block this invocation computes: tokens 4 ty.., rows 4 tx..
     let ty = li / 16u;
     let tx = li % 16u;
@@ -96,7 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var j = 0u; j < 4u; j++) {
             let n = n0 + tx * 4u + j;
             if (t < p.t && n < p.n) {
-                if (p.splits > 1u) {
+                if (SPLIT) {
                     part[(split * p.t + t) * p.n + n] = acc[i][j];
                 } else {
                     store_out(t, p.row0 + n, acc[i][j]);
