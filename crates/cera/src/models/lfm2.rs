@@ -24,7 +24,7 @@ use super::common::shortconv::ConvState;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
-use super::step::{LogitsPost, SeqInput, Workspace, attend, logits_out, project};
+use super::step::{LogitsPost, SeqInput, Workspace, attend, dumping, logits_out, project};
 use crate::backend::moe::{Gating, MoeWeights};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, RopeKind, Weight};
 use crate::error::{Error, Result};
@@ -366,16 +366,46 @@ impl Lfm2 {
         )?;
         ws.lora
             .embed_deltas(be, &mut ws.cx, &ws.tokens, &mut ws.x)?;
+        // the backend's fused ops (a GPU's dispatches): each block's input norm read by its
+        // first product, the residual added by its last (not with adapters or dumps)
+        let fuse = be.fuses_ops() && ws.lora.is_empty() && !dumping();
         for (il, layer) in self.layers.iter().enumerate() {
-            be.rms_norm(&mut ws.cx, &ws.x, &layer.attn_norm, c.rms_eps, &mut ws.h);
-            match &layer.mixer {
-                Mixer::Conv(w) => self.shortconv(be, il, w, seqs, ws)?,
-                Mixer::Attention(w) => self.attention(be, il, w, seqs, ws)?,
+            let norm = fuse.then_some(&layer.attn_norm[..]);
+            if !fuse {
+                be.rms_norm(&mut ws.cx, &ws.x, &layer.attn_norm, c.rms_eps, &mut ws.h);
             }
-            be.add(&mut ws.cx, &mut ws.x, &ws.o);
-            be.rms_norm(&mut ws.cx, &ws.x, &layer.ffn_norm, c.rms_eps, &mut ws.h);
-            self.ffn(be, &layer.ffn, ws)?;
-            be.add(&mut ws.cx, &mut ws.x, &ws.o);
+            match &layer.mixer {
+                Mixer::Conv(w) => self.shortconv(be, il, w, norm, seqs, ws)?,
+                Mixer::Attention(w) => self.attention(be, il, w, norm, seqs, ws)?,
+            }
+            if !fuse {
+                be.add(&mut ws.cx, &mut ws.x, &ws.o);
+            }
+            match &layer.ffn {
+                Ffn::Dense { gate, up, down } if fuse => {
+                    be.norm_matmul(
+                        &mut ws.cx,
+                        &ws.x,
+                        &layer.ffn_norm,
+                        c.rms_eps,
+                        &mut ws.h,
+                        &mut [(gate, &mut ws.gate), (up, &mut ws.up)],
+                    )?;
+                    be.glu_matmul_add(
+                        &mut ws.cx,
+                        &mut ws.gate,
+                        &ws.up,
+                        Act::Silu,
+                        down,
+                        &mut ws.x,
+                    )?;
+                }
+                f => {
+                    be.rms_norm(&mut ws.cx, &ws.x, &layer.ffn_norm, c.rms_eps, &mut ws.h);
+                    self.ffn(be, f, ws)?;
+                    be.add(&mut ws.cx, &mut ws.x, &ws.o);
+                }
+            }
         }
         let post = LogitsPost {
             divisor: 1.0,
@@ -393,29 +423,44 @@ impl Lfm2 {
     }
 
     /// `o = out_proj · (C ⊙ conv(B ⊙ x))` for the normed input in `h`, each sequence over its
-    /// own convolution state.
+    /// own convolution state. With `norm` (fused ops), the input is `x` through that norm and
+    /// the output is added to `x` instead.
     fn shortconv<B: Backend>(
         &self,
         be: &B,
         il: usize,
         w: &ShortConv,
+        norm: Option<&[f32]>,
         seqs: &mut [SeqInput<'_, B>],
         ws: &mut Workspace<B>,
     ) -> Result<()> {
         let cx = &mut ws.cx;
-        project(
-            be,
-            cx,
-            &mut ws.lora,
-            &mut [(&w.in_proj, &mut ws.bcx)],
-            &ws.h,
-        )?;
+        match norm {
+            Some(g) => be.norm_matmul(
+                cx,
+                &ws.x,
+                g,
+                self.cfg.rms_eps,
+                &mut ws.h,
+                &mut [(&w.in_proj, &mut ws.bcx)],
+            )?,
+            None => project(
+                be,
+                cx,
+                &mut ws.lora,
+                &mut [(&w.in_proj, &mut ws.bcx)],
+                &ws.h,
+            )?,
+        }
         be.reshape(&mut ws.conv, ws.tokens.len(), self.cfg.n_embd);
         for (s, span) in seqs.iter_mut().zip(&ws.spans) {
             let state = s.state.conv.layers[il]
                 .as_mut()
                 .expect("a convolution layer has convolution state");
             be.short_conv(cx, &ws.bcx, &w.kernel, state, *span, &mut ws.conv);
+        }
+        if norm.is_some() {
+            return be.matmul_add(cx, &w.out_proj, &ws.conv, &mut ws.x);
         }
         project(
             be,
@@ -426,29 +471,29 @@ impl Lfm2 {
         )
     }
 
-    /// `o = attention(h)` with per-head Q/K norms and NeoX RoPE.
+    /// `o = attention(h)` with per-head Q/K norms and NeoX RoPE; with `norm`, as
+    /// [`Lfm2::shortconv`]'s.
     fn attention<B: Backend>(
         &self,
         be: &B,
         il: usize,
         w: &Attention,
+        norm: Option<&[f32]>,
         seqs: &mut [SeqInput<'_, B>],
         ws: &mut Workspace<B>,
     ) -> Result<()> {
         let c = &self.cfg;
         let n_kv = c.n_head_kv[il];
         let cx = &mut ws.cx;
-        project(
-            be,
-            cx,
-            &mut ws.lora,
-            &mut [(&w.wq, &mut ws.q), (&w.wk, &mut ws.k), (&w.wv, &mut ws.v)],
-            &ws.h,
-        )?;
+        let qkv = &mut [(&w.wq, &mut ws.q), (&w.wk, &mut ws.k), (&w.wv, &mut ws.v)];
+        match norm {
+            Some(g) => be.norm_matmul(cx, &ws.x, g, c.rms_eps, &mut ws.h, qkv)?,
+            None => project(be, cx, &mut ws.lora, qkv, &ws.h)?,
+        }
         be.rms_norm_inplace(cx, &mut ws.q, &w.q_norm, c.rms_eps);
         be.rms_norm_inplace(cx, &mut ws.k, &w.k_norm, c.rms_eps);
-        be.rope(cx, &mut ws.q, c.n_head, c.head_dim, &ws.pos, &c.rope);
-        be.rope(cx, &mut ws.k, n_kv, c.head_dim, &ws.pos, &c.rope);
+        let (nh, hd) = (c.n_head, c.head_dim);
+        be.rope_qk(cx, &mut ws.q, nh, &mut ws.k, n_kv, hd, &ws.pos, &c.rope);
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,
@@ -460,6 +505,9 @@ impl Lfm2 {
             causal: true,
         };
         attend(be, il, seqs, ws, &params);
+        if norm.is_some() {
+            return be.matmul_add(&mut ws.cx, &w.wo, &ws.att, &mut ws.x);
+        }
         project(
             be,
             &mut ws.cx,
