@@ -207,8 +207,6 @@ pub struct GpuCtx {
     pub dispatches: u64,
     /// Dispatches recorded since the last submit.
     unsubmitted: u32,
-    /// Scratch for ops done out of place and copied back.
-    tmp: GpuTensor,
     /// The MoE block's working tensors.
     moe: moe::MoeTensors,
     /// `A · x` of a LoRA delta.
@@ -547,10 +545,7 @@ impl Backend for Gpu {
     }
 
     fn rms_norm_inplace(&self, cx: &mut GpuCtx, x: &mut GpuTensor, w: &[f32], eps: f32) {
-        let mut tmp = std::mem::take(&mut cx.tmp);
-        ops::rms_norm(self, cx, x, w, eps, &mut tmp);
-        ops::copy(self, cx, &tmp, x);
-        cx.tmp = tmp;
+        ops::rms_norm_inplace(self, cx, x, w, eps);
     }
 
     fn layer_norm(

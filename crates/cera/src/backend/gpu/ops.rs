@@ -30,13 +30,38 @@ pub(super) fn upload(gpu: &Gpu, cx: &mut GpuCtx, data: &[f32], dst: &wgpu::Buffe
     );
 }
 
-/// `dst = src` (same shape).
-pub(super) fn copy(gpu: &Gpu, cx: &mut GpuCtx, src: &GpuTensor, dst: &mut GpuTensor) {
-    gpu.shape_to(dst, src.rows, src.cols);
-    let n = (src.len() * 4) as u64;
-    if n > 0 {
-        gpu.encoder(cx)
-            .copy_buffer_to_buffer(src.buf(), 0, dst.buf(), 0, n);
+/// RMSNorm of `x` into `out`, or in place (`out` None: `x` is written, though borrowed
+/// shared, as the in-place op's callers hold it mutably).
+fn norm(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    x: &GpuTensor,
+    w: &[f32],
+    eps: f32,
+    out: Option<&mut GpuTensor>,
+) {
+    let n = w.len();
+    assert!(
+        n > 0 && x.cols.is_multiple_of(n),
+        "rms_norm: segments of {n}"
+    );
+    let segs = (x.len() / n) as u32;
+    let g = gpu.param(w);
+    let params = [n as u32, fbits(eps)];
+    match out {
+        Some(out) => {
+            gpu.shape_to(out, x.rows, x.cols);
+            let binds = [
+                Bind::Whole(x.buf()),
+                Bind::Whole(&g),
+                Bind::Whole(out.buf()),
+            ];
+            gpu.dispatch(cx, "rms_norm", NORM_TO, None, &params, &binds, segs);
+        }
+        None => {
+            let binds = [Bind::Whole(x.buf()), Bind::Whole(&g)];
+            gpu.dispatch(cx, "rms_norm", NORM_IN_PLACE, None, &params, &binds, segs);
+        }
     }
 }
 
@@ -48,28 +73,20 @@ pub(super) fn rms_norm(
     eps: f32,
     out: &mut GpuTensor,
 ) {
-    let n = w.len();
-    assert!(
-        n > 0 && x.cols.is_multiple_of(n),
-        "rms_norm: segments of {n}"
-    );
-    gpu.shape_to(out, x.rows, x.cols);
-    let segs = x.len() / n;
-    let g = gpu.param(w);
-    gpu.dispatch(
-        cx,
-        "rms_norm",
-        "",
-        None,
-        &[n as u32, fbits(eps)],
-        &[
-            Bind::Whole(x.buf()),
-            Bind::Whole(&g),
-            Bind::Whole(out.buf()),
-        ],
-        segs as u32,
-    );
+    norm(gpu, cx, x, w, eps, Some(out));
 }
+
+/// [`rms_norm`] in place: one dispatch.
+pub(super) fn rms_norm_inplace(gpu: &Gpu, cx: &mut GpuCtx, x: &mut GpuTensor, w: &[f32], eps: f32) {
+    norm(gpu, cx, x, w, eps, None);
+}
+
+/// rms_norm.wgsl's input and output, apart or one buffer.
+const NORM_TO: &str = "@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+fn put(i: u32, v: f32) { y[i] = v; }";
+const NORM_IN_PLACE: &str = "@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+fn put(i: u32, v: f32) { x[i] = v; }";
 
 pub(super) fn layer_norm(
     gpu: &Gpu,

@@ -1,10 +1,10 @@
-// y = x / sqrt(mean(x²) + eps) · g over each segment of n (a row, or a head of a row)
+// y = x / sqrt(mean(x²) + eps) · g over each segment of n (a row, or a head of a row). The
+// constants declare `x` and `put` (writing y, or x itself in place: each invocation writes
+// only the elements it read).
 const WG: u32 = 256u;
 struct P { n: u32, eps: u32, groups: u32 }
 @group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -21,6 +21,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ss = wg_sum(li, acc);
     let sc = 1.0 / sqrt(ss / f32(p.n) + bitcast<f32>(p.eps));
     for (var i = li; i < p.n; i += WG) {
-        y[base + i] = x[base + i] * sc * g[i];
+        put(base + i, x[base + i] * sc * g[i]);
     }
 }
