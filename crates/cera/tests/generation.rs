@@ -197,6 +197,50 @@ fn prefill_equals_token_by_token_decode() {
     }
 }
 
+/// Greedy and top-k samplers decode from the top candidates the backend ranks (not whole rows
+/// of logits): the same tokens as the whole-row path, which a zero logit bias forces (a bias
+/// makes a sampler read every logit), and the whole last row is there afterwards.
+#[test]
+fn top_candidates_sample_as_whole_rows() {
+    let eng = engine("smollm2");
+    let run = |cfg: cera::sample::SamplerConfig| {
+        let mut s = eng.session(SessionOptions::default());
+        s.append_text("Once upon a time, in a small village,", true)
+            .unwrap();
+        let mut o = GenerateOptions::default();
+        o.sampler = cfg;
+        o.max_tokens = 40;
+        o.ignore_eog = true;
+        let g = s
+            .generate(&o, &mut |_t: u32, _p: &str| Control::Continue)
+            .unwrap();
+        (g.tokens, s.logits().to_vec())
+    };
+    let mut sampled = cera::sample::SamplerConfig::default();
+    sampled.seed = 7;
+    sampled.temperature = 1.5;
+    for cfg in [cera::sample::SamplerConfig::greedy(), sampled] {
+        let mut whole = cfg.clone();
+        whole.logit_bias = vec![(0, 0.0)];
+        assert!(
+            cera::sample::Sampler::new(cfg.clone())
+                .top_k_only()
+                .is_some()
+        );
+        assert!(
+            cera::sample::Sampler::new(whole.clone())
+                .top_k_only()
+                .is_none()
+        );
+        let (top_toks, top_logits) = run(cfg);
+        let (all_toks, all_logits) = run(whole);
+        assert_eq!(top_toks.len(), 40);
+        assert_eq!(top_toks, all_toks, "top candidates vs whole rows");
+        assert_eq!(top_logits.len(), eng.n_vocab());
+        assert_eq!(top_logits, all_logits, "the last row after generating");
+    }
+}
+
 #[test]
 fn two_sessions_on_two_threads_equal_each_alone() {
     let eng = engine("smollm2");

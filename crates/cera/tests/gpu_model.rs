@@ -167,3 +167,38 @@ fn smollm2_gpu_equals_the_reference_backend() {
         assert!(e < 1e-5, "position {t}: nmse {e:.2e} against the reference");
     }
 }
+
+/// Generation on the GPU ranks each step's logits on the device (greedy: one pair read back,
+/// top-k sampling: k pairs): the same tokens as reading whole rows (forced by a zero logit
+/// bias), and the last row whole afterwards.
+#[test]
+fn smollm2_gpu_generation_reads_back_top_candidates() {
+    use cera::session::{Control, GenerateOptions};
+    let gpu = engine(DeviceKind::Gpu);
+    let run = |cfg: cera::sample::SamplerConfig| {
+        let mut opts = SessionOptions::default();
+        opts.n_ctx = 128;
+        let mut s = gpu.session(opts);
+        s.append_text("The three primary colors are", true).unwrap();
+        let mut o = GenerateOptions::default();
+        o.sampler = cfg;
+        o.max_tokens = 6;
+        o.ignore_eog = true;
+        let g = s
+            .generate(&o, &mut |_t: u32, _p: &str| Control::Continue)
+            .unwrap();
+        (g.tokens, s.logits().to_vec())
+    };
+    let mut sampled = cera::sample::SamplerConfig::default();
+    sampled.seed = 11;
+    sampled.temperature = 1.2;
+    for cfg in [cera::sample::SamplerConfig::greedy(), sampled] {
+        let mut whole = cfg.clone();
+        whole.logit_bias = vec![(0, 0.0)];
+        let (top_toks, top_logits) = run(cfg);
+        let (all_toks, all_logits) = run(whole);
+        assert_eq!(top_toks.len(), 6);
+        assert_eq!(top_toks, all_toks, "top candidates vs whole rows");
+        assert_eq!(top_logits, all_logits, "the last row after generating");
+    }
+}

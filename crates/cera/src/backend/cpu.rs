@@ -141,6 +141,10 @@ impl Backend for Cpu {
         out.extend_from_slice(t.data());
     }
 
+    fn top_k(&self, _cx: &mut CpuCtx, t: &CpuTensor, k: usize, out: &mut Vec<(u32, f32)>) {
+        super::top_k_rows(t.data(), t.cols, k, out);
+    }
+
     fn shape(&self, t: &CpuTensor) -> (usize, usize) {
         (t.rows, t.cols)
     }

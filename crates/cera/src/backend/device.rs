@@ -319,6 +319,10 @@ impl Backend for Device {
         on!(self, b => Backend::download(b, cx.w(), t.r(), out))
     }
 
+    fn top_k(&self, cx: &mut DevCtx, t: &DevTensor, k: usize, out: &mut Vec<(u32, f32)>) {
+        on!(self, b => Backend::top_k(b, cx.w(), t.r(), k, out))
+    }
+
     fn shape(&self, t: &DevTensor) -> (usize, usize) {
         match t {
             DevTensor::Cpu(t) => (t.rows(), t.cols()),

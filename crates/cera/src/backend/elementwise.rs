@@ -103,3 +103,35 @@ pub fn argmax(x: &[f32]) -> usize {
     }
     best
 }
+
+/// The `k` largest values of each `cols`-wide row of `x` with their columns, largest first
+/// and the lower column first among equals (so the first is [`argmax`]'s pick); NaN ranks
+/// below every number. `k` pairs per row are appended to `out` (k ≤ cols).
+pub fn top_k_rows(x: &[f32], cols: usize, k: usize, out: &mut Vec<(u32, f32)>) {
+    assert!(k <= cols, "top_k: k = {k} of {cols} columns");
+    if k == 0 {
+        return;
+    }
+    // NaN as -inf for ranking; among equal values the lower column wins
+    let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+    let ahead = |a: &(u32, f32), b: &(u32, f32)| {
+        let (ka, kb) = (key(a.1), key(b.1));
+        ka > kb || (ka == kb && a.0 < b.0)
+    };
+    for row in x.chunks_exact(cols) {
+        let start = out.len();
+        // the best k so far, sorted; a value enters only when it beats the k-th
+        for (i, &v) in row.iter().enumerate() {
+            let c = (i as u32, v);
+            let top = &out[start..];
+            if top.len() == k && !ahead(&c, &top[k - 1]) {
+                continue;
+            }
+            let at = start + top.partition_point(|t| ahead(t, &c));
+            if out.len() - start == k {
+                out.pop();
+            }
+            out.insert(at, c);
+        }
+    }
+}

@@ -157,6 +157,14 @@ pub trait Backend: Send + Sync {
     );
     /// The whole tensor to host memory (resized to fit): the step's one read back.
     fn download(&self, cx: &mut Self::Ctx, t: &Self::Tensor, out: &mut Vec<f32>);
+    /// The `k` largest values of each row of `t` with their columns, as [`top_k_rows`] ranks
+    /// them (`k` pairs per row appended to `out`, k ≤ cols): greedy decoding and truncated
+    /// sampling read these instead of whole rows of logits. Ends the step like `download`.
+    fn top_k(&self, cx: &mut Self::Ctx, t: &Self::Tensor, k: usize, out: &mut Vec<(u32, f32)>) {
+        let mut v = Vec::new();
+        self.download(cx, t, &mut v);
+        top_k_rows(&v, self.shape(t).1, k, out);
+    }
     /// (rows, cols) of a tensor.
     fn shape(&self, t: &Self::Tensor) -> (usize, usize);
     /// Gives `t` the shape `rows` × `cols` (storage only grows; contents unspecified).

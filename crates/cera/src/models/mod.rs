@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::keys::{arch as k, arch_key};
 use crate::lora::LoraSet;
-pub use common::shortconv::ConvSnapshot;
 use common::shortconv::ConvState;
+pub use common::shortconv::{ConvSnapshot, KeptState};
 pub use names::Arch;
 pub use step::{Logits, SeqInput, Workspace};
 

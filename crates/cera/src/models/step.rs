@@ -301,6 +301,11 @@ pub struct Workspace<B: Backend = Device> {
     pub(crate) lora: StepLora<B>,
     /// The rows asked for return their final-norm hidden states instead of logits.
     pub(crate) hidden: bool,
+    /// `Some(k)`: the rows asked for return their top k logits to `top` (k pairs of (token,
+    /// logit) per row, largest first) and leave `logits` empty; their whole logits stay in
+    /// `lg` until the next step ([`Workspace::read_logits`]).
+    pub(crate) top_k: Option<usize>,
+    pub(crate) top: Vec<(u32, f32)>,
 }
 
 impl<B: Backend> Default for Workspace<B> {
@@ -327,11 +332,18 @@ impl<B: Backend> Default for Workspace<B> {
             out_rows: Vec::new(),
             lora: StepLora::default(),
             hidden: false,
+            top_k: None,
+            top: Vec::new(),
         }
     }
 }
 
 impl<B: Backend> Workspace<B> {
+    /// The whole logits of the last step's rows (after a step that returned only their top k).
+    pub(crate) fn read_logits(&mut self, be: &B, out: &mut Vec<f32>) {
+        be.download(&mut self.cx, &self.lg, out);
+    }
+
     /// Lays the sequences' tokens end to end and checks them: at least one token each, room in
     /// each cache, ids in the vocabulary. Nothing is computed when a check fails.
     pub(crate) fn plan(&mut self, seqs: &[SeqInput<'_, B>], n_vocab: usize) -> Result<()> {
@@ -474,7 +486,14 @@ pub(crate) fn logits_out<B: Backend>(
     if let Some(cap) = post.softcap {
         be.softcap(&mut ws.cx, &mut ws.lg, cap);
     }
-    be.download(&mut ws.cx, &ws.lg, logits);
+    match ws.top_k {
+        Some(k) => {
+            ws.top.clear();
+            let k = k.min(be.shape(&ws.lg).1);
+            be.top_k(&mut ws.cx, &ws.lg, k, &mut ws.top);
+        }
+        None => be.download(&mut ws.cx, &ws.lg, logits),
+    }
     Ok(())
 }
 

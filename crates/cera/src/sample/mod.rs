@@ -120,6 +120,40 @@ impl Sampler {
             || self.cfg.presence_penalty != 0.0
     }
 
+    /// Candidates the most a backend ranks for [`Sampler::sample_top`] (beyond: whole rows).
+    pub const MAX_TOP_K: usize = 256;
+
+    /// `Some(k)` when a pick depends on the top `k` logits alone: greedy (1), or a top-k of at
+    /// most [`Sampler::MAX_TOP_K`], without biases or penalties (which reorder the logits
+    /// first).
+    pub fn top_k_only(&self) -> Option<usize> {
+        if !self.cfg.logit_bias.is_empty() || self.penalties_active() {
+            return None;
+        }
+        if self.cfg.temperature <= 0.0 {
+            return Some(1);
+        }
+        (1..=Self::MAX_TOP_K)
+            .contains(&self.cfg.top_k)
+            .then_some(self.cfg.top_k)
+    }
+
+    /// [`Sampler::sample`] from the top candidates of the logits (largest first, the lower
+    /// token first among equals; at least [`Sampler::top_k_only`] of them): the same pick as
+    /// from the whole row when the sampler reads only those.
+    pub fn sample_top(&mut self, top: &[(u32, f32)]) -> u32 {
+        if self.cfg.temperature <= 0.0 {
+            return top.first().map_or(0, |c| c.0);
+        }
+        self.cand.clear();
+        let k = self.cfg.top_k.max(1).min(top.len());
+        self.cand.extend_from_slice(&top[..k]);
+        self.typical();
+        self.top_p();
+        self.min_p();
+        self.draw()
+    }
+
     /// Picks the next token from `logits` (modified in place by bias and penalties).
     pub fn sample(&mut self, logits: &mut [f32]) -> u32 {
         for &(t, b) in &self.cfg.logit_bias {

@@ -153,8 +153,29 @@ impl<'a> Generator<'a> {
         self.done(reason, String::new())
     }
 
+    /// `Some(k)` when the next token depends on the top `k` logits alone (greedy: 1; a top-k
+    /// sampler without penalties, biases, a grammar or log-probabilities): [`Generator::step_top`]
+    /// may be given those instead of the whole row.
+    pub fn top_k_only(&self) -> Option<usize> {
+        if self.constraint.is_some() || self.logprobs.is_some() {
+            return None;
+        }
+        self.sampler.top_k_only()
+    }
+
+    /// [`Generator::step`] from the top candidates of the last fed token's logits, largest
+    /// first (at least [`Generator::top_k_only`] of them, as
+    /// [`top_k_rows`](crate::backend::top_k_rows) ranks them).
+    pub fn step_top(&mut self, top: &[(u32, f32)]) -> Step {
+        self.step_from(Scores::Top(top))
+    }
+
     /// Picks the next token from `logits` (those of the last fed token; modified in place).
     pub fn step(&mut self, logits: &mut [f32]) -> Step {
+        self.step_from(Scores::Full(logits))
+    }
+
+    fn step_from(&mut self, scores: Scores<'_>) -> Step {
         if let Some(reason) = self.finished {
             return Step::Done {
                 reason,
@@ -164,18 +185,30 @@ impl<'a> Generator<'a> {
         if self.max_tokens > 0 && self.tokens.len() >= self.max_tokens {
             return self.done(FinishReason::Length, String::new());
         }
-        // the raw logits, before sampling transforms them in place
-        let lp = self.logprobs.map(|n| {
-            self.raw.clear();
-            self.raw.extend_from_slice(logits);
-            raw_logprobs(logits, n)
-        });
-        let next = match &mut self.constraint {
-            None => self.sampler.sample(logits),
-            Some(c) => match c.sample(&mut self.sampler, logits) {
-                Some(t) => t,
-                None => return self.done(FinishReason::GrammarDeadEnd, String::new()),
-            },
+        let (next, lp) = match scores {
+            Scores::Top(top) => {
+                debug_assert!(
+                    self.top_k_only().is_some(),
+                    "step_top with a full-row sampler"
+                );
+                (self.sampler.sample_top(top), None)
+            }
+            Scores::Full(logits) => {
+                // the raw logits, before sampling transforms them in place
+                let lp = self.logprobs.map(|n| {
+                    self.raw.clear();
+                    self.raw.extend_from_slice(logits);
+                    raw_logprobs(logits, n)
+                });
+                let next = match &mut self.constraint {
+                    None => self.sampler.sample(logits),
+                    Some(c) => match c.sample(&mut self.sampler, logits) {
+                        Some(t) => t,
+                        None => return self.done(FinishReason::GrammarDeadEnd, String::new()),
+                    },
+                };
+                (next, lp)
+            }
         };
         if let Some(c) = &mut self.constraint
             && !c.accept(next)
@@ -213,6 +246,12 @@ impl<'a> Generator<'a> {
     }
 }
 
+/// What a step samples from: the whole row of logits, or its top candidates.
+enum Scores<'a> {
+    Full(&'a mut [f32]),
+    Top(&'a [(u32, f32)]),
+}
+
 /// `(log-sum-exp, the top n (token, logprob))` of raw logits.
 fn raw_logprobs(logits: &[f32], n: usize) -> (f32, Vec<(u32, f32)>) {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -245,12 +284,21 @@ impl Session {
             g = g.with_logprobs(k);
         }
         let t0 = Instant::now();
+        // a sampler that reads only the top k: decode steps rank their logits on the backend
+        // and hand over those (`Some` once a step has); the last token's whole row is read at
+        // the end
+        let top_k = g.top_k_only();
+        let mut top: Option<Vec<(u32, f32)>> = None;
         let finish = loop {
             if self.cancel.swap(false, Ordering::AcqRel) {
                 g.stop(FinishReason::Cancelled);
                 break FinishReason::Cancelled;
             }
-            match g.step(&mut self.logits) {
+            let step = match &top {
+                Some(c) => g.step_top(c),
+                None => g.step(&mut self.logits),
+            };
+            match step {
                 Step::Done { reason, text } => {
                     if !text.is_empty() {
                         sink.on_token(*g.tokens.last().unwrap_or(&0), &text);
@@ -278,10 +326,19 @@ impl Session {
                         }
                         break FinishReason::ContextFull;
                     }
-                    self.forward(&[id], false)?;
+                    match top_k {
+                        Some(k) => {
+                            let c = top.get_or_insert_with(Vec::new);
+                            self.forward_top(&[id], k, c)?;
+                        }
+                        None => self.forward(&[id], false)?,
+                    }
                 }
             }
         };
+        if top.is_some() {
+            self.sync_logits();
+        }
         // an EOG token or the token that completed a stop string was sampled but not fed; keep
         // the context consistent: the logits still belong to the last fed token
         g.fill_summary(&mut summary, finish, t0.elapsed());

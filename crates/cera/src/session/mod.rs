@@ -388,6 +388,33 @@ impl Session {
         Ok(())
     }
 
+    /// [`Session::forward`] of a decode step whose logits only a truncated sampler reads: the
+    /// top `k` (token, logit) pairs are swapped into `top` (on a GPU the step reads back those
+    /// alone); the whole row stays with the backend until [`Session::sync_logits`], and
+    /// `logits()` is empty until then.
+    pub(crate) fn forward_top(
+        &mut self,
+        chunk: &[u32],
+        k: usize,
+        top: &mut Vec<(u32, f32)>,
+    ) -> Result<()> {
+        self.state.ws.top_k = Some(k);
+        let r = self.forward(chunk, false);
+        self.state.ws.top_k = None;
+        r?;
+        std::mem::swap(top, &mut self.state.ws.top);
+        self.logits_valid = false;
+        Ok(())
+    }
+
+    /// The whole logits of the last token after [`Session::forward_top`] (read from the
+    /// backend, where the step left them).
+    pub(crate) fn sync_logits(&mut self) {
+        let e = &self.engine;
+        self.state.ws.read_logits(&e.dev, &mut self.logits);
+        self.logits_valid = true;
+    }
+
     /// Runs `chunk` after the context (whose state must be up to date) and appends it.
     pub(crate) fn forward(&mut self, chunk: &[u32], all: bool) -> Result<()> {
         let pos0 = self.tokens.len();

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use super::Session;
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::state::codec::{Reader, Writer};
 use crate::state::prefix::{Namespace, PrefixCache};
@@ -139,10 +140,12 @@ impl Session {
         let e = &self.engine;
         snapshot::write_kv(&e.dev, &self.state.seq.kv, n, &mut w);
         let recurrent = self.state.is_recurrent();
+        let st = &mut self.state;
         let snaps: Vec<_> = self
             .snaps
             .iter()
             .filter(|s| s.pos <= n && s.pos > 0)
+            .map(|s| st.seq.conv.kept_to_host(&e.dev, &mut st.ws.cx, s))
             .collect();
         w.u32(snaps.len() as u32);
         for s in &snaps {
@@ -179,14 +182,19 @@ impl Session {
         r.finish()?;
         snaps.sort_by_key(|s| s.pos);
         for s in snaps {
-            self.snaps.push(s);
+            let st = &mut self.state;
+            let kept = st.seq.conv.host_to_kept(&e.dev, &mut st.ws.cx, &s)?;
+            // (submitted before the list may clone it)
+            e.dev.finish(&mut st.ws.cx);
+            self.snaps.push(kept);
         }
         if self.state.is_recurrent() {
             let Some(snap) = self.snaps.iter().find(|s| s.pos == n).cloned() else {
                 return Err(r.error(format!("no convolution snapshot at position {n}")));
             };
             let st = &mut self.state;
-            st.seq.conv.restore(&e.dev, &mut st.ws.cx, &snap)?;
+            st.seq.conv.restore_kept(&e.dev, &mut st.ws.cx, &snap)?;
+            e.dev.finish(&mut st.ws.cx);
         }
         self.tokens.extend_from_slice(tokens);
         self.state.seq.conv.n_past = n;

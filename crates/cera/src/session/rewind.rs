@@ -4,6 +4,7 @@
 //! forward passes (every decode step), and at every multiple of [`EVERY`] positions of the
 //! context (prefill chunks of a recurrent model end there: 64-token chunks cost nothing
 //! against 512-token ones), thinned to every other one when more than [`SPARSE`] pile up.
+//! Snapshots stay in backend memory (no read back after each decode step on a GPU).
 //! `truncate` restores the newest snapshot at or before the cut and prefills again only the
 //! tokens between: none when the cut is at a snapshot, as a chat turn or a speculative
 //! rollback usually is, at most `EVERY` - 1 otherwise. The prefix cache stores the same
@@ -13,8 +14,9 @@
 use std::collections::VecDeque;
 
 use super::Session;
+use crate::backend::Backend;
 use crate::error::Result;
-use crate::models::ConvSnapshot;
+use crate::models::KeptState;
 
 /// Snapshots after the most recent forward passes.
 pub(crate) const RECENT: usize = 32;
@@ -26,9 +28,9 @@ pub(crate) const SPARSE: usize = 64;
 /// A recurrent session's convolution snapshots (a few KB each).
 #[derive(Clone, Default)]
 pub(crate) struct Snapshots {
-    recent: VecDeque<ConvSnapshot>,
+    recent: VecDeque<KeptState>,
     /// Ascending positions, multiples of `EVERY` (times a power of two after thinning).
-    sparse: Vec<ConvSnapshot>,
+    sparse: Vec<KeptState>,
     /// The spacing of `sparse` now.
     spacing: usize,
 }
@@ -41,15 +43,15 @@ impl Snapshots {
     }
 
     /// A buffer to take the next snapshot into (the oldest recent one, reused).
-    fn spare(&mut self) -> ConvSnapshot {
+    fn spare(&mut self) -> KeptState {
         if self.recent.len() >= RECENT {
             self.recent.pop_front().unwrap_or_default()
         } else {
-            ConvSnapshot::default()
+            KeptState::default()
         }
     }
 
-    pub fn push(&mut self, snap: ConvSnapshot) {
+    pub fn push(&mut self, snap: KeptState) {
         if self.spacing == 0 {
             self.spacing = EVERY;
         }
@@ -80,14 +82,14 @@ impl Snapshots {
     }
 
     /// The newest snapshot at or before `n` (position > 0).
-    pub fn at_or_before(&self, n: usize) -> Option<&ConvSnapshot> {
+    pub fn at_or_before(&self, n: usize) -> Option<&KeptState> {
         self.iter()
             .filter(|s| s.pos <= n && s.pos > 0)
             .max_by_key(|s| s.pos)
     }
 
     /// Every snapshot, each position once.
-    pub fn iter(&self) -> impl Iterator<Item = &ConvSnapshot> {
+    pub fn iter(&self) -> impl Iterator<Item = &KeptState> {
         let recent = &self.recent;
         self.sparse
             .iter()
@@ -117,7 +119,9 @@ impl Session {
                 let e = &self.engine;
                 let st = &mut self.state;
                 // restoring a snapshot of this very state cannot fail
-                match st.seq.conv.restore(&e.dev, &mut st.ws.cx, &snap) {
+                let r = st.seq.conv.restore_kept(&e.dev, &mut st.ws.cx, &snap);
+                e.dev.finish(&mut st.ws.cx);
+                match r {
                     Ok(()) => self.replay_from = (snap.pos < n).then_some(snap.pos),
                     Err(_) => self.replay_from = Some(0),
                 }
@@ -168,7 +172,10 @@ impl Session {
         let mut snap = self.snaps.spare();
         let e = &self.engine;
         let st = &mut self.state;
-        st.seq.conv.snapshot_into(&e.dev, &mut st.ws.cx, &mut snap);
+        st.seq.conv.keep_into(&e.dev, &mut st.ws.cx, &mut snap);
+        // submitted now: a clone of the snapshot (the sparse list, a forked session) copies
+        // at once, after what was submitted before it
+        e.dev.finish(&mut st.ws.cx);
         self.snaps.push(snap);
     }
 }
@@ -177,8 +184,8 @@ impl Session {
 mod tests {
     use super::*;
 
-    fn snap(pos: usize) -> ConvSnapshot {
-        ConvSnapshot {
+    fn snap(pos: usize) -> KeptState {
+        KeptState {
             pos,
             layers: vec![None],
         }

@@ -52,6 +52,7 @@ fn op_source(op: &str) -> &'static str {
         "moe_scatter" => include_str!("shaders/moe_scatter.wgsl"),
         "moe_sum" => include_str!("shaders/moe_sum.wgsl"),
         "lora_delta" => include_str!("shaders/lora_delta.wgsl"),
+        "top_k" => include_str!("shaders/top_k.wgsl"),
         other => unreachable!("no shader for op {other}"),
     }
 }

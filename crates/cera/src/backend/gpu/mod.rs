@@ -28,6 +28,7 @@ mod kv;
 mod lora;
 mod moe;
 mod ops;
+mod select;
 mod weights;
 
 use std::collections::HashMap;
@@ -215,6 +216,9 @@ pub struct GpuCtx {
     attn_part: GpuTensor,
     /// A split-K GEMM's partial sums.
     gemm_part: GpuTensor,
+    /// Top-k candidates per chunk of a row, and per row (see `select.rs`).
+    topk_part: GpuTensor,
+    topk_out: GpuTensor,
     /// RoPE angle tables by (config, positions), most recent last.
     rope_tables: Vec<(crate::backend::RopeConfig, Vec<usize>, wgpu::Buffer)>,
     /// The smallest MoE routing gap since it was last taken (see
@@ -432,6 +436,15 @@ impl Backend for Gpu {
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
         );
+    }
+
+    fn top_k(&self, cx: &mut GpuCtx, t: &GpuTensor, k: usize, out: &mut Vec<(u32, f32)>) {
+        if select::fits(t.cols, k) {
+            return select::top_k(self, cx, t, k, out);
+        }
+        let mut v = Vec::new();
+        self.download(cx, t, &mut v);
+        crate::backend::top_k_rows(&v, t.cols, k, out);
     }
 
     fn shape(&self, t: &GpuTensor) -> (usize, usize) {

@@ -115,6 +115,93 @@ impl<B: Backend> ConvState<B> {
         }
     }
 
+    /// Copies the state (as of `n_past`) into `snap` in backend memory, reusing its tensors:
+    /// no read back (on a GPU the copies are recorded into the step's stream), so sessions
+    /// take one after every forward pass.
+    pub fn keep_into(&self, be: &B, cx: &mut B::Ctx, snap: &mut KeptState<B>) {
+        snap.pos = self.n_past;
+        snap.layers.resize_with(self.layers.len(), || None);
+        for (l, s) in self.layers.iter().zip(snap.layers.iter_mut()) {
+            match l {
+                None => *s = None,
+                Some(t) => {
+                    let cols = be.shape(t).1;
+                    be.copy_cols(cx, t, 0, cols, s.get_or_insert_with(Default::default));
+                }
+            }
+        }
+    }
+
+    /// Puts the state back to `snap` (kept from this state by [`ConvState::keep_into`]).
+    pub fn restore_kept(&mut self, be: &B, cx: &mut B::Ctx, snap: &KeptState<B>) -> Result<()> {
+        if snap.layers.len() != self.layers.len()
+            || self
+                .layers
+                .iter()
+                .zip(&snap.layers)
+                .any(|(l, s)| l.as_ref().map(|t| be.shape(t)) != s.as_ref().map(|t| be.shape(t)))
+        {
+            return Err(Error::Model(
+                "convolution state snapshot: not this model's layers".into(),
+            ));
+        }
+        for (l, s) in self.layers.iter_mut().zip(&snap.layers) {
+            if let (Some(t), Some(v)) = (l, s) {
+                let cols = be.shape(v).1;
+                be.copy_cols(cx, v, 0, cols, t);
+            }
+        }
+        self.n_past = snap.pos;
+        self.fresh = false;
+        Ok(())
+    }
+
+    /// A kept state read back to the host (to save it).
+    pub fn kept_to_host(&self, be: &B, cx: &mut B::Ctx, snap: &KeptState<B>) -> ConvSnapshot {
+        ConvSnapshot {
+            pos: snap.pos,
+            layers: snap
+                .layers
+                .iter()
+                .map(|l| {
+                    l.as_ref().map(|t| {
+                        let mut v = Vec::new();
+                        be.download(cx, t, &mut v);
+                        v
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// A host snapshot (read from saved bytes) in backend memory, checked against this state.
+    pub fn host_to_kept(
+        &self,
+        be: &B,
+        cx: &mut B::Ctx,
+        snap: &ConvSnapshot,
+    ) -> Result<KeptState<B>> {
+        self.check(be, snap)?;
+        let layers = self
+            .layers
+            .iter()
+            .zip(&snap.layers)
+            .map(|(l, s)| match (l, s) {
+                (Some(t), Some(v)) => {
+                    let (r, c) = be.shape(t);
+                    let mut k = B::Tensor::default();
+                    be.upload(cx, v, r, c, &mut k);
+                    Some(k)
+                }
+                _ => None,
+            })
+            .collect();
+        Ok(KeptState {
+            pos: snap.pos,
+            layers,
+        })
+    }
+
     pub fn snapshot(&self, be: &B, cx: &mut B::Ctx) -> ConvSnapshot {
         let mut s = ConvSnapshot::default();
         self.snapshot_into(be, cx, &mut s);
@@ -166,6 +253,36 @@ impl<B: Backend> ConvState<B> {
             }
         }
         Ok(())
+    }
+}
+
+/// A copy of a [`ConvState`] at one position in backend memory (see
+/// [`ConvState::keep_into`]).
+pub struct KeptState<B: Backend = Device> {
+    /// Tokens the state had seen.
+    pub pos: usize,
+    /// Per layer, the rolling inputs (`None` for layers without a convolution).
+    pub layers: Vec<Option<B::Tensor>>,
+}
+
+impl<B: Backend> Default for KeptState<B> {
+    fn default() -> Self {
+        KeptState {
+            pos: 0,
+            layers: Vec::new(),
+        }
+    }
+}
+
+impl<B: Backend> Clone for KeptState<B>
+where
+    B::Tensor: Clone,
+{
+    fn clone(&self) -> Self {
+        KeptState {
+            pos: self.pos,
+            layers: self.layers.clone(),
+        }
     }
 }
 

@@ -161,6 +161,7 @@ pub(super) fn elementwise<B: Backend>(h: &mut H<B>) {
             );
         }
     }
+    top_k(h);
 }
 
 pub(super) fn rope<B: Backend>(h: &mut H<B>) {

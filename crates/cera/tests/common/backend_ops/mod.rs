@@ -17,6 +17,7 @@
 //! - memory: upload/download, zeros, fill_zero, reshape, new_kv (odd and empty shapes);
 //! - elementwise: rms_norm and rms_norm_inplace per row and per head, add, scale, add_bias,
 //!   glu (SiLU, GELU), softcap, copy_cols, gather_rows (repeats, empty), 1 to 257 rows;
+//!   top_k (exact: vocabulary-sized rows, ties, -inf and NaN);
 //! - rope: normal and NeoX, full and partial rotation, extra columns after the heads, head
 //!   sizes 24 to 256, plain / linear scaling / frequency factors / YaRN (and YaRN with
 //!   `ext_factor` 0), positions 0 to [`MAX_POS`];
@@ -58,8 +59,10 @@ use cera::quant::GgmlType;
 
 mod fused;
 mod groups;
+mod select;
 use fused::*;
 use groups::*;
+use select::*;
 
 /// An error bound on one op's result: both measures must hold (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]
