@@ -21,7 +21,10 @@ fn gpu() -> Gpu {
 const NOT_YET: [&str; 1] = ["moe lora"];
 
 fn check(groups: &[&str]) {
-    let g = gpu();
+    check_on(gpu(), groups)
+}
+
+fn check_on(g: Gpu, groups: &[&str]) {
     eprintln!("adapter: {:?}", g.info());
     let fails: Vec<Failure> = run_groups(&g, groups);
     let (expected, real): (Vec<&Failure>, Vec<&Failure>) =
@@ -54,6 +57,15 @@ fn gpu_memory_elementwise_rope() {
 #[test]
 fn gpu_matmul_every_format() {
     check(&["matmul", "embed"]);
+}
+
+/// The GEMV's other variant than the adapter's own (a workgroup per row on lavapipe, which
+/// picks an invocation per row; the reverse on a GPU), so CI checks the one GPUs run.
+#[test]
+fn gpu_matmul_other_gemv_variant() {
+    let g = gpu();
+    let per_row = g.info().device_type == "Cpu";
+    check_on(g.with_gemv_per_row(!per_row), &["matmul"]);
 }
 
 #[test]

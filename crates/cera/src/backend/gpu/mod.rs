@@ -77,6 +77,10 @@ pub struct Gpu {
     /// outputs, one for inputs (a dispatch may not use a buffer both ways).
     dummy: wgpu::Buffer,
     dummy_in: wgpu::Buffer,
+    /// The GEMV runs an invocation per row (a CPU adapter: lavapipe, where each of a
+    /// workgroup's barriers costs a pass through all its invocations; SmolLM2's LM head took
+    /// 245 ms a token as a workgroup per row, 163 ms this way) instead of a workgroup per row.
+    gemv_per_row: bool,
 }
 
 /// Totals over the steps since the backend was made (`CERA_GPU_PROFILE=1`).
@@ -272,6 +276,7 @@ impl Gpu {
         Ok(Gpu {
             dummy: unused(),
             dummy_in: unused(),
+            gemv_per_row: info.device_type == "Cpu",
             device,
             queue,
             info,
@@ -282,6 +287,13 @@ impl Gpu {
             profile: std::env::var_os("CERA_GPU_PROFILE").map(|_| Mutex::default()),
             timing,
         })
+    }
+
+    /// The backend with the GEMV variant chosen (`per_row`: an invocation per weight row, else
+    /// a workgroup per row), whatever the adapter: tests run both on one adapter.
+    pub fn with_gemv_per_row(mut self, per_row: bool) -> Gpu {
+        self.gemv_per_row = per_row;
+        self
     }
 
     /// The adapter in use.

@@ -148,6 +148,15 @@ pub(super) fn fusable(a: &Weight, b: &Weight) -> bool {
     a.ty == b.ty && a.cols == b.cols
 }
 
+/// The GEMV's variant (its defs) and rows per workgroup (see [`Gpu::gemv_per_row`]).
+fn gemv_rows(gpu: &Gpu) -> (&'static str, usize) {
+    if gpu.gemv_per_row {
+        ("const PER_ROW: bool = true;", 64)
+    } else {
+        ("const PER_ROW: bool = false;", 1)
+    }
+}
+
 /// What a product reads: `x` itself, or an op of it done as it is read (GEMV only).
 #[derive(Clone, Copy)]
 pub(super) enum Input<'a> {
@@ -250,7 +259,9 @@ pub(super) fn matmul(
                 Bind::Whole(o(1)),
                 Bind::Whole(o(2)),
             ];
-            gpu.dispatch(cx, "gemv", "", Some(w0.ty), &head, &binds, part.rows as u32);
+            let (defs, per) = gemv_rows(gpu);
+            let groups = part.rows.div_ceil(per) as u32;
+            gpu.dispatch(cx, "gemv", defs, Some(w0.ty), &head, &binds, groups);
         } else {
             let tiles = part.rows.div_ceil(64) * t.div_ceil(64);
             let (splits, kchunk) = split_k(tiles, w0.cols);

@@ -33,16 +33,18 @@ fn act4(v: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(gelu(v.x), gelu(v.y), gelu(v.z), gelu(v.w));
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let row = group_index(wid, nwg);
-    if (row >= p.groups) {
-        return;
-    }
+// This invocation's share of row `row`: elements e0, e0 + step, ... (in fours) summed into
+// `acc` per token (and x² into `ss` for the norm).
+var<private> acc: array<f32, MAX_T>;
+var<private> ss: array<f32, MAX_T>;
+
+fn partial(row: u32, e0: u32, step: u32) {
     let rb = row * p.rb;
-    var acc: array<f32, MAX_T>;
-    var ss: array<f32, MAX_T>;
-    for (var e = li * 4u; e < p.k; e += WG * 4u) {
+    for (var t = 0u; t < MAX_T; t++) {
+        acc[t] = 0.0;
+        ss[t] = 0.0;
+    }
+    for (var e = e0; e < p.k; e += step) {
         let m = (vec4<u32>(e) + vec4<u32>(0u, 1u, 2u, 3u)) < vec4<u32>(p.k);
         let wv = select(vec4<f32>(0.0), wload4(rb, e), m);
         var g = vec4<f32>(1.0);
@@ -61,10 +63,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             acc[t] += dot(wv, xv);
         }
     }
+}
+
+// The norm's scale from the sum of x² over the whole row.
+fn norm_scale(ssum: f32) -> f32 {
+    return inverseSqrt(ssum / f32(p.k) + bitcast<f32>(p.eps));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let g = group_index(wid, nwg);
+    if (g >= p.groups) {
+        return;
+    }
+    if (PER_ROW) {
+        // an invocation per row, no barriers: for a CPU running the shader (lavapipe), where
+        // each barrier costs a switch through every invocation of the workgroup
+        let row = g * WG + li;
+        if (row < p.n) {
+            partial(row, 0u, 4u);
+            for (var t = 0u; t < p.t; t++) {
+                var s = acc[t];
+                if (p.mode == 1u) {
+                    s *= norm_scale(ss[t]);
+                }
+                store_out(t, p.row0 + row, s);
+            }
+        }
+        return;
+    }
+    // a workgroup per row
+    let row = g;
+    partial(row, li * 4u, WG * 4u);
     for (var t = 0u; t < p.t; t++) {
         var s = wg_sum(li, acc[t]);
         if (p.mode == 1u) {
-            s *= inverseSqrt(wg_sum(li, ss[t]) / f32(p.k) + bitcast<f32>(p.eps));
+            s *= norm_scale(wg_sum(li, ss[t]));
         }
         if (li == 0u) {
             store_out(t, p.row0 + row, s);
