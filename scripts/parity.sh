@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One prompt through every front end of the core: Rust (the core API), the CLI, Python (the
-# installed wheel) and Kotlin (the UniFFI bindings): the same greedy tokens and text, or a diff.
+# installed wheel), Kotlin (the UniFFI bindings) and WebAssembly (cera-wasm's package in Node):
+# the same greedy tokens and text, or a diff.
 # Expects what scripts/test.sh leaves behind: the wheel in target/wheel-venv and the Kotlin
 # leg's output in target/parity/kotlin.txt (scripts/kotlin-test.sh).
 #
@@ -15,10 +16,17 @@ d=target/parity
 mkdir -p "$d"
 [ -f "$d/kotlin.txt" ] || { echo "error: $d/kotlin.txt missing: run scripts/kotlin-test.sh first" >&2; exit 1; }
 [ -x target/wheel-venv/bin/python ] || { echo "error: target/wheel-venv missing: the wheel step of scripts/test.sh makes it" >&2; exit 1; }
+[ -f crates/cera-wasm/pkg/cera_bg.wasm ] || { echo "error: crates/cera-wasm/pkg missing: run scripts/build-wasm.sh first" >&2; exit 1; }
 cargo run --release --locked -q -p cera --example parity -- "$MODEL" "$PROMPT" "$N" > "$d/rust.txt"
 target/wheel-venv/bin/python scripts/parity.py "$MODEL" "$PROMPT" "$N" > "$d/python.txt"
 ./target/release/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" 2>/dev/null > "$d/cli.txt"
 fail=0
+path=$(./target/release/cera models | awk -v m="$MODEL" '$1 == m { print $NF }')
+node crates/cera-wasm/examples/node/generate.mjs "${path:-$MODEL}" "$PROMPT" "$N" 2>/dev/null > "$d/wasm.txt"
+if ! cmp -s "$d/cli.txt" "$d/wasm.txt"; then
+  echo "parity: WebAssembly's text differs from the CLI's:"; diff "$d/cli.txt" "$d/wasm.txt" || true
+  fail=1
+fi
 for leg in python kotlin; do
   if ! cmp -s "$d/rust.txt" "$d/$leg.txt"; then
     echo "parity: $leg differs from rust:"; diff "$d/rust.txt" "$d/$leg.txt" || true
@@ -31,5 +39,5 @@ if [ "$(tail -n +2 "$d/rust.txt")" != "$(cat "$d/cli.txt")" ]; then
 fi
 ntok=$(head -1 "$d/rust.txt" | wc -w)
 [ "$ntok" -eq "$N" ] || { echo "parity: rust generated $ntok tokens, not $N"; fail=1; }
-[ "$fail" -eq 0 ] && echo "parity: rust, cli, python and kotlin agree on $ntok greedy tokens of $MODEL"
+[ "$fail" -eq 0 ] && echo "parity: rust, cli, python, kotlin and wasm agree on $ntok greedy tokens of $MODEL"
 exit "$fail"

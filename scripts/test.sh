@@ -103,8 +103,21 @@ rm -rf target/wheels target/wheel-venv
 python3 -m venv target/wheel-venv
 target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/cera-*.whl pytest jsonschema
 CERA_BIN="$PWD/target/release/cera" target/wheel-venv/bin/python -m pytest -q tests/python
+step "wasm: cera-wasm for wasm32 (scripts/build-wasm.sh), clippy there, node --test"
+bash scripts/build-wasm.sh
+cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
+command -v node >/dev/null || {
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq nodejs
+}
+model_path() { ./target/release/cera models | awk -v m="$1" '$1 == m { print $NF }'; }
+CERA_BIN="$PWD/target/release/cera" CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
+  CERA_TEST_TOOLS_MODEL="$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)" \
+  node --test crates/cera-wasm/tests/
 step "kotlin: UniFFI bindings generated, compiled with kotlinc, tests/kotlin/bindings.kts"
 bash scripts/kotlin-test.sh
-step "parity: the same greedy tokens through Rust, the CLI, Python and Kotlin"
+step "parity: the same greedy tokens through Rust, the CLI, Python, Kotlin and WebAssembly (Node)"
 bash scripts/parity.sh
 step "done"

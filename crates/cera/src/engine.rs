@@ -130,7 +130,17 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     pub fn load(path: impl AsRef<Path>, opts: EngineOptions) -> Result<Engine> {
         let path = path.as_ref();
-        let file = Arc::new(GgufFile::open(path)?);
+        Self::with_file(GgufFile::open(path)?, path, opts)
+    }
+
+    /// A model from a GGUF file's bytes in memory (where there is no file system: WebAssembly;
+    /// or a model received over a connection). [`Engine::path`] is `<memory>`.
+    pub fn from_bytes(bytes: Vec<u8>, opts: EngineOptions) -> Result<Engine> {
+        Self::with_file(GgufFile::from_bytes(bytes)?, Path::new("<memory>"), opts)
+    }
+
+    fn with_file(file: GgufFile, path: &Path, opts: EngineOptions) -> Result<Engine> {
+        let file = Arc::new(file);
         let tokenizer = Tokenizer::from_gguf(&file)?;
         let model = Model::load(Arc::clone(&file))?;
         let arch = file.architecture()?.to_owned();

@@ -192,7 +192,7 @@ impl ChatTemplate {
             add_generation_prompt: opts.add_generation_prompt,
             bos_token: &self.bos_token,
             eos_token: &self.eos_token,
-            now: opts.now.unwrap_or_else(SystemTime::now),
+            now: opts.now.unwrap_or_else(crate::runtime::time::system_now),
             extra: &opts.extra,
         };
         template::render(&self.env, ctx.to_value())

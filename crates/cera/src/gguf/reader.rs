@@ -489,6 +489,8 @@ impl GgufFile {
     pub fn release_range(&self, offset: usize, len: usize) {
         let (src, base) = self.source_at(offset as u64);
         let offset = offset - base as usize;
+        // (no paging advice where memmap2 has none: WebAssembly maps nothing)
+        #[cfg(unix)]
         if let Source::Mmap(m) = src
             && offset.checked_add(len).is_some_and(|e| e <= m.len())
         {
@@ -498,6 +500,8 @@ impl GgufFile {
                 m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
             };
         }
+        #[cfg(not(unix))]
+        let _ = (src, offset, len);
     }
 
     /// Bytes of the model's files (all parts of a split GGUF).

@@ -8,7 +8,9 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::runtime::time::Instant;
 
 use super::{Grammar, GrammarConstraint, GrammarState, TokenTrie, Trigger};
 use crate::sample::Sampler;

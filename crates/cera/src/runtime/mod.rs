@@ -1,5 +1,6 @@
-//! Execution runtime: the thread pool that kernels run on.
+//! Execution runtime: the thread pool that kernels run on, and clocks for every target.
 
 pub mod threadpool;
+pub mod time;
 
 pub use threadpool::ThreadPool;

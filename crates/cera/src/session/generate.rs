@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::runtime::time::Instant;
 
 use super::{Control, FinishReason, GenerateOptions, Session, Sink, Summary};
 use crate::error::{Error, Result};

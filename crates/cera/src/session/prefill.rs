@@ -2,7 +2,7 @@
 //! session's own context is reused up to the common prefix; with a [`PrefixCache`], a longer
 //! cached prefix is restored instead, and the result is stored for the next prompt.
 
-use std::time::Instant;
+use crate::runtime::time::Instant;
 
 use super::Session;
 use crate::backend::Backend;

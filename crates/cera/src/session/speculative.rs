@@ -1,8 +1,8 @@
 //! Speculative generation over a session (see [`crate::spec`] for why it is exact).
 
+use crate::runtime::time::Instant;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use super::{Control, FinishReason, GenerateOptions, Generator, Session, Sink, Step, Summary};
 use crate::error::Result;

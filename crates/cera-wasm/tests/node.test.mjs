@@ -1,0 +1,117 @@
+// cera-wasm in Node (`node --test`), against the native CLI: SmolLM2 loaded from bytes gives
+// the CLI's greedy completion, a JSON-Schema turn gives JSON that validates, a tool call comes
+// back parsed, and bad input is an error naming what is wrong.
+//
+//   CERA_BIN=target/release/cera CERA_TEST_MODEL=SmolLM2.gguf CERA_TEST_TOOLS_MODEL=Qwen2.5.gguf \
+//     node --test crates/cera-wasm/tests/
+//
+// (the tool call takes Qwen2.5-Coder-0.5B: SmolLM2 keeps calling tools until its budget ends)
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { initSync, Engine, ModelLoader } from "../pkg/cera.js";
+
+const model = process.env.CERA_TEST_MODEL;
+const toolsModel = process.env.CERA_TEST_TOOLS_MODEL;
+const cli = process.env.CERA_BIN;
+if (!model || !toolsModel || !cli) {
+  throw new Error("set CERA_TEST_MODEL, CERA_TEST_TOOLS_MODEL (GGUF files) and CERA_BIN (the cera binary)");
+}
+initSync({ module: readFileSync(new URL("../pkg/cera_bg.wasm", import.meta.url)) });
+const bytes = readFileSync(model);
+const engine = Engine.fromBytes(bytes);
+
+test("greedy completion equals the CLI's", () => {
+  const prompt = "The capital of France is";
+  const n = 12;
+  const want = execFileSync(cli, ["run", "-m", model, "--raw", "--temp", "0", "-n", String(n), "-p", prompt], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  const pieces = [];
+  const r = engine.session({ nCtx: 256 }).generate(prompt, { maxTokens: n, temperature: 0 }, (p) => {
+    pieces.push(p);
+  });
+  assert.equal(r.text, want);
+  assert.equal(pieces.join(""), want);
+  assert.equal(r.tokens.length, n);
+  assert.equal(r.finishReason, "length");
+});
+
+test("a chunked load equals a whole one; the callback can stop", () => {
+  const loader = new ModelLoader(bytes.length);
+  for (let at = 0; at < bytes.length; at += 7 << 20) {
+    loader.push(bytes.subarray(at, Math.min(at + (7 << 20), bytes.length)));
+  }
+  assert.equal(loader.received, bytes.length);
+  const e2 = loader.finish();
+  assert.equal(e2.nVocab, engine.nVocab);
+  assert.equal(e2.architecture, "llama");
+  let calls = 0;
+  const r = e2.session({}).generate("Once upon a time", { maxTokens: 20, temperature: 0 }, () => ++calls < 3);
+  assert.equal(calls, 3);
+  assert.equal(r.finishReason, "cancelled");
+  assert.deepEqual(
+    engine.tokenize("Hello world", false, false),
+    e2.tokenize("Hello world", false, false),
+  );
+  assert.equal(engine.detokenize(engine.tokenize("Hello world", false, false)), "Hello world");
+});
+
+test("a JSON Schema reply validates", () => {
+  const schema = {
+    type: "object",
+    properties: { name: { type: "string" }, age: { type: "integer" } },
+    required: ["name", "age"],
+    additionalProperties: false,
+  };
+  const chat = engine.chat({ nCtx: 512 });
+  chat.ingest("user", "Make up a person with a name and an age, as JSON.");
+  const r = chat.complete({ maxTokens: 64, temperature: 0, jsonSchema: schema });
+  const v = JSON.parse(r.text);
+  assert.deepEqual(Object.keys(v).sort(), ["age", "name"]);
+  assert.equal(typeof v.name, "string");
+  assert.ok(Number.isInteger(v.age));
+});
+
+test("a tool call comes back parsed", () => {
+  const chat = Engine.fromBytes(readFileSync(toolsModel)).chat({ nCtx: 1024 });
+  chat.setTools([
+    {
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "The current weather in a city",
+        parameters: {
+          type: "object",
+          properties: { city: { type: "string" } },
+          required: ["city"],
+        },
+      },
+    },
+  ]);
+  chat.ingest("user", "What is the weather in Paris?");
+  const r = chat.complete({ maxTokens: 64, temperature: 0, toolChoice: "get_weather" });
+  assert.equal(r.toolCalls.length, 1, JSON.stringify(r));
+  assert.equal(r.toolCalls[0].name, "get_weather");
+  assert.equal(typeof r.toolCalls[0].arguments.city, "string");
+  // the result goes back in by the call's id, and the model answers in text
+  chat.ingestToolResult(r.toolCalls[0].id, JSON.stringify({ temp_c: 18, sky: "clear" }));
+  const answer = chat.complete({ maxTokens: 16, temperature: 0 });
+  assert.equal(answer.toolCalls.length, 0);
+  assert.ok(answer.text.length > 0);
+});
+
+test("bad input is an error naming what is wrong", () => {
+  assert.throws(() => Engine.fromBytes(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8])), /GGUF|magic|short|truncated/i);
+  assert.throws(() => engine.session({ nCtxx: 5 }), /nCtxx/);
+  assert.throws(() => engine.session({}).generate("x", { maxTokens: 1, topP: 2 }), /topP/);
+  assert.throws(() => engine.detokenize([engine.nVocab + 5]), /past the vocabulary/);
+  assert.throws(() => new ModelLoader(8 * 2 ** 30), /GiB/);
+  const small = new ModelLoader(4);
+  assert.throws(() => small.push(new Uint8Array(5)), /more than the 4 announced/);
+  assert.throws(() => new ModelLoader(4).finish(), /0 of 4 bytes/);
+  const s = engine.session({ nCtx: 16 });
+  assert.throws(() => s.generate("word ".repeat(40), { maxTokens: 4 }), /context/i);
+});
