@@ -1,0 +1,116 @@
+// The page in headless Chromium (Debian's `chromium`, driven by puppeteer-core): served with
+// COOP/COEP by web/serve.mjs on loopback, it loads SmolLM2 from a URL in its worker, streams a
+// raw greedy completion equal to the CLI's, stops a generation with the stop button, and leaves
+// a screenshot (target/browser/page.png) showing the reply.
+//
+//   CERA_BIN=target/release/cera CERA_TEST_MODEL=SmolLM2.gguf node --test crates/cera-wasm/tests/browser/
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdirSync, existsSync, statSync } from "node:fs";
+import { basename, dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import puppeteer from "puppeteer-core";
+
+const model = process.env.CERA_TEST_MODEL;
+const cli = process.env.CERA_BIN;
+const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
+if (!model || !cli) throw new Error("set CERA_TEST_MODEL (a GGUF file) and CERA_BIN (the cera binary)");
+if (!existsSync(chromium)) throw new Error(`${chromium} missing: apt-get install chromium (or set CHROMIUM)`);
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, "../../../..");
+const shots = resolve(repo, "target/browser");
+mkdirSync(shots, { recursive: true });
+
+// the server on a free loopback port
+const server = spawn(process.execPath, [resolve(here, "../../web/serve.mjs"), "0", dirname(resolve(model))], {
+  stdio: ["ignore", "pipe", "inherit"],
+});
+const base = await new Promise((ok, fail) => {
+  server.stdout.on("data", (d) => {
+    const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(String(d));
+    if (m) ok(m[1]);
+  });
+  server.on("exit", (c) => fail(new Error(`serve.mjs exited with ${c}`)));
+});
+const browser = await puppeteer.launch({
+  executablePath: chromium,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+after(async () => {
+  await browser.close();
+  server.kill();
+});
+
+const page = await browser.newPage();
+await page.setViewport({ width: 1000, height: 800 });
+const errors = [];
+page.on("pageerror", (e) => errors.push(String(e)));
+
+test("the page loads the model in its worker, cross-origin isolated", { timeout: 180_000 }, async () => {
+  await page.goto(`${base}/web/?model=/models/${encodeURIComponent(basename(model))}`);
+  await page.waitForFunction(() => ["loaded", "error"].includes(document.body.dataset.state), { timeout: 170_000 });
+  const state = await page.evaluate(() => [document.body.dataset.state, document.getElementById("status").textContent]);
+  assert.equal(state[0], "loaded", state[1]);
+  assert.match(state[1], /^llama, 49152 tokens/);
+  assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
+});
+
+async function send(prompt, { raw, temp, max }) {
+  await page.evaluate(
+    (raw, temp, max) => {
+      document.getElementById("raw").checked = raw;
+      document.getElementById("temp").value = String(temp);
+      document.getElementById("max").value = String(max);
+    },
+    raw,
+    temp,
+    max,
+  );
+  await page.type("#prompt", prompt);
+  await page.click("#send");
+}
+
+test("a raw greedy completion streams the CLI's text (scalar tier)", { timeout: 180_000 }, async () => {
+  const prompt = "The capital of France is";
+  const n = 16;
+  const want = execFileSync(cli, ["run", "-m", model, "--raw", "--temp", "0", "-n", String(n), "-p", prompt], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+    // WebAssembly runs the scalar kernels: the CLI on that tier gives the same bits (its SIMD
+    // tiers sum in other orders and may part at a near-tie)
+    env: { ...process.env, CERA_CPU_TIER: "scalar" },
+  });
+  await send(prompt, { raw: true, temp: 0, max: n });
+  await page.waitForFunction(() => ["done", "error"].includes(document.body.dataset.state), { timeout: 170_000 });
+  const [state, reply, speed] = await page.evaluate(() => {
+    const r = [...document.querySelectorAll(".assistant")].pop();
+    return [document.body.dataset.state, r.textContent, document.getElementById("speed").textContent];
+  });
+  assert.equal(state, "done", await page.evaluate(() => document.getElementById("status").textContent));
+  assert.equal(reply, want);
+  assert.match(speed, new RegExp(`^${n} tokens, [0-9.]+ tokens/s \\(length\\)`));
+  console.log(`browser: ${speed}`);
+  // the reply is on screen: a visible box with the text, captured in the screenshot
+  const box = await page.evaluate(() => {
+    const r = [...document.querySelectorAll(".assistant")].pop().getBoundingClientRect();
+    return { w: r.width, h: r.height, top: r.top, bottom: r.bottom };
+  });
+  assert.ok(box.w > 100 && box.h > 10 && box.top >= 0 && box.bottom <= 800, JSON.stringify(box));
+  const shot = resolve(shots, "page.png");
+  await page.screenshot({ path: shot });
+  assert.ok(statSync(shot).size > 10_000, "the screenshot is nearly empty");
+});
+
+test("the stop button stops a generation", { timeout: 180_000 }, async () => {
+  await send("Write a long story about a lighthouse keeper.", { raw: false, temp: 0.8, max: 400 });
+  await page.waitForFunction(() => ([...document.querySelectorAll(".assistant")].pop().textContent.length > 20), {
+    timeout: 170_000,
+  });
+  await page.click("#stop");
+  await page.waitForFunction(() => ["done", "error"].includes(document.body.dataset.state), { timeout: 170_000 });
+  const speed = await page.evaluate(() => document.getElementById("speed").textContent);
+  assert.match(speed, /\(cancelled\)$/);
+  assert.deepEqual(errors, []);
+});

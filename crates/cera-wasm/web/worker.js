@@ -1,0 +1,80 @@
+// The engine's thread: the page posts { type: "load", url | file }, { type: "generate", … }
+// and { type: "reset" }; this worker answers with progress, pieces of text, and the result.
+// A stop from the page sets a flag in shared memory that the token callback reads (the page is
+// cross-origin isolated, so SharedArrayBuffer exists); without it, stop waits for the reply.
+import init, { Engine, ModelLoader } from "../pkg/cera.js";
+
+let engine = null;
+let chat = null;
+let stopFlag = null;
+
+const post = (m) => self.postMessage(m);
+
+async function readAll(source) {
+  // a URL is streamed in chunks into a loader sized from Content-Length; a File likewise
+  let total;
+  let reader;
+  if (source.url) {
+    const r = await fetch(source.url);
+    if (!r.ok) throw new Error(`${source.url}: HTTP ${r.status}`);
+    total = Number(r.headers.get("content-length"));
+    reader = r.body.getReader();
+  } else {
+    total = source.file.size;
+    reader = source.file.stream().getReader();
+  }
+  if (!(total > 0)) throw new Error("the model's size is unknown (no Content-Length)");
+  const loader = new ModelLoader(total);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    loader.push(value);
+    post({ type: "progress", received: loader.received, total });
+  }
+  return loader.finish();
+}
+
+self.onmessage = async (e) => {
+  const m = e.data;
+  try {
+    if (m.type === "load") {
+      await init();
+      stopFlag = m.stop ? new Int32Array(m.stop) : null;
+      const t0 = performance.now();
+      engine = await readAll(m);
+      chat = engine.chat({ nCtx: 2048 });
+      post({
+        type: "loaded",
+        architecture: engine.architecture,
+        nVocab: engine.nVocab,
+        ms: performance.now() - t0,
+      });
+    } else if (m.type === "generate") {
+      if (!engine) throw new Error("load a model first");
+      if (stopFlag) Atomics.store(stopFlag, 0, 0);
+      const onToken = (piece) => {
+        post({ type: "piece", piece });
+        return !(stopFlag && Atomics.load(stopFlag, 0) === 1);
+      };
+      const t0 = performance.now();
+      let result;
+      if (m.raw) {
+        // a raw completion of the prompt alone (no chat template), as `cera run --raw`
+        const s = engine.session({ nCtx: 2048 });
+        result = s.generate(m.prompt, m.opts, onToken);
+        s.free();
+        result.completionTokens = result.tokens.length;
+      } else {
+        chat.ingest("user", m.prompt);
+        result = chat.complete(m.opts, onToken);
+      }
+      post({ type: "done", result, ms: performance.now() - t0 });
+    } else if (m.type === "reset") {
+      if (chat) chat.reset();
+      post({ type: "reset" });
+    }
+  } catch (err) {
+    post({ type: "error", message: String(err && err.message ? err.message : err) });
+  }
+};
+post({ type: "ready" });
