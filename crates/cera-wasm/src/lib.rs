@@ -209,7 +209,8 @@ fn emit_to(f: &Option<js_sys::Function>) -> impl FnMut(&str) -> bool + '_ {
     }
 }
 
-/// What a finished generation returns: `{ text, tokens, finishReason, promptTokens }`.
+/// What a finished generation returns: `{ text, tokens, finishReason, promptTokens, promptMs,
+/// decodeMs }` (the prompt's prefill and the generation's times, in milliseconds).
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Generation {
@@ -217,6 +218,8 @@ struct Generation {
     tokens: Vec<u32>,
     finish_reason: String,
     prompt_tokens: usize,
+    prompt_ms: f64,
+    decode_ms: f64,
 }
 
 /// A sequence's context: append text, generate.
@@ -264,6 +267,8 @@ impl Session {
             tokens,
             finish_reason: summary.finish.as_str().to_owned(),
             prompt_tokens,
+            prompt_ms: summary.prefill.as_secs_f64() * 1e3,
+            decode_ms: summary.decode.as_secs_f64() * 1e3,
         };
         serde_wasm_bindgen::to_value(&g).map_err(|e| invalid(e.to_string()))
     }

@@ -1,0 +1,56 @@
+// cera-wasm against wllama (@wllama/wllama, llama.cpp in WebAssembly) in the same headless
+// Chromium, same model, greedy, interleaved rounds: prefill and decode tokens/s, medians.
+// wllama runs single-threaded (n_threads 1, as cera-wasm) and multi-threaded (the page is
+// cross-origin isolated).
+//
+//   cd crates/cera-wasm/bench && npm ci && node run.mjs MODEL.gguf [ROUNDS] [THREADS]
+import { spawn } from "node:child_process";
+import { basename, dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import puppeteer from "puppeteer-core";
+
+const [model, roundsArg, threadsArg] = process.argv.slice(2);
+if (!model) throw new Error("usage: run.mjs MODEL.gguf [ROUNDS] [THREADS]");
+const rounds = Number(roundsArg || 3);
+const mt = Number(threadsArg || 2);
+const here = dirname(fileURLToPath(import.meta.url));
+const server = spawn(process.execPath, [resolve(here, "../web/serve.mjs"), "0", dirname(resolve(model))], {
+  stdio: ["ignore", "pipe", "inherit"],
+});
+const base = await new Promise((ok) => server.stdout.on("data", (d) => {
+  const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(String(d));
+  if (m) ok(m[1]);
+}));
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+});
+// ~128 prompt tokens
+const prompt = "The history of the lighthouse begins in the ancient world, where fires were lit on hills to guide ships. ".repeat(6);
+async function one(engine, threads) {
+  const page = await browser.newPage();
+  const q = new URLSearchParams({ engine, model: `/models/${basename(model)}`, threads, prompt, n: 64 });
+  await page.goto(`${base}/bench/bench.html?${q}`);
+  await page.waitForFunction(() => window.result, { timeout: 600_000 });
+  const r = await page.evaluate(() => window.result);
+  await page.close();
+  if (r.error) throw new Error(`${engine}: ${r.error}`);
+  return r;
+}
+const runs = { cera: [], "wllama-1": [], [`wllama-${mt}`]: [] };
+for (let i = 0; i < rounds; i++) {
+  runs.cera.push(await one("cera", 1));
+  runs["wllama-1"].push(await one("wllama", 1));
+  runs[`wllama-${mt}`].push(await one("wllama", mt));
+  console.error(`round ${i + 1}: ` + Object.entries(runs).map(([k, v]) => `${k} pp ${v.at(-1).promptTps.toFixed(1)} tg ${v.at(-1).decodeTps.toFixed(1)}`).join(", "));
+}
+const median = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
+console.log(`| engine | threads | prompt tokens | prefill t/s | decode t/s |`);
+console.log(`| --- | ---: | ---: | ---: | ---: |`);
+for (const [k, v] of Object.entries(runs)) {
+  const t = k === "cera" ? 1 : Number(k.split("-")[1]);
+  console.log(`| ${k === "cera" ? "cera-wasm" : "wllama"} | ${t} | ${v[0].promptTokens} | ${median(v.map((r) => r.promptTps)).toFixed(1)} | ${median(v.map((r) => r.decodeTps)).toFixed(1)} |`);
+}
+await browser.close();
+server.kill();
