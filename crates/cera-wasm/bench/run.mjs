@@ -45,7 +45,11 @@ for (let i = 0; i < rounds; i++) {
   runs[`wllama-${mt}`].push(await one("wllama", mt));
   console.error(`round ${i + 1}: ` + Object.entries(runs).map(([k, v]) => `${k} pp ${v.at(-1).promptTps.toFixed(1)} tg ${v.at(-1).decodeTps.toFixed(1)}`).join(", "));
 }
-const median = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
+const median = (a) => {
+  const s = a.slice().sort((x, y) => x - y);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
 console.log(`| engine | threads | prompt tokens | prefill t/s | decode t/s |`);
 console.log(`| --- | ---: | ---: | ---: | ---: |`);
 for (const [k, v] of Object.entries(runs)) {
