@@ -21,7 +21,7 @@ cargo run --release --locked -q -p cera --example parity -- "$MODEL" "$PROMPT" "
 target/wheel-venv/bin/python scripts/parity.py "$MODEL" "$PROMPT" "$N" > "$d/python.txt"
 ./target/release/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" 2>/dev/null > "$d/cli.txt"
 fail=0
-path=$(./target/release/cera models | awk -v m="$MODEL" '$1 == m { print $NF }')
+path=$(./target/release/cera models | awk -v m="$MODEL" '$1 == m { print $NF; exit }')
 node crates/cera-wasm/examples/node/generate.mjs "${path:-$MODEL}" "$PROMPT" "$N" 2>/dev/null > "$d/wasm.txt"
 # WebAssembly runs the scalar kernels: against the CLI on that tier, bit for bit (the SIMD
 # tiers sum in other orders, so their greedy text may part from it at a near-tie)

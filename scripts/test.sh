@@ -112,10 +112,10 @@ command -v node >/dev/null || {
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq nodejs
 }
-model_path() { ./target/release/cera models | awk -v m="$1" '$1 == m { print $NF }'; }
+model_path() { ./target/release/cera models | awk -v m="$1" '$1 == m { print $NF; exit }'; }
 CERA_BIN="$PWD/target/release/cera" CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
   CERA_TEST_TOOLS_MODEL="$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)" \
-  node --test crates/cera-wasm/tests/
+  node --test crates/cera-wasm/tests/node.test.mjs
 step "browser: the cera-wasm page in headless Chromium (puppeteer-core), screenshot in target/browser"
 command -v chromium >/dev/null || {
   sudo=""
@@ -125,7 +125,7 @@ command -v chromium >/dev/null || {
 }
 (cd crates/cera-wasm/tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 CERA_BIN="$PWD/target/release/cera" CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
-  node --test crates/cera-wasm/tests/browser/
+  node --test crates/cera-wasm/tests/browser/page.test.mjs
 step "kotlin: UniFFI bindings generated, compiled with kotlinc, tests/kotlin/bindings.kts"
 bash scripts/kotlin-test.sh
 step "parity: the same greedy tokens through Rust, the CLI, Python, Kotlin and WebAssembly (Node)"
