@@ -28,8 +28,8 @@ test("greedy completion equals the CLI's (scalar tier)", () => {
   const want = execFileSync(cli, ["run", "-m", model, "--raw", "--temp", "0", "-n", String(n), "-p", prompt], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "ignore"],
-    // WebAssembly runs the scalar kernels: the CLI on that tier gives the same bits (its SIMD
-    // tiers sum in other orders and may part at a near-tie)
+    // WebAssembly runs the scalar kernels: the CLI on that tier gives the same logits up to
+    // libm's last bits (its SIMD tiers sum in other orders and part at a near-tie sooner)
     env: { ...process.env, CERA_CPU_TIER: "scalar" },
   });
   const pieces = [];

@@ -78,8 +78,8 @@ test("a raw greedy completion streams the CLI's text (scalar tier)", { timeout: 
   const want = execFileSync(cli, ["run", "-m", model, "--raw", "--temp", "0", "-n", String(n), "-p", prompt], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "ignore"],
-    // WebAssembly runs the scalar kernels: the CLI on that tier gives the same bits (its SIMD
-    // tiers sum in other orders and may part at a near-tie)
+    // WebAssembly runs the scalar kernels: the CLI on that tier gives the same logits up to
+    // libm's last bits (its SIMD tiers sum in other orders and part at a near-tie sooner)
     env: { ...process.env, CERA_CPU_TIER: "scalar" },
   });
   await send(prompt, { raw: true, temp: 0, max: n });
