@@ -149,12 +149,7 @@ impl TurnConfig {
                 cera::grammar::Grammar::json(),
             )));
         }
-        opts.tool_choice = match self.tool_choice.as_deref() {
-            None | Some("auto") => cera::chat::ToolChoice::Auto,
-            Some("none") => cera::chat::ToolChoice::None,
-            Some("required") => cera::chat::ToolChoice::Required,
-            Some(name) => cera::chat::ToolChoice::Named(name.to_owned()),
-        };
+        opts.tool_choice = cera::chat::ToolChoice::from_name(self.tool_choice.as_deref());
         Ok(opts)
     }
 }

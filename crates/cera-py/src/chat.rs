@@ -259,12 +259,7 @@ impl Chat {
                 cera::grammar::Grammar::json(),
             )));
         }
-        opts.tool_choice = match tool_choice {
-            None | Some("auto") => cera::chat::ToolChoice::Auto,
-            Some("none") => cera::chat::ToolChoice::None,
-            Some("required") => cera::chat::ToolChoice::Required,
-            Some(name) => cera::chat::ToolChoice::Named(name.to_owned()),
-        };
+        opts.tool_choice = cera::chat::ToolChoice::from_name(tool_choice);
         if stream {
             let inner = Arc::clone(&self.inner);
             let log: Option<crate::LogprobLog> = logprobs.map(|_| Arc::default());

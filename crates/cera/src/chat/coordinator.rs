@@ -92,6 +92,19 @@ pub enum ToolChoice {
     Named(String),
 }
 
+impl ToolChoice {
+    /// From OpenAI's string form, as the bindings take it: `auto` (or none given), `none`,
+    /// `required`, or a tool's name.
+    pub fn from_name(choice: Option<&str>) -> ToolChoice {
+        match choice {
+            None | Some("auto") => ToolChoice::Auto,
+            Some("none") => ToolChoice::None,
+            Some("required") => ToolChoice::Required,
+            Some(name) => ToolChoice::Named(name.to_owned()),
+        }
+    }
+}
+
 /// How to generate one turn.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
