@@ -59,13 +59,22 @@ fn gpu_matmul_every_format() {
     check(&["matmul", "embed"]);
 }
 
-/// The GEMV's other variant than the adapter's own (a workgroup per row on lavapipe, which
-/// picks an invocation per row; the reverse on a GPU), so CI checks the one GPUs run.
+/// The GEMV's variants other than the adapter's own that it can run (on lavapipe, which picks
+/// an invocation per row and has no subgroup shuffles: a workgroup per row), so CI checks the
+/// one GPUs without subgroups run.
 #[test]
-fn gpu_matmul_other_gemv_variant() {
-    let g = gpu();
-    let per_row = g.info().device_type == "Cpu";
-    check_on(g.with_gemv_per_row(!per_row), &["matmul"]);
+fn gpu_matmul_other_gemv_variants() {
+    use cera::backend::gpu::GemvKind;
+    let own = gpu().gemv();
+    let mut checked = 0;
+    for kind in [GemvKind::PerRow, GemvKind::Workgroup, GemvKind::Subgroup] {
+        let g = gpu();
+        if kind != own && kind.runs_on(g.info()) {
+            check_on(g.with_gemv(kind), &["matmul"]);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "no other GEMV variant to check than {own:?}");
 }
 
 #[test]

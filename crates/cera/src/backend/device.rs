@@ -381,6 +381,20 @@ impl Backend for Device {
         on!(self, b => with_ops(ops, |v| Backend::norm_matmul(b, cx.w(), x.r(), w, eps, h.w(), v)))
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn norm_matmul_bias(
+        &self,
+        cx: &mut DevCtx,
+        x: &DevTensor,
+        w: &[f32],
+        eps: f32,
+        h: &mut DevTensor,
+        ops: &mut [(&Weight, &mut DevTensor)],
+        biases: &[Option<&[f32]>],
+    ) -> Result<()> {
+        on!(self, b => with_ops(ops, |v| Backend::norm_matmul_bias(b, cx.w(), x.r(), w, eps, h.w(), v, biases)))
+    }
+
     fn glu_matmul_add(
         &self,
         cx: &mut DevCtx,

@@ -226,6 +226,27 @@ pub trait Backend: Send + Sync {
         self.rms_norm(cx, x, w, eps, h);
         self.matmul(cx, ops, h)
     }
+    /// [`Backend::norm_matmul`], then `biases[i]` (if any) added to the `i`-th output: Qwen2's
+    /// Q/K/V. A backend that fuses them adds the biases as the product stores its outputs.
+    #[allow(clippy::too_many_arguments)]
+    fn norm_matmul_bias(
+        &self,
+        cx: &mut Self::Ctx,
+        x: &Self::Tensor,
+        w: &[f32],
+        eps: f32,
+        h: &mut Self::Tensor,
+        ops: &mut [(&Weight, &mut Self::Tensor)],
+        biases: &[Option<&[f32]>],
+    ) -> Result<()> {
+        self.norm_matmul(cx, x, w, eps, h, ops)?;
+        for ((_, out), b) in ops.iter_mut().zip(biases) {
+            if let Some(b) = b {
+                self.add_bias(cx, out, b);
+            }
+        }
+        Ok(())
+    }
     /// `out += glu(gate, up) · wᵀ`: the FFN's activation, down projection and residual add.
     /// A backend that fuses them may leave `gate` as it was.
     fn glu_matmul_add(

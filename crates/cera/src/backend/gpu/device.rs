@@ -18,17 +18,55 @@ pub struct AdapterInfo {
     pub f16: bool,
     /// Subgroup operations.
     pub subgroups: bool,
+    /// Subgroup sizes the adapter may run (0 without subgroups).
+    pub subgroup_min: u32,
+    pub subgroup_max: u32,
     /// Cooperative matrices (experimental in wgpu).
     pub coop_matrix: bool,
     /// The largest buffer one binding may view, in bytes (weights larger than this are split).
     pub max_binding: u64,
 }
 
+/// `CERA_GPU_NOOP=1`: wgpu's no-op backend only, a device that records and submits but runs
+/// nothing (its results are garbage): the host's own cost per step, measured apart from any
+/// device (`CERA_GPU_PROFILE=1`, or a profiler on the main thread).
+fn noop() -> bool {
+    std::env::var_os("CERA_GPU_NOOP").is_some_and(|v| v == "1")
+}
+
+fn backends() -> wgpu::Backends {
+    if noop() {
+        wgpu::Backends::NOOP
+    } else {
+        wgpu::Backends::PRIMARY
+    }
+}
+
 pub(super) fn instance() -> wgpu::Instance {
-    wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends: wgpu::Backends::PRIMARY,
+    let mut desc = wgpu::InstanceDescriptor {
+        backends: backends(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
-    })
+    };
+    let noop = &mut desc.backend_options.noop;
+    noop.enable = self::noop();
+    // a desktop GPU's limits and features (the permissive defaults overflow wgpu's own tables)
+    noop.limits = Some(wgpu::Limits {
+        max_storage_buffer_binding_size: 1 << 31,
+        max_buffer_size: 1 << 32,
+        max_storage_buffers_per_shader_stage: 16,
+        max_compute_workgroup_storage_size: 48 << 10,
+        max_compute_invocations_per_workgroup: 1024,
+        max_compute_workgroup_size_x: 1024,
+        max_compute_workgroup_size_y: 1024,
+        ..wgpu::Limits::default()
+    });
+    noop.features = Some(
+        wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES,
+    );
+    wgpu::Instance::new(desc)
 }
 
 fn describe(index: usize, a: &wgpu::Adapter) -> AdapterInfo {
@@ -46,13 +84,23 @@ fn describe(index: usize, a: &wgpu::Adapter) -> AdapterInfo {
             .join(" "),
         f16: f.contains(wgpu::Features::SHADER_F16),
         subgroups: f.contains(wgpu::Features::SUBGROUP),
+        subgroup_min: if f.contains(wgpu::Features::SUBGROUP) {
+            i.subgroup_min_size
+        } else {
+            0
+        },
+        subgroup_max: if f.contains(wgpu::Features::SUBGROUP) {
+            i.subgroup_max_size
+        } else {
+            0
+        },
         coop_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
         max_binding: a.limits().max_storage_buffer_binding_size,
     }
 }
 
 fn enumerate(inst: &wgpu::Instance) -> Vec<wgpu::Adapter> {
-    pollster::block_on(inst.enumerate_adapters(wgpu::Backends::PRIMARY))
+    pollster::block_on(inst.enumerate_adapters(backends()))
 }
 
 /// Every adapter wgpu finds, in its order.

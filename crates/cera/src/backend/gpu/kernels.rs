@@ -82,16 +82,31 @@ pub(super) fn quant_source(ty: GgmlType) -> Option<&'static str> {
 
 /// A compiled variant: the op, its constants (`defs`, WGSL declarations put first) and the
 /// weight format it reads, if any.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 struct Key {
     op: &'static str,
     defs: &'static str,
     ty: Option<GgmlType>,
 }
 
+impl Key {
+    /// The cache's key: the strings by address (each call site passes its own constants, so
+    /// equal texts at two addresses at most compile twice), not hashing and comparing the
+    /// defs' text on every dispatch.
+    fn id(&self) -> (usize, usize, usize, Option<GgmlType>) {
+        (
+            self.op.as_ptr() as usize,
+            self.defs.as_ptr() as usize,
+            self.defs.len(),
+            self.ty,
+        )
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Pipelines {
-    map: Mutex<HashMap<Key, Arc<wgpu::ComputePipeline>>>,
+    #[allow(clippy::type_complexity)]
+    map: Mutex<HashMap<(usize, usize, usize, Option<GgmlType>), Arc<wgpu::ComputePipeline>>>,
 }
 
 /// One binding of a dispatch (in binding order after the parameters at binding 0).
@@ -107,13 +122,61 @@ pub(super) enum Bind<'a> {
 /// Bind groups that bind a sequence's buffers, kept by the sequence's state (its KV cache,
 /// its convolution state) and dropped with it.
 #[derive(Default)]
-pub struct SeqBinds(Mutex<HashMap<(usize, BgKey), wgpu::BindGroup>>);
+pub struct SeqBinds(Mutex<BindGroups>);
 
 /// Bind groups an owner keeps before it forgets them all.
 const MAX_SEQ_BIND_GROUPS: usize = 256;
 
 /// What a bind group binds: (buffer, offset, size) at bindings 0.. (the parameters first).
-pub(super) type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 8];
+type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 8];
+
+/// Bind groups by what they bind, for reuse from step to step: keyed by a hash of the
+/// pipeline and bindings, each entry checked against its bindings on a hit (so a dispatch
+/// that finds its group clones no buffer handles).
+#[derive(Default)]
+pub(super) struct BindGroups(HashMap<u64, Vec<(usize, BgKey, wgpu::BindGroup)>>);
+
+impl BindGroups {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// A binding as (buffer, offset, size).
+fn bind_range<'a>(b: &Bind<'a>) -> (&'a wgpu::Buffer, u64, u64) {
+    match *b {
+        Bind::Whole(buf) | Bind::Seq(buf, _) => (buf, 0, buf.size()),
+        Bind::Range(buf, off, size) => (buf, off, size),
+    }
+}
+
+/// A multiply-rotate hasher (FxHash's step): the bind group lookup hashes a few words per
+/// dispatch, where SipHash's setup dominated.
+#[derive(Default)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
 
 /// Where staged host data landed.
 #[derive(Clone)]
@@ -146,7 +209,7 @@ const SUBMIT_EVERY: u32 = 96;
 impl Gpu {
     fn pipeline(&self, key: Key) -> Arc<wgpu::ComputePipeline> {
         let mut map = self.pipelines.map.lock().expect("pipeline cache");
-        if let Some(p) = map.get(&key) {
+        if let Some(p) = map.get(&key.id()) {
             return Arc::clone(p);
         }
         let mut src = String::new();
@@ -178,7 +241,7 @@ impl Gpu {
                 cache: None,
             });
         let p = Arc::new(p);
-        map.insert(key, Arc::clone(&p));
+        map.insert(key.id(), Arc::clone(&p));
         p
     }
 
@@ -310,56 +373,79 @@ impl Gpu {
         let pipe = self.pipeline(Key { op, defs, ty });
         // a step's dispatches bind the same buffers at the same offsets every step (tensors
         // are reused, the arena fills in the same order), so bind groups are made once
-        let mut key: BgKey = Default::default();
-        key[0] = Some((params.buf.clone(), params.off, params.size));
-        for (k, b) in key[1..].iter_mut().zip(binds) {
-            *k = Some(match *b {
-                Bind::Whole(buf) | Bind::Seq(buf, _) => (buf.clone(), 0, buf.size()),
-                Bind::Range(buf, off, size) => (buf.clone(), off, size),
-            });
-        }
-        assert!(binds.len() < key.len(), "{op}: too many bindings");
-        let make = |key: &BgKey| {
-            let entries: Vec<wgpu::BindGroupEntry<'_>> = key
-                .iter()
+        assert!(binds.len() < 8, "{op}: too many bindings");
+        let pipe_id = Arc::as_ptr(&pipe) as usize;
+        let params_bind = Bind::Range(&params.buf, params.off, params.size);
+        let all = || {
+            std::iter::once(&params_bind)
+                .chain(binds.iter())
+                .map(bind_range)
+        };
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = Fx::default();
+            pipe_id.hash(&mut h);
+            for (buf, off, size) in all() {
+                buf.hash(&mut h);
+                h.write_u64(off);
+                h.write_u64(size);
+            }
+            h.finish()
+        };
+        let same = |key: &BgKey| {
+            key.iter().filter(|k| k.is_some()).count() == binds.len() + 1
+                && key.iter().zip(all()).all(|(k, (buf, off, size))| {
+                    k.as_ref()
+                        .is_some_and(|(kb, ko, ks)| kb == buf && *ko == off && *ks == size)
+                })
+        };
+        let make = || {
+            let mut key: BgKey = Default::default();
+            for (k, (buf, off, size)) in key.iter_mut().zip(all()) {
+                *k = Some((buf.clone(), off, size));
+            }
+            let entries: Vec<wgpu::BindGroupEntry<'_>> = all()
                 .enumerate()
-                .filter_map(|(i, k)| {
-                    k.as_ref().map(|(buf, off, size)| wgpu::BindGroupEntry {
-                        binding: i as u32,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: buf,
-                            offset: *off,
-                            size: wgpu::BufferSize::new(*size),
-                        }),
-                    })
+                .map(|(i, (buf, off, size))| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: buf,
+                        offset: off,
+                        size: wgpu::BufferSize::new(size),
+                    }),
                 })
                 .collect();
-            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(op),
                 layout: &pipe.get_bind_group_layout(0),
                 entries: &entries,
-            })
+            });
+            (pipe_id, key, bg)
+        };
+        let lookup = |bgs: &mut BindGroups, limit: usize| {
+            if bgs.len() > limit {
+                bgs.clear();
+            }
+            let list = bgs.0.entry(hash).or_default();
+            if let Some((_, _, bg)) = list.iter().find(|(p, k, _)| *p == pipe_id && same(k)) {
+                return bg.clone();
+            }
+            let made = make();
+            let bg = made.2.clone();
+            list.push(made);
+            bg
         };
         let seq = binds.iter().find_map(|b| match b {
             Bind::Seq(_, owner) => Some(*owner),
             _ => None,
         });
         let bg = if let Some(owner) = seq {
-            let mut bgs = owner.0.lock().expect("bind groups");
-            if bgs.len() > MAX_SEQ_BIND_GROUPS {
-                bgs.clear();
-            }
-            bgs.entry((Arc::as_ptr(&pipe) as usize, key))
-                .or_insert_with_key(|(_, key)| make(key))
-                .clone()
+            lookup(
+                &mut owner.0.lock().expect("bind groups"),
+                MAX_SEQ_BIND_GROUPS,
+            )
         } else {
-            let bgs = &mut cx.bind_groups;
-            if bgs.len() > MAX_BIND_GROUPS {
-                bgs.clear();
-            }
-            bgs.entry((Arc::as_ptr(&pipe) as usize, key))
-                .or_insert_with_key(|(_, key)| make(key))
-                .clone()
+            lookup(&mut cx.bind_groups, MAX_BIND_GROUPS)
         };
         let x = groups.min(MAX_GROUPS);
         let y = groups.div_ceil(x);
@@ -487,6 +573,8 @@ impl Gpu {
             }
             if end {
                 a.base = 0;
+                // (their slots are overwritten from here on)
+                cx.rope_tables.clear();
             }
         }
         cx.pass = None;
@@ -513,24 +601,42 @@ impl Gpu {
         off: u64,
         size: u64,
     ) -> Vec<u8> {
+        self.read_back_with(cx, src, off, size, |b| b.to_vec())
+    }
+
+    /// [`Gpu::read_back`] handing the bytes to `f` where they are mapped (a row of logits per
+    /// token, copied once into the caller's buffer).
+    pub(super) fn read_back_with<R>(
+        &self,
+        cx: &mut GpuCtx,
+        src: &wgpu::Buffer,
+        off: u64,
+        size: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> R {
         if size == 0 {
             self.flush(cx);
-            return Vec::new();
+            return f(&[]);
         }
         let size4 = size.next_multiple_of(4);
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("read back"),
-            size: size4,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        // one mappable buffer per context, reused (a new one per read back cost a buffer and
+        // its memory every token)
+        if cx.staging.as_ref().is_none_or(|b| b.size() < size4) {
+            cx.staging = Some(self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("read back"),
+                size: size4.next_power_of_two().max(256),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }));
+        }
+        let staging = cx.staging.clone().expect("just made");
         self.encoder(cx)
             .copy_buffer_to_buffer(src, off, &staging, 0, size4);
         self.flush(cx);
         let t0 = std::time::Instant::now();
         let (tx, rx) = std::sync::mpsc::channel();
         staging
-            .slice(..)
+            .slice(..size4)
             .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
@@ -541,7 +647,7 @@ impl Gpu {
         if let Some(p) = &self.profile {
             p.lock().expect("profile").wait += t0.elapsed();
         }
-        let out = staging.slice(..).get_mapped_range().expect("mapped")[..size as usize].to_vec();
+        let out = f(&staging.slice(..size4).get_mapped_range().expect("mapped")[..size as usize]);
         staging.unmap();
         out
     }

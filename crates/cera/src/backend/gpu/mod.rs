@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 
 pub use device::{AdapterInfo, adapters};
 pub use kv::GpuKv;
+pub use weights::GemvKind;
 
 use super::moe::{MoeLora, MoeWeights};
 use super::{Act, AttentionParams, Backend, KvSpec, LowRank, RopeConfig, SeqSpan, Weight};
@@ -58,8 +59,9 @@ pub struct Gpu {
     /// (products of several weights concatenate them).
     #[allow(clippy::type_complexity)]
     weights: Mutex<HashMap<[(usize, usize, usize); weights::MAX_FUSED], Arc<GpuWeight>>>,
-    /// Small parameter vectors resident on the device, by (address, length, content hash).
-    params: Mutex<HashMap<(usize, usize, u64), wgpu::Buffer>>,
+    /// Small parameter vectors resident on the device, by where they came from, with a copy
+    /// of the contents they were made from (see [`Gpu::param_keyed`]).
+    params: Mutex<HashMap<ParamKey, (Vec<f32>, wgpu::Buffer)>>,
     /// LoRA B matrices, by (A's resident key, B's address, width), with a weak handle on A's
     /// file.
     #[allow(clippy::type_complexity)]
@@ -77,10 +79,11 @@ pub struct Gpu {
     /// outputs, one for inputs (a dispatch may not use a buffer both ways).
     dummy: wgpu::Buffer,
     dummy_in: wgpu::Buffer,
-    /// The GEMV runs an invocation per row (a CPU adapter: lavapipe, where each of a
-    /// workgroup's barriers costs a pass through all its invocations; SmolLM2's LM head took
-    /// 245 ms a token as a workgroup per row, 163 ms this way) instead of a workgroup per row.
-    gemv_per_row: bool,
+    /// How the GEMV spreads rows over invocations: on a CPU adapter (lavapipe, where each of
+    /// a workgroup's barriers costs a pass through all its invocations; SmolLM2's LM head took
+    /// 245 ms a token as a workgroup per row, 163 ms as an invocation per row) an invocation
+    /// per row; with subgroups of 32 or 64, teams of 32 lanes summing by shuffles.
+    gemv: weights::GemvKind,
 }
 
 /// Totals over the steps since the backend was made (`CERA_GPU_PROFILE=1`).
@@ -223,13 +226,16 @@ pub struct GpuCtx {
     /// Top-k candidates per chunk of a row, and per row (see `select.rs`).
     topk_part: GpuTensor,
     topk_out: GpuTensor,
-    /// RoPE angle tables by (config, positions), most recent last.
-    rope_tables: Vec<(crate::backend::RopeConfig, Vec<usize>, wgpu::Buffer)>,
+    /// The step's RoPE angle tables by (config, positions), most recent last: staged in the
+    /// arena, so they last until the step's uploads start over (see [`kernels::Arena`]).
+    rope_tables: Vec<(crate::backend::RopeConfig, Vec<usize>, kernels::Slot)>,
+    /// Where read backs land (mappable; grows only).
+    staging: Option<wgpu::Buffer>,
     /// The smallest MoE routing gap since it was last taken (see
     /// [`Backend::take_routing_margin`]).
     min_gap: Option<f32>,
     /// Bind groups by (pipeline, bindings), reused from step to step.
-    bind_groups: HashMap<(usize, kernels::BgKey), wgpu::BindGroup>,
+    bind_groups: kernels::BindGroups,
     /// When the unsubmitted recording began and its dispatches (for the profile).
     recording: Option<(std::time::Instant, u64)>,
     /// With `Gpu::timing`: the query set and the ops stamped since the last submit.
@@ -256,11 +262,11 @@ impl Gpu {
             && adapter.features().contains(stamps);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cera"),
-            required_features: if timing {
+            required_features: (if timing {
                 stamps
             } else {
                 wgpu::Features::empty()
-            },
+            }) | (adapter.features() & wgpu::Features::SUBGROUP),
             required_limits: limits,
             ..Default::default()
         }))
@@ -276,7 +282,7 @@ impl Gpu {
         Ok(Gpu {
             dummy: unused(),
             dummy_in: unused(),
-            gemv_per_row: info.device_type == "Cpu",
+            gemv: weights::GemvKind::pick(&info),
             device,
             queue,
             info,
@@ -289,11 +295,16 @@ impl Gpu {
         })
     }
 
-    /// The backend with the GEMV variant chosen (`per_row`: an invocation per weight row, else
-    /// a workgroup per row), whatever the adapter: tests run both on one adapter.
-    pub fn with_gemv_per_row(mut self, per_row: bool) -> Gpu {
-        self.gemv_per_row = per_row;
+    /// The backend with the GEMV variant chosen, whatever the adapter picked: tests run each
+    /// variant the adapter can on one adapter.
+    pub fn with_gemv(mut self, kind: GemvKind) -> Gpu {
+        self.gemv = kind;
         self
+    }
+
+    /// The GEMV variant in use.
+    pub fn gemv(&self) -> GemvKind {
+        self.gemv
     }
 
     /// The adapter in use.
@@ -325,16 +336,19 @@ impl Gpu {
     }
 
     /// Products of `x` (through `input`) by each weight, runs of fusable weights (Q/K/V,
-    /// gate/up) in one dispatch.
+    /// gate/up) in one dispatch, each output's bias (`biases[i]`, if any) added.
     fn products(
         &self,
         cx: &mut GpuCtx,
         ops: &mut [(&Weight, &mut GpuTensor)],
         x: &GpuTensor,
         input: weights::Input<'_>,
+        biases: &[Option<&[f32]>],
     ) -> Result<()> {
+        let bias_of = |i: usize| biases.get(i).copied().flatten();
         // runs of fusable weights (Q/K/V, gate/up) go as one product
         let mut rest = ops;
+        let mut first = 0;
         while !rest.is_empty() {
             let mut n = 1;
             while n < rest.len().min(weights::MAX_FUSED) && weights::fusable(rest[0].0, rest[n].0) {
@@ -345,35 +359,86 @@ impl Gpu {
             for (w, (rw, _)) in ws.iter_mut().zip(run.iter()) {
                 *w = rw;
             }
-            match run {
-                [(_, a)] => weights::matmul(self, cx, &ws[..1], x, input, &mut [a], false)?,
-                [(_, a), (_, b)] => {
-                    weights::matmul(self, cx, &ws[..2], x, input, &mut [a, b], false)?
+            let run_biases: Vec<Option<&[f32]>> = (first..first + n).map(bias_of).collect();
+            // the GEMV adds the run's biases as it stores (one buffer, concatenated as the
+            // weights are); after a GEMM they are dispatches of their own
+            let fused = weights::fuses_input(x.rows) && run_biases.iter().any(Option::is_some);
+            let bias = fused.then(|| {
+                let rows: Vec<usize> = run.iter().map(|(w, _)| w.rows).collect();
+                self.param_concat(&run_biases, &rows)
+            });
+            let mut outs: Vec<&mut GpuTensor> = run.iter_mut().map(|(_, o)| &mut **o).collect();
+            weights::matmul_bias(
+                self,
+                cx,
+                &ws[..n],
+                x,
+                input,
+                &mut outs,
+                false,
+                bias.as_ref(),
+            )?;
+            if !fused {
+                for (out, b) in outs.into_iter().zip(&run_biases) {
+                    if let Some(b) = b {
+                        ops::add_bias(self, cx, out, b);
+                    }
                 }
-                [(_, a), (_, b), (_, c)] => {
-                    weights::matmul(self, cx, &ws[..3], x, input, &mut [a, b, c], false)?
-                }
-                _ => unreachable!("runs of 1..=MAX_FUSED"),
             }
+            first += n;
             rest = tail;
         }
         Ok(())
     }
 
+    /// The concatenation of `parts` (`rows[i]` values each; an absent part is zeros) resident
+    /// on the device, cached as [`Gpu::param`] is, by the parts' addresses.
+    fn param_concat(&self, parts: &[Option<&[f32]>], rows: &[usize]) -> wgpu::Buffer {
+        assert!(parts.len() <= weights::MAX_FUSED && parts.len() == rows.len());
+        let mut key = [(0, 0); weights::MAX_FUSED];
+        let mut v = Vec::with_capacity(rows.iter().sum());
+        for ((k, p), &n) in key.iter_mut().zip(parts).zip(rows) {
+            match p {
+                Some(b) => {
+                    assert_eq!(b.len(), n, "a bias per output row");
+                    *k = (b.as_ptr() as usize, n);
+                    v.extend_from_slice(b);
+                }
+                None => {
+                    *k = (0, n);
+                    v.resize(v.len() + n, 0.0);
+                }
+            }
+        }
+        self.param_keyed(key, &v)
+    }
+
     /// A small parameter vector resident on the device.
     fn param(&self, v: &[f32]) -> wgpu::Buffer {
-        // FNV-1a over the bits: the address alone could be reused by other contents
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for x in v {
-            h = (h ^ x.to_bits() as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        let key = (v.as_ptr() as usize, v.len(), h);
+        let mut key = [(0, 0); weights::MAX_FUSED];
+        key[0] = (v.as_ptr() as usize, v.len());
+        self.param_keyed(key, v)
+    }
+
+    /// `v` resident on the device by `key` (the addresses it came from), checked against a
+    /// copy of the contents: the addresses alone could be reused by others, and comparing is
+    /// a memcmp where hashing the contents on every use (a norm's weights, twice per layer
+    /// and token) was a serial loop.
+    fn param_keyed(&self, key: ParamKey, v: &[f32]) -> wgpu::Buffer {
         let mut map = self.params.lock().expect("params");
-        map.entry(key)
-            .or_insert_with(|| self.buffer_with(kernels::bytes_of(v), wgpu::BufferUsages::STORAGE))
-            .clone()
+        if let Some((copy, buf)) = map.get(&key)
+            && kernels::bytes_of(copy) == kernels::bytes_of(v)
+        {
+            return buf.clone();
+        }
+        let buf = self.buffer_with(kernels::bytes_of(v), wgpu::BufferUsages::STORAGE);
+        map.insert(key, (v.to_vec(), buf.clone()));
+        buf
     }
 }
+
+/// Where a resident parameter vector's parts came from: (address, length) each.
+type ParamKey = [(usize, usize); weights::MAX_FUSED];
 
 impl Backend for Gpu {
     type Tensor = GpuTensor;
@@ -442,12 +507,13 @@ impl Backend for Gpu {
             self.flush(cx);
             return;
         }
-        let bytes = self.read_back(cx, t.buf(), 0, (t.len() * 4) as u64);
-        out.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-        );
+        self.read_back_with(cx, t.buf(), 0, (t.len() * 4) as u64, |bytes| {
+            out.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            )
+        });
     }
 
     fn top_k(&self, cx: &mut GpuCtx, t: &GpuTensor, k: usize, out: &mut Vec<(u32, f32)>) {
@@ -484,7 +550,7 @@ impl Backend for Gpu {
         ops: &mut [(&Weight, &mut GpuTensor)],
         x: &GpuTensor,
     ) -> Result<()> {
-        self.products(cx, ops, x, weights::Input::Plain)
+        self.products(cx, ops, x, weights::Input::Plain, &[])
     }
 
     fn fuses_ops(&self) -> bool {
@@ -501,10 +567,27 @@ impl Backend for Gpu {
         ops: &mut [(&Weight, &mut GpuTensor)],
     ) -> Result<()> {
         if weights::fuses_input(x.rows) && w.len() == x.cols {
-            return self.products(cx, ops, x, weights::Input::Norm(w, eps));
+            return self.products(cx, ops, x, weights::Input::Norm(w, eps), &[]);
         }
         ops::rms_norm(self, cx, x, w, eps, h);
-        self.products(cx, ops, h, weights::Input::Plain)
+        self.products(cx, ops, h, weights::Input::Plain, &[])
+    }
+
+    fn norm_matmul_bias(
+        &self,
+        cx: &mut GpuCtx,
+        x: &GpuTensor,
+        w: &[f32],
+        eps: f32,
+        h: &mut GpuTensor,
+        ops: &mut [(&Weight, &mut GpuTensor)],
+        biases: &[Option<&[f32]>],
+    ) -> Result<()> {
+        if weights::fuses_input(x.rows) && w.len() == x.cols {
+            return self.products(cx, ops, x, weights::Input::Norm(w, eps), biases);
+        }
+        ops::rms_norm(self, cx, x, w, eps, h);
+        self.products(cx, ops, h, weights::Input::Plain, biases)
     }
 
     fn glu_matmul_add(

@@ -303,10 +303,12 @@ pub(super) fn rope(
     if x.rows == 0 || half == 0 {
         return;
     }
-    // the angles depend on the positions and the config only: every layer of a step (and
-    // the next step at the same positions) shares one uploaded table
+    // the angles depend on the positions and the config only: every layer of a step shares
+    // one table, staged with the step's parameters (at the same arena offset every decode
+    // step, so the dispatch's bind group is reused; a buffer of its own per step cost a
+    // buffer creation and a new bind group per token)
     let table = match cx.rope_tables.iter().find(|(c, p, _)| c == cfg && p == pos) {
-        Some((_, _, buf)) => buf.clone(),
+        Some((_, _, slot)) => slot.clone(),
         None => {
             let mut cs = vec![(0f32, 0f32); half];
             let mut t: Vec<f32> = Vec::with_capacity(pos.len() * half * 2);
@@ -314,13 +316,13 @@ pub(super) fn rope(
                 cfg.cos_sin(p as i64, &mut cs);
                 t.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
             }
-            let buf = gpu.buffer_with(bytes_of(&t), wgpu::BufferUsages::STORAGE);
+            let slot = gpu.stage(cx, &[bytes_of(&t)]).pop().expect("one slot");
             if cx.rope_tables.len() >= ROPE_TABLES {
                 cx.rope_tables.remove(0);
             }
             cx.rope_tables
-                .push((cfg.clone(), pos.to_vec(), buf.clone()));
-            buf
+                .push((cfg.clone(), pos.to_vec(), slot.clone()));
+            slot
         }
     };
     let total_a = x.rows * n_head * half;
@@ -349,16 +351,12 @@ pub(super) fn rope(
             x.cols as u32,
             cols_b as u32,
         ],
-        &[
-            Bind::Whole(x.buf()),
-            Bind::Whole(&b_buf),
-            Bind::Whole(&table),
-        ],
+        &[Bind::Whole(x.buf()), Bind::Whole(&b_buf), table.bind()],
         groups(total_a + total_b),
     );
 }
 
-/// RoPE tables a step context keeps (a model has one or two configs: local and global layers).
+/// RoPE tables a step keeps (a model has one or two configs: local and global layers).
 const ROPE_TABLES: usize = 4;
 
 /// Taps per channel the shader keeps in registers.

@@ -148,14 +148,89 @@ pub(super) fn fusable(a: &Weight, b: &Weight) -> bool {
     a.ty == b.ty && a.cols == b.cols
 }
 
-/// The GEMV's variant (its defs) and rows per workgroup (see [`Gpu::gemv_per_row`]).
-fn gemv_rows(gpu: &Gpu) -> (&'static str, usize) {
-    if gpu.gemv_per_row {
-        ("const PER_ROW: bool = true;", 64)
-    } else {
-        ("const PER_ROW: bool = false;", 1)
+/// How the GEMV spreads rows over invocations (the adapter's default: [`GemvKind::pick`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemvKind {
+    /// An invocation per weight row, no barriers: for CPU adapters (lavapipe), where each of
+    /// a workgroup's barriers costs a pass through all its invocations.
+    PerRow,
+    /// A workgroup of 64 per row, summed through workgroup memory (any GPU).
+    Workgroup,
+    /// Teams of 32 invocations per row, four rows per workgroup, summed by subgroup shuffles
+    /// (no barriers): adapters with subgroups of 32 or 64.
+    Subgroup,
+}
+
+impl GemvKind {
+    /// The variant for an adapter: `CERA_GPU_GEMV=row|workgroup|subgroup` chooses one (for
+    /// measuring them against each other; a subgroup variant the adapter lacks is not taken).
+    pub(super) fn pick(info: &super::AdapterInfo) -> GemvKind {
+        let subgroup_ok = GemvKind::Subgroup.runs_on(info);
+        match std::env::var("CERA_GPU_GEMV").as_deref() {
+            Ok("row") => return GemvKind::PerRow,
+            Ok("workgroup") => return GemvKind::Workgroup,
+            Ok("subgroup") if subgroup_ok => return GemvKind::Subgroup,
+            _ => {}
+        }
+        if info.device_type == "Cpu" {
+            GemvKind::PerRow
+        } else if subgroup_ok {
+            GemvKind::Subgroup
+        } else {
+            GemvKind::Workgroup
+        }
+    }
+
+    /// Whether the adapter can run the variant (the subgroup one needs subgroups of 32 or 64).
+    pub fn runs_on(self, info: &super::AdapterInfo) -> bool {
+        self != GemvKind::Subgroup
+            || (info.subgroups && info.subgroup_min >= 32 && info.subgroup_max <= 64)
+    }
+
+    /// The variant's WGSL defs and its rows per workgroup for weights of type `ty`: the
+    /// subgroup variant only for formats of small blocks (on the H200 it took a Q4_K or Q6_K
+    /// row of 896 from 30 to 46 us, its 32 lanes each decoding twice the 256-element blocks'
+    /// scales a workgroup's 64 do; Q5_0 went from 25 to 22.5, the Q8_0 LM head from 123 to 83).
+    fn defs(self, ty: crate::quant::GgmlType) -> (&'static str, usize) {
+        let kind = match ty.block_elems() {
+            Some(256) if self == GemvKind::Subgroup => GemvKind::Workgroup,
+            _ => self,
+        };
+        match kind {
+            GemvKind::PerRow => (
+                concat!(
+                    "const WG: u32 = 64u;\nconst PER_ROW: bool = true;\nconst TEAMS: u32 = 0u;\n",
+                    "fn team_sum(v: f32) -> f32 { return v; }"
+                ),
+                64,
+            ),
+            GemvKind::Workgroup => (
+                concat!(
+                    "const WG: u32 = 64u;\nconst PER_ROW: bool = false;\nconst TEAMS: u32 = 0u;\n",
+                    "fn team_sum(v: f32) -> f32 { return v; }"
+                ),
+                1,
+            ),
+            GemvKind::Subgroup => (SUBGROUP_DEFS, 4),
+        }
     }
 }
+
+/// The subgroup variant's defs (naga takes subgroup built-ins without `enable subgroups`,
+/// which it rejects, when the device has the feature): a team's sum
+/// is a butterfly over its 32 lanes, every lane getting it.
+const SUBGROUP_DEFS: &str = concat!(
+    "const WG: u32 = 128u;\nconst PER_ROW: bool = false;\nconst TEAMS: u32 = 4u;\n",
+    "fn team_sum(v: f32) -> f32 {\n",
+    "    var s = v;\n",
+    "    s += subgroupShuffleXor(s, 16u);\n",
+    "    s += subgroupShuffleXor(s, 8u);\n",
+    "    s += subgroupShuffleXor(s, 4u);\n",
+    "    s += subgroupShuffleXor(s, 2u);\n",
+    "    s += subgroupShuffleXor(s, 1u);\n",
+    "    return s;\n",
+    "}"
+);
 
 /// What a product reads: `x` itself, or an op of it done as it is read (GEMV only).
 #[derive(Clone, Copy)]
@@ -184,6 +259,22 @@ pub(super) fn matmul(
     input: Input<'_>,
     outs: &mut [&mut GpuTensor],
     acc: bool,
+) -> Result<()> {
+    matmul_bias(gpu, cx, ws, x, input, outs, acc, None)
+}
+
+/// [`matmul`] with the outputs' biases (concatenated as the weights are) added by the GEMV
+/// as it stores them; GEMV products only (see [`fuses_input`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn matmul_bias(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    ws: &[&Weight],
+    x: &GpuTensor,
+    input: Input<'_>,
+    outs: &mut [&mut GpuTensor],
+    acc: bool,
+    bias: Option<&wgpu::Buffer>,
 ) -> Result<()> {
     assert!(
         (1..=MAX_FUSED).contains(&ws.len()) && ws.len() == outs.len() && (!acc || ws.len() == 1),
@@ -228,8 +319,8 @@ pub(super) fn matmul(
         }
     };
     assert!(
-        gemv || mode == 0,
-        "matmul: the GEMM reads its input plainly"
+        gemv || (mode == 0 && bias.is_none()),
+        "matmul: the GEMM reads its input plainly and adds no bias"
     );
     let aux = aux.as_ref().unwrap_or(&gpu.dummy_in);
     let n = |i: usize| ws.get(i).map_or(0, |w| w.rows);
@@ -258,10 +349,13 @@ pub(super) fn matmul(
                 Bind::Whole(o(0)),
                 Bind::Whole(o(1)),
                 Bind::Whole(o(2)),
+                Bind::Whole(bias.unwrap_or(&gpu.dummy_in)),
             ];
-            let (defs, per) = gemv_rows(gpu);
+            let (defs, per) = gpu.gemv.defs(w0.ty);
             let groups = part.rows.div_ceil(per) as u32;
-            gpu.dispatch(cx, "gemv", defs, Some(w0.ty), &head, &binds, groups);
+            let mut params = head.to_vec();
+            params.push(u32::from(bias.is_some()));
+            gpu.dispatch(cx, "gemv", defs, Some(w0.ty), &params, &binds, groups);
         } else {
             let tiles = part.rows.div_ceil(64) * t.div_ceil(64);
             let (splits, kchunk) = split_k(tiles, w0.cols);

@@ -60,12 +60,34 @@ pub(super) fn fused<B: Backend>(h: &mut H<B>) {
         let x = h.rng.vec(n * k, 1.0);
         let xn = normed(&x, &g, eps);
         let (xt, xr) = h.up(&x, n, k);
-        for (op, norm) in [("matmul runs", false), ("norm_matmul", true)] {
+        // biases on every other output (Qwen2's Q/K/V have them), made without the random
+        // source so that the later groups' draws stay where they were
+        let biases: Vec<Option<Vec<f32>>> = ws
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                (i % 2 == 0).then(|| {
+                    (0..w.rows)
+                        .map(|r| ((r * 37 + i * 11) % 23) as f32 * 0.1 - 1.1)
+                        .collect()
+                })
+            })
+            .collect();
+        let bias_refs: Vec<Option<&[f32]>> = biases.iter().map(|b| b.as_deref()).collect();
+        for (op, norm) in [
+            ("matmul runs", false),
+            ("norm_matmul", true),
+            ("norm_matmul_bias", true),
+        ] {
             let (mut bo, mut ro): (Vec<_>, Vec<_>) = ws.iter().map(|_| h.garbage()).unzip();
             let (mut hb, mut hr) = h.garbage();
             let mut bops: Vec<_> = ws.iter().zip(bo.iter_mut()).collect();
             let mut rops: Vec<_> = ws.iter().zip(ro.iter_mut()).collect();
-            let e = if norm {
+            let e = if op == "norm_matmul_bias" {
+                h.r.norm_matmul_bias(&mut (), &xr, &g, eps, &mut hr, &mut rops, &bias_refs)
+                    .unwrap();
+                h.be.norm_matmul_bias(&mut h.cx, &xt, &g, eps, &mut hb, &mut bops, &bias_refs)
+            } else if norm {
                 h.r.norm_matmul(&mut (), &xr, &g, eps, &mut hr, &mut rops)
                     .unwrap();
                 h.be.norm_matmul(&mut h.cx, &xt, &g, eps, &mut hb, &mut bops)

@@ -4,11 +4,11 @@
 // `mode`: 0 x itself; 1 RMSNorm(x) · g with g = aux (the block's input norm, done here: each
 // workgroup sums x² as it reads x, which costs nothing next to the weight row); 2 act(x) · aux
 // (the GLU of gate x and up aux; `act` 0 SiLU, 1 GELU).
-const WG: u32 = 64u;
+// The variant's defs declare `WG`, `PER_ROW`, `TEAMS` and `team_sum` (see `GemvKind`).
 const MAX_T: u32 = 8u;
 struct P {
     k: u32, n: u32, rb: u32, t: u32, row0: u32, acc: u32, n0: u32, n1: u32, n2: u32,
-    mode: u32, eps: u32, act: u32, groups: u32,
+    mode: u32, eps: u32, act: u32, bias: u32, groups: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
@@ -17,6 +17,16 @@ struct P {
 @group(0) @binding(4) var<storage, read_write> o0: array<f32>;
 @group(0) @binding(5) var<storage, read_write> o1: array<f32>;
 @group(0) @binding(6) var<storage, read_write> o2: array<f32>;
+// With `bias`: the outputs' biases, concatenated as the weights are (Qwen2's Q/K/V).
+@group(0) @binding(7) var<storage, read> bias: array<f32>;
+
+// A finished row's value and its bias.
+fn biased(row: u32, s: f32) -> f32 {
+    if (p.bias != 0u) {
+        return s + bias[row];
+    }
+    return s;
+}
 
 fn ld4(b: u32) -> vec4<f32> {
     return vec4<f32>(x[b], x[b + 1u], x[b + 2u], x[b + 3u]);
@@ -87,7 +97,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 if (p.mode == 1u) {
                     s *= norm_scale(ss[t]);
                 }
-                store_out(t, p.row0 + row, s);
+                store_out(t, p.row0 + row, biased(p.row0 + row, s));
+            }
+        }
+        return;
+    }
+    if (TEAMS > 0u) {
+        // TEAMS rows per workgroup, a team of 32 invocations each: its sums by subgroup
+        // shuffles, no barriers (a team is a subgroup, or an aligned half of one of 64, which
+        // the butterfly's lanes never leave). Out-of-range teams compute row 0 and store
+        // nothing: the shuffles need every lane.
+        let team = li / 32u;
+        let lane = li % 32u;
+        let row = g * TEAMS + team;
+        let live = row < p.n;
+        partial(select(0u, row, live), lane * 4u, 128u);
+        for (var t = 0u; t < p.t; t++) {
+            var s = team_sum(acc[t]);
+            if (p.mode == 1u) {
+                s *= norm_scale(team_sum(ss[t]));
+            }
+            if (live && lane == 0u) {
+                store_out(t, p.row0 + row, biased(p.row0 + row, s));
             }
         }
         return;
@@ -101,7 +132,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             s *= norm_scale(wg_sum(li, ss[t]));
         }
         if (li == 0u) {
-            store_out(t, p.row0 + row, s);
+            store_out(t, p.row0 + row, biased(p.row0 + row, s));
         }
     }
 }
