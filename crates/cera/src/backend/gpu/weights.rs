@@ -89,8 +89,14 @@ fn resident(gpu: &Gpu, ws: &[&Weight]) -> Result<Arc<GpuWeight>> {
                 if sb == db {
                     bytes.extend_from_slice(src);
                 } else {
+                    let scale_last = scale_last(ty);
                     for blk in src.chunks_exact(sb) {
-                        bytes.extend_from_slice(blk);
+                        if scale_last {
+                            bytes.extend_from_slice(&blk[2..]);
+                            bytes.extend_from_slice(&blk[..2]);
+                        } else {
+                            bytes.extend_from_slice(blk);
+                        }
                         bytes.resize(bytes.len() + db - sb, 0);
                     }
                 }
@@ -115,6 +121,16 @@ fn resident(gpu: &Gpu, ws: &[&Weight]) -> Result<Arc<GpuWeight>> {
         .expect("weights")
         .insert(key, Arc::clone(&gw));
     Ok(gw)
+}
+
+/// Whether blocks of `ty` go to the device with their leading f16 scale moved to the end:
+/// the formats whose payload follows a 2-byte scale (Q4_0, IQ4_NL, Q5_0, Q8_0) would have
+/// every word of it straddle two (two loads and shifts per word read, in every product); after
+/// the move the payload starts the block and every read is one aligned load. The shaders'
+/// `wload4` of these formats read this layout.
+fn scale_last(ty: crate::quant::GgmlType) -> bool {
+    use crate::quant::GgmlType as T;
+    matches!(ty, T::Q4_0 | T::IQ4_NL | T::Q5_0 | T::Q8_0)
 }
 
 /// The split-K GEMM's constants: the partial sums' binding.
