@@ -109,6 +109,14 @@ pub(crate) fn hsum_i32(v: v128) -> i32 {
     i32x4_extract_lane::<0>(v)
 }
 
+/// Sum of the f32 lanes, as `(l0 + l2) + (l1 + l3)`.
+#[inline(always)]
+pub(crate) fn hsum_f32(v: v128) -> f32 {
+    let v = f32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
+    let v = f32x4_add(v, i32x4_shuffle::<1, 0, 3, 2>(v, v));
+    f32x4_extract_lane::<0>(v)
+}
+
 /// The lane sums of four i32 vectors, as one vector: lane `i` is `Σ v[i]`. Three adds and six
 /// shuffles (each a single unpack instruction on x86 and Arm) instead of four horizontal sums.
 #[inline(always)]
