@@ -8,8 +8,8 @@
 //! where the formats allow.
 //!
 //! The per-format code lives beside each format in [`crate::quant`]: the scalar reference
-//! `vec_dot_scalar` in `quant/<format>.rs`, SIMD versions in `quant/<format>/x86.rs` and
-//! `quant/<format>/neon.rs`, built from the building blocks they share in `crate::simd` (the
+//! `vec_dot_scalar` in `quant/<format>.rs`, SIMD versions in `quant/<format>/x86.rs`,
+//! `quant/<format>/neon.rs` and `quant/<format>/wasm.rs`, built from the building blocks they share in `crate::simd` (the
 //! layer below both `quant` and this module, so the imports run `kernels` → `quant` → `simd`
 //! with no cycle). This module only detects the CPU ([`cpu`]), packs weights and activations for
 //! the GEMMs ([`pack`], [`ActRows::pack`]) and fills one [`KernelTable`] of function pointers
@@ -55,6 +55,16 @@
 //!   weighted as the scalar code does. F16 conversions use `fcvtl`/`fcvtn`, also as assembly.
 //!   The activation quantizers round with `fcvtns` (half to even) and saturate with `sqxtn`,
 //!   which is the scalar `round_ties_even().clamp(-128, 127)`.
+//! - `Simd128` (wasm32 built with `+simd128`): the NEON data flow on 128-bit WASM SIMD. simd128
+//!   has no 8-bit dot product, so the step widens both operands to i16 and multiplies-adds pairs
+//!   (`i32x4.dot_i16x8_s`, exact); unsigned codes widen with zero extension, and Q6_K and Q3_K
+//!   take theirs unsigned and subtract the offset through the activation's sums of 16. The
+//!   K-quants weight each sub-block's i32 lanes by its scale and reduce once per super-block;
+//!   the 32-element formats reduce four blocks' lanes together and compute the four float
+//!   terms in the lanes of one vector, the scalar operations per lane, then add them in block
+//!   order: every quantized format gives the scalar bits. F32, F16 and BF16 keep the scalar
+//!   kernels (they compile to vector code as fast as hand-written ones). No GEMM: prefill
+//!   runs the GEMV per token.
 //!
 //! # GEMM
 //! The AVX-512 tier also has GEMM kernels ([`KernelTable::gemm`]) for every format: Q4_0, Q4_1,
