@@ -21,9 +21,10 @@ cargo run --release --locked -q -p cera --example parity -- "$MODEL" "$PROMPT" "
 target/wheel-venv/bin/python scripts/parity.py "$MODEL" "$PROMPT" "$N" > "$d/python.txt"
 ./target/release/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" 2>/dev/null > "$d/cli.txt"
 fail=0
-# WebAssembly runs the scalar kernels, compared with the CLI on that tier over the first 16
-# tokens: its exp, tanh, sin and cos are Rust's libm, not glibc's, so logits differ in the last
-# bits and a longer text can part at a near-tie (this prompt does at token 44)
+# WebAssembly runs the simd128 tier, whose quantized dot products give the scalar tier's bits,
+# compared with the CLI on that tier over the first 16 tokens: its attention sums and
+# exponentials in vector lanes and its tanh, sin and cos are Rust's libm, not glibc's, so logits
+# differ in the last bits and a longer text can part at a near-tie
 NW=16
 path=$(./target/release/cera models | awk -v m="$MODEL" '$1 == m { print $NF; exit }')
 node crates/cera-wasm/examples/node/generate.mjs "${path:-$MODEL}" "$PROMPT" "$NW" 2>/dev/null > "$d/wasm.txt"

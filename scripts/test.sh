@@ -60,6 +60,30 @@ for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; 
 done
 unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT_TIERS
 
+step "wasm32: clippy, then the simd128 kernel tests under Node's WASI"
+# The simd128 tier is built for wasm32-wasip1 and run by Node (scripts/wasi-run.mjs): the kernel
+# tests (every format, simd128 against scalar, bit for bit) and the kernel and attention unit
+# tests (one thread: no threads in wasm32-wasip1). A WASI program cannot start a process, so the
+# CERA_CPU_TIER test runs once per tier from here, with the tier it must get.
+command -v node >/dev/null || {
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq nodejs
+}
+rustup target list --installed | grep -q '^wasm32-wasip1$' || rustup target add wasm32-wasip1
+wasi=(-p cera --no-default-features --locked --target wasm32-wasip1)
+export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-C target-feature=+simd128"
+export CARGO_TARGET_WASM32_WASIP1_RUNNER="node --single-threaded-gc $PWD/scripts/wasi-run.mjs"
+cargo clippy "${wasi[@]}" --all-targets -- -D warnings
+CERA_EXPECT_TIERS=scalar,simd128 cargo test "${wasi[@]}" --test kernels
+CERA_EXPECT_TIERS=scalar,simd128 cargo test "${wasi[@]}" --lib -- kernels:: backend::attention
+for t in scalar simd128; do
+  CERA_CPU_TIER=$t CERA_TEST_EXPECT_TIER=$t \
+    cargo test "${wasi[@]}" --test kernels -- --exact cpu_tier_env_override
+done
+unset CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS CARGO_TARGET_WASM32_WASIP1_RUNNER
+
 step "python venv (numpy and gguf also make the conversion tests' checkpoints), cargo test"
 # a virtual environment of its own under target/, so the system Python is left alone
 venv=target/pyenv
@@ -105,6 +129,9 @@ target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/c
 CERA_BIN="$PWD/target/release/cera" target/wheel-venv/bin/python -m pytest -q tests/python
 step "wasm: cera-wasm for wasm32 (scripts/build-wasm.sh), clippy there, node --test"
 bash scripts/build-wasm.sh
+# with simd128 (the module as built: its kernel tier) and without (the scalar-only build)
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128" \
+  cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
 cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
 command -v node >/dev/null || {
   sudo=""

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::value::{Array, Value, ValueType};
@@ -23,6 +24,22 @@ pub(super) enum Source {
 }
 
 impl Source {
+    /// A file's bytes: memory-mapped, or read into memory on WebAssembly, where WASI has no
+    /// mmap (so the wasm32-wasip1 tests can open models by path).
+    pub(super) fn map(file: &File, path: &Path) -> Result<Source> {
+        if cfg!(target_family = "wasm") {
+            let mut bytes = Vec::new();
+            (&*file)
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::io(path, e))?;
+            return Ok(Source::Bytes(bytes));
+        }
+        // SAFETY: the mapping is read-only; as with every mmap-based loader, a file changed
+        // underneath us by another process is outside what we can defend against.
+        let mmap = unsafe { memmap2::Mmap::map(file) }.map_err(|e| Error::io(path, e))?;
+        Ok(Source::Mmap(mmap))
+    }
+
     pub(super) fn bytes(&self) -> &[u8] {
         match self {
             Source::Mmap(m) => m,
@@ -262,14 +279,11 @@ fn read_array(c: &mut Cursor, key: &str, depth: usize) -> Result<Array> {
 }
 
 impl GgufFile {
-    /// Memory-maps and parses a GGUF file.
+    /// Memory-maps and parses a GGUF file (on WebAssembly, reads it: see `Source::map`).
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        // SAFETY: the mapping is read-only; as with every mmap-based loader, a file changed
-        // underneath us by another process is outside what we can defend against.
-        let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        let mut g = Self::parse(Source::Mmap(mmap))?;
+        let mut g = Self::parse(Source::map(&file, path)?)?;
         g.path = Some(path.to_path_buf());
         super::split::attach_parts(g, path)
     }

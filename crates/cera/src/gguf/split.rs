@@ -90,9 +90,7 @@ pub(super) fn attach_parts(mut g: GgufFile, path: &Path) -> Result<GgufFile> {
                 ),
             )
         })?;
-        // SAFETY: a read-only mapping, as for the first part (see `GgufFile::open`).
-        let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&p, e))?;
-        let part = GgufFile::parse(Source::Mmap(mmap))?;
+        let part = GgufFile::parse(Source::map(&file, &p)?)?;
         let (pn, pc) = (part.get_opt::<u32>(KEY_NO)?, split_count(&part)?);
         if pn != Some(i - 1) || pc != count {
             return Err(corrupt(

@@ -14,9 +14,15 @@ use std::fmt;
 /// | `Neon` | aarch64 (ASIMD is part of the base architecture): every 64-bit Arm CPU |
 /// | `NeonDotprod` | `Neon` plus the dot product extension (`sdot`; Cortex-A55/A76, Neoverse N1, Apple M1 and later) |
 /// | `NeonI8mm` | `NeonDotprod` plus the int8 matrix multiply extension (`smmla`, for the GEMM kernels; Neoverse V1/N2, Cortex-A510/A710, Apple M2 and later) |
+/// | `Simd128` | wasm32 built with `-C target-feature=+simd128` (`scripts/build-wasm.sh` does): every current browser, Node and wasmtime |
 ///
 /// The aarch64 tiers are tested under `qemu-aarch64` (`scripts/test.sh`), with `-cpu max` and
-/// with a Cortex-A72, which lacks `sdot`.
+/// with a Cortex-A72, which lacks `sdot`; `Simd128` as a `wasm32-wasip1` build under Node.
+///
+/// WebAssembly has no run-time feature detection: an engine refuses to compile a module that
+/// uses an instruction it lacks, so a module either is built with `simd128` (and every engine
+/// that loads it runs the tier) or is not (and the tier does not exist in it). A loader that
+/// wants to serve engines without SIMD ships two modules and picks one before loading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CpuTier {
     Scalar,
@@ -25,21 +31,23 @@ pub enum CpuTier {
     Neon,
     NeonDotprod,
     NeonI8mm,
+    Simd128,
 }
 
 /// The environment variable that can force a lower tier (`scalar`, `avx2`, `avx512`, `neon`,
-/// `neon-dotprod`, `neon-i8mm`).
+/// `neon-dotprod`, `neon-i8mm`, `simd128`).
 pub const TIER_ENV: &str = "CERA_CPU_TIER";
 
 impl CpuTier {
     /// Every tier, lowest first within each architecture.
-    pub const ALL: [CpuTier; 6] = [
+    pub const ALL: [CpuTier; 7] = [
         CpuTier::Scalar,
         CpuTier::Avx2,
         CpuTier::Avx512,
         CpuTier::Neon,
         CpuTier::NeonDotprod,
         CpuTier::NeonI8mm,
+        CpuTier::Simd128,
     ];
 
     /// The name `CERA_CPU_TIER` takes.
@@ -51,6 +59,7 @@ impl CpuTier {
             CpuTier::Neon => "neon",
             CpuTier::NeonDotprod => "neon-dotprod",
             CpuTier::NeonI8mm => "neon-i8mm",
+            CpuTier::Simd128 => "simd128",
         }
     }
 
@@ -61,6 +70,7 @@ impl CpuTier {
             CpuTier::Scalar => 0,
             CpuTier::Avx2 | CpuTier::Avx512 => 1,
             CpuTier::Neon | CpuTier::NeonDotprod | CpuTier::NeonI8mm => 2,
+            CpuTier::Simd128 => 3,
         };
         other == CpuTier::Scalar || (arch(other) == arch(self) && other <= self)
     }
@@ -81,6 +91,7 @@ impl CpuTier {
             CpuTier::Neon => cfg!(target_arch = "aarch64"),
             CpuTier::NeonDotprod => has_dotprod(),
             CpuTier::NeonI8mm => has_dotprod() && has_i8mm(),
+            CpuTier::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
         }
     }
 
@@ -176,7 +187,7 @@ pub fn select_tier(requested: Option<&str>, detected: CpuTier) -> (CpuTier, Opti
         None => (
             detected,
             Some(format!(
-                "warning: {TIER_ENV}={req}: unknown tier (expected scalar, avx2, avx512, neon, neon-dotprod or neon-i8mm); using {detected}"
+                "warning: {TIER_ENV}={req}: unknown tier (expected scalar, avx2, avx512, neon, neon-dotprod, neon-i8mm or simd128); using {detected}"
             )),
         ),
     }
@@ -235,6 +246,13 @@ mod tests {
         assert!(msg.unwrap().contains("does not support"));
         let (t, _) = select_tier(Some("neon"), Avx512);
         assert_eq!(t, Avx512);
+        assert_eq!(select_tier(Some("scalar"), Simd128), (Scalar, None));
+        assert_eq!(select_tier(Some("SIMD128"), Simd128), (Simd128, None));
+        let (t, msg) = select_tier(Some("simd128"), Avx2);
+        assert_eq!(t, Avx2);
+        assert!(msg.unwrap().contains("does not support"));
+        let (t, _) = select_tier(Some("neon"), Simd128);
+        assert_eq!(t, Simd128);
     }
 
     #[test]

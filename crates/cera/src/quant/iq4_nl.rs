@@ -75,6 +75,8 @@ fn quantize_with(src: &[f32], out: &mut [BlockIQ4_NL], ntry: i32) {
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) mod wasm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -169,6 +169,8 @@ pub(super) fn requantize(
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) mod wasm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

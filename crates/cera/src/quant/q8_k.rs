@@ -77,5 +77,7 @@ pub fn quantize(src: &[f32], out: &mut [BlockQ8_K]) {
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) mod wasm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;

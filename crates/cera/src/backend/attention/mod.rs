@@ -299,6 +299,9 @@ fn run_tile(tier: CpuTier, ctx: &Ctx, it: Item, sc: &mut TileScratch) {
         CpuTier::Neon | CpuTier::NeonDotprod | CpuTier::NeonI8mm => unsafe {
             tile_neon(ctx, it, sc)
         },
+        // (every function of a simd128 module may use it: nothing to enable)
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        CpuTier::Simd128 => tile::<simd::Simd128>(ctx, it, sc),
         _ => tile::<simd::Scalar>(ctx, it, sc),
     }
 }
@@ -500,8 +503,11 @@ mod tests {
     /// says so in `CERA_TEST_RUNNER`) every tier × thread count costs tens of times its native
     /// time, and the thread counts exercise the same per-tier code: one thread and the uneven
     /// split are kept there.
+    /// On WebAssembly (no threads in wasm32-wasip1, nor in cera-wasm) only one thread.
     fn thread_counts(all: &[usize]) -> Vec<usize> {
-        if std::env::var_os("CERA_TEST_RUNNER").is_some() {
+        if cfg!(target_family = "wasm") {
+            vec![1]
+        } else if std::env::var_os("CERA_TEST_RUNNER").is_some() {
             vec![all[0], *all.last().unwrap()]
         } else {
             all.to_vec()
@@ -670,7 +676,7 @@ mod tests {
         for tier in CpuTier::supported() {
             let table: &'static KernelTable =
                 Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
-            for threads in [1, 2, 3] {
+            for threads in thread_counts(&[1, 2, 3]) {
                 let cpu = Cpu::with_table(threads, table);
                 for window in [None, Some(20)] {
                     let p = AttentionParams {

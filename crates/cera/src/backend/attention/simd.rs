@@ -587,3 +587,149 @@ mod arm {
         }
     }
 }
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(super) use wasm::Simd128;
+
+/// The `simd128` tier (wasm32): the NEON helpers' data flow on `f32x4`, without FMA (simd128
+/// has none; relaxed SIMD's may or may not fuse). The score dot product and the softmax's
+/// exponentials are what the scalar code leaves sequential; `pv` and the f16 widening
+/// vectorize there already, but the f16 one goes through `half`'s branchy conversion.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use core::arch::wasm32::*;
+
+    use half::f16;
+
+    use super::{BK, Ops};
+    use crate::simd::wasm::{f16x4_to_f32, hsum_f32, ld, ld_f32};
+
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    /// Taylor coefficients of e^r, r in [-ln2/2, ln2/2]: relative error below 2e-7.
+    const C: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
+
+    pub(in super::super) struct Simd128;
+
+    /// e^x on four lanes; −∞ gives 0, and below −87 the result is e^−87 (as the NEON one).
+    /// `n·LN2_HI` is exact (LN2_HI has 16 significant bits, |n| ≤ 126), so the reduction keeps
+    /// its precision without FMA.
+    #[inline(always)]
+    fn exp4(x: v128) -> v128 {
+        let valid = f32x4_gt(x, f32x4_splat(f32::NEG_INFINITY));
+        let x = f32x4_pmax(x, f32x4_splat(-87.0));
+        let n = f32x4_nearest(f32x4_mul(x, f32x4_splat(LOG2E)));
+        let r = f32x4_sub(x, f32x4_mul(n, f32x4_splat(LN2_HI)));
+        let r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_LO)));
+        let mut p = f32x4_splat(C[0]);
+        for &c in &C[1..] {
+            p = f32x4_add(f32x4_splat(c), f32x4_mul(p, r));
+        }
+        p = f32x4_add(f32x4_splat(1.0), f32x4_mul(p, r));
+        // 2^n through the exponent bits (n is in −126..=0 here)
+        let e = i32x4_shl(i32x4_add(i32x4_trunc_sat_f32x4(n), i32x4_splat(127)), 23);
+        v128_and(f32x4_mul(p, e), valid)
+    }
+
+    /// Stores four floats.
+    #[inline(always)]
+    fn st_f32(x: &mut [f32], v: v128) {
+        assert!(x.len() >= 4);
+        // SAFETY: 4 writable floats checked above.
+        unsafe { v128_store(x.as_mut_ptr().cast(), v) }
+    }
+
+    impl Ops for Simd128 {
+        #[inline(always)]
+        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+            let n = a.len().min(b.len());
+            let mut acc = [f32x4_splat(0.0); 4];
+            let mut i = 0;
+            while i + 16 <= n {
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    let at = i + 4 * k;
+                    *acc = f32x4_add(*acc, f32x4_mul(ld_f32(&a[at..]), ld_f32(&b[at..])));
+                }
+                i += 16;
+            }
+            while i + 4 <= n {
+                acc[0] = f32x4_add(acc[0], f32x4_mul(ld_f32(&a[i..]), ld_f32(&b[i..])));
+                i += 4;
+            }
+            let v = f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3]));
+            let mut s = hsum_f32(v);
+            while i < n {
+                s += a[i] * b[i];
+                i += 1;
+            }
+            s
+        }
+        #[inline(always)]
+        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
+            let mv = f32x4_splat(m);
+            let mut sum = f32x4_splat(0.0);
+            for c in s.chunks_exact_mut(4) {
+                let e = exp4(f32x4_sub(ld_f32(c), mv));
+                st_f32(c, e);
+                sum = f32x4_add(sum, e);
+            }
+            hsum_f32(sum)
+        }
+        #[inline(always)]
+        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
+            let dv = acc.len();
+            assert!(v.len() >= kb * dv && kb <= BK);
+            let cv = f32x4_splat(c);
+            let mut c0 = 0;
+            // 32 outputs (8 registers) at a time, every key into them, then 4, then single
+            // values
+            while c0 + 32 <= dv {
+                let mut r: [v128; 8] =
+                    std::array::from_fn(|i| f32x4_mul(ld_f32(&acc[c0 + 4 * i..]), cv));
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    let (vr, pj) = (&v[j * dv + c0..], f32x4_splat(pj));
+                    for (i, x) in r.iter_mut().enumerate() {
+                        *x = f32x4_add(*x, f32x4_mul(ld_f32(&vr[4 * i..]), pj));
+                    }
+                }
+                for (i, x) in r.iter().enumerate() {
+                    st_f32(&mut acc[c0 + 4 * i..], *x);
+                }
+                c0 += 32;
+            }
+            while c0 + 4 <= dv {
+                let mut x = f32x4_mul(ld_f32(&acc[c0..]), cv);
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    x = f32x4_add(x, f32x4_mul(ld_f32(&v[j * dv + c0..]), f32x4_splat(pj)));
+                }
+                st_f32(&mut acc[c0..], x);
+                c0 += 4;
+            }
+            for o in c0..dv {
+                let mut x = acc[o] * c;
+                for (j, &pj) in p.iter().enumerate().take(kb) {
+                    x += pj * v[j * dv + o];
+                }
+                acc[o] = x;
+            }
+        }
+        #[inline(always)]
+        unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
+            let n = dst.len();
+            assert!(src.len() >= n);
+            let mut i = 0;
+            while i + 8 <= n {
+                // SAFETY: `f16` is a plain 16-bit value; 8 of them are 16 readable bytes.
+                let bytes = unsafe { std::slice::from_raw_parts(src[i..].as_ptr().cast(), 16) };
+                let h = ld(bytes);
+                st_f32(&mut dst[i..], f16x4_to_f32::<false>(h));
+                st_f32(&mut dst[i + 4..], f16x4_to_f32::<true>(h));
+                i += 8;
+            }
+            for (d, s) in dst[i..].iter_mut().zip(&src[i..n]) {
+                *d = s.to_f32();
+            }
+        }
+    }
+}
