@@ -34,7 +34,7 @@ fn gpus() {
     for a in all {
         let yes = |b: bool| if b { "yes" } else { "no" };
         println!(
-            "GPU adapter {}: {} ({}, {}, {}); f16 {}, subgroups {}, cooperative matrices {}, \
+            "GPU adapter {}: {} ({}, {}, {}); f16 {}, subgroups {}, cooperative matrices {}{}, \
              largest binding {} MiB (CERA_GPU={} picks it)",
             a.index,
             a.name,
@@ -44,6 +44,11 @@ fn gpus() {
             yes(a.f16),
             yes(a.subgroups),
             yes(a.coop_matrix),
+            if a.coop_shapes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", a.coop_shapes.join(", "))
+            },
             a.max_binding >> 20,
             a.index
         );

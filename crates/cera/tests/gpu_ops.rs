@@ -75,6 +75,11 @@ fn gpu_matmul_other_gemv_variants() {
         }
     }
     assert!(checked >= 1, "no other GEMV variant to check than {own:?}");
+    // where the adapter has cooperative matrices (the H200), the plain GEMM as well
+    let g = gpu();
+    if g.uses_coop() {
+        check_on(g.without_coop(), &["matmul"]);
+    }
 }
 
 #[test]

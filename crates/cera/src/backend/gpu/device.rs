@@ -23,6 +23,9 @@ pub struct AdapterInfo {
     pub subgroup_max: u32,
     /// Cooperative matrices (experimental in wgpu).
     pub coop_matrix: bool,
+    /// The cooperative matrix shapes it multiplies, as "MxNxK in→acc" (e.g. "16x16x16
+    /// f16→f32", the one the prefill GEMM uses).
+    pub coop_shapes: Vec<String>,
     /// The largest buffer one binding may view, in bytes (weights larger than this are split).
     pub max_binding: u64,
 }
@@ -95,6 +98,24 @@ fn describe(index: usize, a: &wgpu::Adapter) -> AdapterInfo {
             0
         },
         coop_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+        coop_shapes: if f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            a.cooperative_matrix_properties()
+                .iter()
+                .map(|c| {
+                    let t = |t: wgpu::CooperativeScalarType| format!("{t:?}").to_lowercase();
+                    format!(
+                        "{}x{}x{} {}→{}",
+                        c.m_size,
+                        c.n_size,
+                        c.k_size,
+                        t(c.ab_type),
+                        t(c.cr_type)
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
         max_binding: a.limits().max_storage_buffer_binding_size,
     }
 }

@@ -29,6 +29,7 @@ fn op_source(op: &str) -> &'static str {
     match op {
         "gemv" => include_str!("shaders/gemv.wgsl"),
         "gemm" => include_str!("shaders/gemm.wgsl"),
+        "gemm_coop" => include_str!("shaders/gemm_coop.wgsl"),
         "gemm_reduce" => include_str!("shaders/gemm_reduce.wgsl"),
         "embed" => include_str!("shaders/embed.wgsl"),
         "rms_norm" => include_str!("shaders/rms_norm.wgsl"),
@@ -220,7 +221,7 @@ impl Gpu {
             src.push_str(QUANT_COMMON);
             src.push_str(quant_source(ty).expect("checked by the caller"));
         }
-        if matches!(key.op, "gemv" | "gemm" | "gemm_reduce") {
+        if matches!(key.op, "gemv" | "gemm" | "gemm_coop" | "gemm_reduce") {
             src.push_str(include_str!("shaders/out.wgsl"));
         }
         src.push_str(op_source(key.op));

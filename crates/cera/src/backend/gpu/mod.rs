@@ -84,6 +84,10 @@ pub struct Gpu {
     /// 245 ms a token as a workgroup per row, 163 ms as an invocation per row) an invocation
     /// per row; with subgroups of 32 or 64, teams of 32 lanes summing by shuffles.
     gemv: weights::GemvKind,
+    /// The prefill GEMM's cooperative-matrix variant's defs (its `enable` directives and
+    /// workgroup size), where the adapter multiplies 16 × 16 × 16 f16 matrices into f32 and
+    /// has one subgroup size; `CERA_GPU_COOP=0` turns it off.
+    coop: Option<&'static str>,
 }
 
 /// Totals over the steps since the backend was made (`CERA_GPU_PROFILE=1`).
@@ -260,14 +264,28 @@ impl Gpu {
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
         let timing = std::env::var("CERA_GPU_PROFILE").is_ok_and(|v| v == "2")
             && adapter.features().contains(stamps);
+        let coop = weights::coop_defs(&info);
+        let coop_features = if coop.is_some() {
+            wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16
+        } else {
+            wgpu::Features::empty()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cera"),
             required_features: (if timing {
                 stamps
             } else {
                 wgpu::Features::empty()
-            }) | (adapter.features() & wgpu::Features::SUBGROUP),
+            }) | (adapter.features() & wgpu::Features::SUBGROUP)
+                | coop_features,
             required_limits: limits,
+            // SAFETY: the one experimental feature requested is cooperative matrices, used
+            // only by the GEMM variant that the op tests check against the CPU on the adapter
+            experimental_features: if coop.is_some() {
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
             ..Default::default()
         }))
         .map_err(|e| Error::Gpu(format!("{}: cannot open the device: {e}", info.name)))?;
@@ -283,6 +301,7 @@ impl Gpu {
             dummy: unused(),
             dummy_in: unused(),
             gemv: weights::GemvKind::pick(&info),
+            coop,
             device,
             queue,
             info,
@@ -305,6 +324,18 @@ impl Gpu {
     /// The GEMV variant in use.
     pub fn gemv(&self) -> GemvKind {
         self.gemv
+    }
+
+    /// Whether prefill GEMMs of super-block formats run on cooperative matrices.
+    pub fn uses_coop(&self) -> bool {
+        self.coop.is_some()
+    }
+
+    /// The backend with the cooperative-matrix GEMM turned off (tests check the plain GEMM on
+    /// adapters that have them).
+    pub fn without_coop(mut self) -> Gpu {
+        self.coop = None;
+        self
     }
 
     /// The adapter in use.

@@ -159,6 +159,34 @@ fn split_k(tiles: usize, k: usize) -> (usize, usize) {
     (k.div_ceil(chunk), chunk)
 }
 
+/// The cooperative-matrix GEMM's defs for an adapter that multiplies 16 × 16 × 16 f16 into
+/// f32 and runs one subgroup size (its workgroup is four subgroups), unless
+/// `CERA_GPU_COOP=0`.
+pub(super) fn coop_defs(info: &super::AdapterInfo) -> Option<&'static str> {
+    if std::env::var("CERA_GPU_COOP").is_ok_and(|v| v == "0")
+        || !info.f16
+        || !info.coop_shapes.iter().any(|s| s == "16x16x16 f16→f32")
+        || info.subgroup_min != info.subgroup_max
+    {
+        return None;
+    }
+    match info.subgroup_min {
+        32 => Some(concat!(
+            "enable f16;\nenable wgpu_cooperative_matrix;\n",
+            "const WG: u32 = 128u;"
+        )),
+        64 => Some(concat!(
+            "enable f16;\nenable wgpu_cooperative_matrix;\n",
+            "const WG: u32 = 256u;"
+        )),
+        16 => Some(concat!(
+            "enable f16;\nenable wgpu_cooperative_matrix;\n",
+            "const WG: u32 = 64u;"
+        )),
+        _ => None,
+    }
+}
+
 /// Whether `a` and `b` can be one product (same format and width).
 pub(super) fn fusable(a: &Weight, b: &Weight) -> bool {
     a.ty == b.ty && a.cols == b.cols
@@ -372,6 +400,35 @@ pub(super) fn matmul_bias(
             let mut params = head.to_vec();
             params.push(u32::from(bias.is_some()));
             gpu.dispatch(cx, "gemv", defs, Some(w0.ty), &params, &binds, groups);
+        } else if let Some(defs) = gpu.coop
+            && w0.ty.block_elems() == Some(256)
+            && w0.cols < SPLIT_K_FROM
+        {
+            // tensor cores for the 256-element super-block formats, whose dequantization
+            // makes the plain GEMM's inner loop expensive (H200, pp512: LFM2-350M Q4_K_M 2080
+            // -> 3160 t/s); Q4_1 and Q5_0 models ran 15-20% slower through it (their tiles'
+            // loads and f16 conversions, not the products, bound it), and f16 products would
+            // not keep F32 weights exact. Long rows stay with the plain GEMM's K split (Qwen's
+            // K-quant FFN down, K 4864: 12.8k -> 10.9k t/s through unsplit tensor-core tiles).
+            let binds = [
+                Bind::Whole(&part.buf),
+                Bind::Whole(x.buf()),
+                Bind::Whole(o(0)),
+                Bind::Whole(o(1)),
+                Bind::Whole(o(2)),
+            ];
+            head[9] = 1;
+            head[10] = w0.cols as u32;
+            let groups = (part.rows.div_ceil(64) * t.div_ceil(64)) as u32;
+            gpu.dispatch(
+                cx,
+                "gemm_coop",
+                defs,
+                Some(w0.ty),
+                &head[..11],
+                &binds,
+                groups,
+            );
         } else {
             let tiles = part.rows.div_ceil(64) * t.div_ceil(64);
             let (splits, kchunk) = split_k(tiles, w0.cols);
