@@ -1,8 +1,7 @@
 //! Element-wise activations on the CPU: the gated `gate = act(gate) · up` (SwiGLU, GeGLU), a
 //! plain activation (BERT's GELU) and soft-capping `cap · tanh(x / cap)` (Gemma's logits),
-//! through the per-tier kernels of `kernels::act` (vector `exp`/`tanh` on every SIMD tier: a
-//! scalar libm `tanhf`/`expf` per element was 18% of a Gemma 3 prefill), split over the pool
-//! when the slice is large (a prefill's FFN).
+//! through the per-tier kernels of `kernels::act` (vector `exp`/`tanh` on every SIMD tier, no
+//! libm call per element), split over the pool when the slice is large (a prefill's FFN).
 
 use super::{Act, Cpu, SyncPtr};
 use crate::kernels::act::{Elementwise, apply};
