@@ -306,13 +306,7 @@ impl Backend for Cpu {
     }
 
     fn activate(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, act: Act) {
-        let f = match act {
-            Act::Silu => ew::silu,
-            Act::Gelu => ew::gelu,
-        };
-        for v in x.data_mut() {
-            *v = f(*v);
-        }
+        self.act(x.data_mut(), act);
     }
 
     fn add(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, y: &CpuTensor) {
@@ -355,7 +349,7 @@ impl Backend for Cpu {
     }
 
     fn softcap(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, cap: f32) {
-        ew::softcap_inplace(x.data_mut(), cap);
+        self.softcap_slice(x.data_mut(), cap);
     }
 
     fn copy_cols(

@@ -66,33 +66,6 @@ pub fn scale_inplace(x: &mut [f32], s: f32) {
     }
 }
 
-#[inline]
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
-
-/// GELU, tanh approximation (as ggml's `gelu`).
-#[inline]
-pub fn gelu(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    const GELU_COEF_A: f32 = 0.044715;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
-}
-
-/// `gate = act(gate) * up`, element-wise (SwiGLU / GeGLU).
-pub fn glu_inplace(gate: &mut [f32], up: &[f32], act: fn(f32) -> f32) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = act(*g) * u;
-    }
-}
-
-/// `x = cap * tanh(x / cap)` (Gemma 2 logit and attention soft-capping).
-pub fn softcap_inplace(x: &mut [f32], cap: f32) {
-    for v in x {
-        *v = cap * (*v / cap).tanh();
-    }
-}
-
 /// Index of the largest value (first on ties).
 pub fn argmax(x: &[f32]) -> usize {
     let mut best = 0;

@@ -90,6 +90,7 @@
 //! token) block sum is weighted in the GEMV's float order, so the GEMM gives the GEMV's bits
 //! for 1 to 4 tokens.
 
+pub(crate) mod act;
 pub mod cpu;
 pub mod pack;
 

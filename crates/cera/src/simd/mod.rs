@@ -19,6 +19,7 @@
 //! and on aarch64 `neon` (the attention code uses its f16 conversion).
 
 mod acts;
+pub(crate) mod math;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

@@ -15,6 +15,8 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
+use super::math::F32s;
+
 /// Multiply-accumulate of signed bytes: `acc` plus the 16 products `a_i·b_i`, four per i32
 /// lane (which four lands where is up to the implementation).
 pub(crate) trait Dot: Copy {
@@ -191,3 +193,76 @@ macro_rules! neon_tiers {
     };
 }
 pub(crate) use neon_tiers;
+
+// The vector math's register (`simd::math`). `vmaxq`/`vminq` return NaN when either operand
+// is NaN, so the clamp keeps one.
+#[allow(unsafe_op_in_unsafe_fn)]
+impl F32s for float32x4_t {
+    const LANES: usize = 4;
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        vdupq_n_f32(v)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        vld1q_f32(p)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        vst1q_f32(p, self)
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        vaddq_f32(self, o)
+    }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        vsubq_f32(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        vmulq_f32(self, o)
+    }
+    #[inline(always)]
+    unsafe fn div(self, o: Self) -> Self {
+        vdivq_f32(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        vfmaq_f32(c, self, b)
+    }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        vfmsq_f32(c, self, b)
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        vabsq_f32(self)
+    }
+    #[inline(always)]
+    unsafe fn clamp(self, lo: f32, hi: f32) -> Self {
+        vminq_f32(vmaxq_f32(self, vdupq_n_f32(lo)), vdupq_n_f32(hi))
+    }
+    #[inline(always)]
+    unsafe fn round(self) -> Self {
+        vrndnq_f32(self)
+    }
+    #[inline(always)]
+    unsafe fn scale2(self, n: Self) -> Self {
+        // two factors 2^(n/2) and 2^(n - n/2), each a normal float, so that the product
+        // overflows or underflows (through subnormals) only at the last multiply
+        let n = vcvtq_s32_f32(n);
+        let n1 = vshrq_n_s32::<1>(n);
+        let n2 = vsubq_s32(n, n1);
+        let pow2 = |k| vreinterpretq_f32_s32(vshlq_n_s32::<23>(vaddq_s32(k, vdupq_n_s32(127))));
+        vmulq_f32(vmulq_f32(self, pow2(n1)), pow2(n2))
+    }
+    #[inline(always)]
+    unsafe fn copysign(self, sign: Self) -> Self {
+        vbslq_f32(vdupq_n_u32(0x8000_0000), sign, self)
+    }
+    #[inline(always)]
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
+        vbslq_f32(vcltq_f32(a, b), t, f)
+    }
+}

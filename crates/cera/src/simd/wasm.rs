@@ -17,6 +17,8 @@
 
 use core::arch::wasm32::*;
 
+use super::math::F32s;
+
 /// Loads 16 bytes.
 #[inline(always)]
 pub(crate) fn ld(s: &[u8]) -> v128 {
@@ -279,4 +281,79 @@ pub(crate) fn amax(x: &[f32]) -> f32 {
 #[inline(always)]
 pub(crate) fn sum_i8(v: v128) -> i32 {
     hsum_i32(i32x4_extadd_pairwise_i16x8(i16x8_extadd_pairwise_i8x16(v)))
+}
+
+// The vector math's register (`simd::math`). simd128 has no FMA, so `mul_add` rounds twice
+// (the functions stay within their bounds regardless). `pmax(x, lo)` is `x < lo ? lo : x` and
+// `pmin(x, hi)` is `hi < x ? hi : x`: a NaN `x` fails both comparisons and is kept.
+impl F32s for v128 {
+    const LANES: usize = 4;
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        f32x4_splat(v)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller passes 4 readable floats; wasm loads need no alignment.
+        unsafe { v128_load(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the caller passes 4 writable floats.
+        unsafe { v128_store(p.cast(), self) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        f32x4_add(self, o)
+    }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        f32x4_sub(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        f32x4_mul(self, o)
+    }
+    #[inline(always)]
+    unsafe fn div(self, o: Self) -> Self {
+        f32x4_div(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        f32x4_add(f32x4_mul(self, b), c)
+    }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        f32x4_sub(c, f32x4_mul(self, b))
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        f32x4_abs(self)
+    }
+    #[inline(always)]
+    unsafe fn clamp(self, lo: f32, hi: f32) -> Self {
+        f32x4_pmin(f32x4_pmax(self, f32x4_splat(lo)), f32x4_splat(hi))
+    }
+    #[inline(always)]
+    unsafe fn round(self) -> Self {
+        f32x4_nearest(self)
+    }
+    #[inline(always)]
+    unsafe fn scale2(self, n: Self) -> Self {
+        // two factors 2^(n/2) and 2^(n - n/2), each a normal float, so that the product
+        // overflows or underflows (through subnormals) only at the last multiply
+        let n = i32x4_trunc_sat_f32x4(n);
+        let n1 = i32x4_shr(n, 1);
+        let n2 = i32x4_sub(n, n1);
+        let pow2 = |k| i32x4_shl(i32x4_add(k, i32x4_splat(127)), 23);
+        f32x4_mul(f32x4_mul(self, pow2(n1)), pow2(n2))
+    }
+    #[inline(always)]
+    unsafe fn copysign(self, sign: Self) -> Self {
+        v128_bitselect(sign, self, f32x4_splat(-0.0))
+    }
+    #[inline(always)]
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
+        v128_bitselect(t, f, f32x4_lt(a, b))
+    }
 }

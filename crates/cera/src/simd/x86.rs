@@ -13,6 +13,7 @@
 use std::arch::x86_64::*;
 
 use super::PACKED_BLOCK_BYTES;
+use super::math::F32s;
 
 // ---------------------------------------------------------------------------------------------
 // AVX2 (+ FMA, F16C)
@@ -554,54 +555,151 @@ pub(crate) fn prefetch_l1(p: *const u8, len: usize) {
     }
 }
 
-// ---- vector exp (attention softmax, activations) ----
+// ---- the vector math's registers (`simd::math`) ----
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-const LN2_HI: f32 = 0.693_145_75;
-const LN2_LO: f32 = 1.428_606_8e-6;
-/// Taylor coefficients of e^r, r in [-ln2/2, ln2/2]: relative error below 2e-7.
-const C: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
-
-/// `e^x` for eight lanes (−∞ gives 0): range reduction by ln 2 and a degree-6 Taylor
-/// polynomial, relative error below 2e-7.
-#[inline(always)]
+// The AVX2 tier's register (FMA is part of the tier). `max`/`min` return their second
+// operand when either is NaN, so `x` goes second to keep a NaN.
 #[allow(unsafe_op_in_unsafe_fn)]
-pub(crate) unsafe fn exp256(x: __m256) -> __m256 {
-    let valid = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_set1_ps(f32::NEG_INFINITY));
-    let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
-    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
-        x,
-        _mm256_set1_ps(LOG2E),
-    ));
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    let mut p = _mm256_set1_ps(C[0]);
-    for &c in &C[1..] {
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+impl F32s for __m256 {
+    const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        _mm256_set1_ps(v)
     }
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0));
-    let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-        _mm256_cvtps_epi32(n),
-        _mm256_set1_epi32(127),
-    ));
-    _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), valid)
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        _mm256_loadu_ps(p)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        _mm256_storeu_ps(p, self)
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        _mm256_add_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        _mm256_sub_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        _mm256_mul_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn div(self, o: Self) -> Self {
+        _mm256_div_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        _mm256_fmadd_ps(self, b, c)
+    }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        _mm256_fnmadd_ps(self, b, c)
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        _mm256_andnot_ps(_mm256_set1_ps(-0.0), self)
+    }
+    #[inline(always)]
+    unsafe fn clamp(self, lo: f32, hi: f32) -> Self {
+        _mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), self))
+    }
+    #[inline(always)]
+    unsafe fn round(self) -> Self {
+        _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self)
+    }
+    #[inline(always)]
+    unsafe fn scale2(self, n: Self) -> Self {
+        // two factors 2^(n/2) and 2^(n - n/2), each a normal float, so that the product
+        // overflows or underflows (through subnormals) only at the last multiply
+        let n = _mm256_cvtps_epi32(n);
+        let n1 = _mm256_srai_epi32::<1>(n);
+        let n2 = _mm256_sub_epi32(n, n1);
+        let pow2 = |k| {
+            _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
+                k,
+                _mm256_set1_epi32(127),
+            )))
+        };
+        _mm256_mul_ps(_mm256_mul_ps(self, pow2(n1)), pow2(n2))
+    }
+    #[inline(always)]
+    unsafe fn copysign(self, sign: Self) -> Self {
+        let m = _mm256_set1_ps(-0.0);
+        _mm256_or_ps(_mm256_andnot_ps(m, self), _mm256_and_ps(m, sign))
+    }
+    #[inline(always)]
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
+        _mm256_blendv_ps(f, t, _mm256_cmp_ps::<_CMP_LT_OQ>(a, b))
+    }
 }
 
-/// `e^x` for sixteen lanes (−∞ gives 0), as [`exp256`].
-#[inline(always)]
+// The AVX-512 tier's register: as `__m256`, with `vscalefps` for the scaling (which handles
+// overflow, underflow and NaN itself).
 #[allow(unsafe_op_in_unsafe_fn)]
-pub(crate) unsafe fn exp512(x: __m512) -> __m512 {
-    let valid = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, _mm512_set1_ps(f32::NEG_INFINITY));
-    let x = _mm512_max_ps(x, _mm512_set1_ps(-100.0));
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-        _mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
-    );
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-    let mut p = _mm512_set1_ps(C[0]);
-    for &c in &C[1..] {
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+impl F32s for __m512 {
+    const LANES: usize = 16;
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        _mm512_set1_ps(v)
     }
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0));
-    _mm512_maskz_mov_ps(valid, _mm512_scalef_ps(p, n))
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        _mm512_loadu_ps(p)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        _mm512_storeu_ps(p, self)
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        _mm512_add_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        _mm512_sub_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        _mm512_mul_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn div(self, o: Self) -> Self {
+        _mm512_div_ps(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        _mm512_fmadd_ps(self, b, c)
+    }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        _mm512_fnmadd_ps(self, b, c)
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        _mm512_abs_ps(self)
+    }
+    #[inline(always)]
+    unsafe fn clamp(self, lo: f32, hi: f32) -> Self {
+        _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), self))
+    }
+    #[inline(always)]
+    unsafe fn round(self) -> Self {
+        _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self)
+    }
+    #[inline(always)]
+    unsafe fn scale2(self, n: Self) -> Self {
+        _mm512_scalef_ps(self, n)
+    }
+    #[inline(always)]
+    unsafe fn copysign(self, sign: Self) -> Self {
+        let m = _mm512_set1_ps(-0.0);
+        _mm512_or_ps(_mm512_andnot_ps(m, self), _mm512_and_ps(m, sign))
+    }
+    #[inline(always)]
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b), f, t)
+    }
 }

@@ -414,6 +414,12 @@ pub fn shape_variants() -> Vec<Variant> {
     const SMOL: &[Feature] = &[RopeBase(100000.0)];
     const QWEN: &[Feature] = &[QkvBias, RopeBase(1000000.0)];
     const L350M: &[Feature] = &[Lfm2(LFM2_350M_ATTN, 3), RopeBase(1000000.0)];
+    const GEMMA3_1B: &[Feature] = &[
+        Window(512),
+        SwaPeriod(6),
+        RopeBase(1000000.0),
+        SwaBase(10000.0),
+    ];
     let f16 = |mut x: Variant| {
         x = quant(x, F16, F16);
         x.embd_ty = F16;
@@ -455,6 +461,20 @@ pub fn shape_variants() -> Vec<Variant> {
             4608,
             L350M,
         )),
+        // Gemma 3 1B: 26 layers of 1152, 4 heads of 256 (1 KV), FFN 6912 (GeGLU), a 512-token
+        // window on five layers of six
+        f16(Variant {
+            head_dim: 256,
+            ..lfm2(
+                "gemma3_1b_shape_f16",
+                "gemma3",
+                26,
+                1152,
+                (4, 1),
+                6912,
+                GEMMA3_1B,
+            )
+        }),
     ]
 }
 

@@ -417,19 +417,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
             unsafe { O::scores(qr, &sc.k, d, jl, jh, &mut s) };
             let mt = match p.softcap {
                 None => unsafe { O::scale_mask_max(&mut s, jl, jh, p.scale) },
-                Some(cap) => {
-                    let mut mt = f32::NEG_INFINITY;
-                    for (j, sj) in s.iter_mut().enumerate() {
-                        if j < jl || j >= jh {
-                            *sj = f32::NEG_INFINITY;
-                            continue;
-                        }
-                        let x = *sj * p.scale;
-                        *sj = cap * (x / cap).tanh();
-                        mt = mt.max(*sj);
-                    }
-                    mt
-                }
+                Some(cap) => unsafe { O::scale_softcap_max(&mut s, jl, jh, p.scale, cap) },
             };
             let m_old = sc.m[r];
             let m_new = m_old.max(mt);

@@ -7,6 +7,13 @@
 
 use half::f16;
 
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+use crate::simd::math::{self, F32s};
+
 /// Keys per tile.
 pub(super) const BK: usize = 64;
 
@@ -61,6 +68,60 @@ pub(super) trait Ops {
         }
         mt
     }
+
+    /// Scales the scores `jl..jh` by `scale`, soft-caps them (`cap · tanh(x / cap)`) and sets
+    /// the others to −∞; returns the largest. Here the scalar tier's libm `tanh`; the SIMD
+    /// tiers use [`softcap_max`].
+    #[inline(always)]
+    unsafe fn scale_softcap_max(
+        s: &mut [f32; BK],
+        jl: usize,
+        jh: usize,
+        scale: f32,
+        cap: f32,
+    ) -> f32 {
+        let mut mt = f32::NEG_INFINITY;
+        for (j, sj) in s.iter_mut().enumerate() {
+            if j < jl || j >= jh {
+                *sj = f32::NEG_INFINITY;
+            } else {
+                *sj = cap * (*sj * scale / cap).tanh();
+                mt = mt.max(*sj);
+            }
+        }
+        mt
+    }
+}
+
+/// [`Ops::scale_softcap_max`] with the vector `tanh` of `V`'s tier: the whole tile (a score
+/// outside `jl..jh` may hold anything, and is then overwritten), then the mask and maximum.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[inline(always)]
+unsafe fn softcap_max<V: F32s>(
+    s: &mut [f32; BK],
+    jl: usize,
+    jh: usize,
+    scale: f32,
+    cap: f32,
+) -> f32 {
+    let (sv, cv) = (V::splat(scale), V::splat(cap));
+    for c in s.chunks_exact_mut(V::LANES) {
+        let x = V::load(c.as_ptr()).mul(sv);
+        cv.mul(math::tanh(x.div(cv))).store(c.as_mut_ptr());
+    }
+    let mut mt = f32::NEG_INFINITY;
+    for (j, sj) in s.iter_mut().enumerate() {
+        if j < jl || j >= jh {
+            *sj = f32::NEG_INFINITY;
+        } else {
+            mt = mt.max(*sj);
+        }
+    }
+    mt
 }
 
 pub(super) struct Scalar;
@@ -108,8 +169,8 @@ mod x86 {
 
     use half::f16;
 
-    use super::{BK, Ops};
-    use crate::simd::x86::{exp256, exp512};
+    use super::{BK, Ops, softcap_max};
+    use crate::simd::math::exp;
 
     pub(in super::super) struct Avx2;
 
@@ -152,12 +213,22 @@ mod x86 {
             sum
         }
         #[inline(always)]
+        unsafe fn scale_softcap_max(
+            s: &mut [f32; BK],
+            jl: usize,
+            jh: usize,
+            scale: f32,
+            cap: f32,
+        ) -> f32 {
+            softcap_max::<__m256>(s, jl, jh, scale, cap)
+        }
+        #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
             let mv = _mm256_set1_ps(m);
             let mut sum = _mm256_setzero_ps();
             for i in (0..BK).step_by(8) {
                 let p = s.as_mut_ptr().add(i);
-                let e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p), mv));
+                let e = exp(_mm256_sub_ps(_mm256_loadu_ps(p), mv));
                 _mm256_storeu_ps(p, e);
                 sum = _mm256_add_ps(sum, e);
             }
@@ -362,12 +433,22 @@ mod x86 {
             _mm512_reduce_max_ps(mx)
         }
         #[inline(always)]
+        unsafe fn scale_softcap_max(
+            s: &mut [f32; BK],
+            jl: usize,
+            jh: usize,
+            scale: f32,
+            cap: f32,
+        ) -> f32 {
+            softcap_max::<__m512>(s, jl, jh, scale, cap)
+        }
+        #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
             let mv = _mm512_set1_ps(m);
             let mut sum = _mm512_setzero_ps();
             for i in (0..BK).step_by(16) {
                 let p = s.as_mut_ptr().add(i);
-                let e = exp512(_mm512_sub_ps(_mm512_loadu_ps(p), mv));
+                let e = exp(_mm512_sub_ps(_mm512_loadu_ps(p), mv));
                 _mm512_storeu_ps(p, e);
                 sum = _mm512_add_ps(sum, e);
             }
@@ -454,37 +535,11 @@ mod arm {
 
     use half::f16;
 
-    use super::{BK, Ops};
+    use super::{BK, Ops, softcap_max};
     use crate::kernels::neon::f16x4_to_f32;
-
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    /// Taylor coefficients of e^r, r in [-ln2/2, ln2/2]: relative error below 2e-7.
-    const C: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
+    use crate::simd::math::exp;
 
     pub(in super::super) struct Neon;
-
-    /// e^x on four lanes; −∞ gives 0. Below −87 (where 2^n would leave the normal range) the
-    /// result is e^−87 ≈ 1.6e−38 rather than the true smaller value: nothing beside a softmax
-    /// maximum of e^0 = 1 can tell.
-    #[inline(always)]
-    unsafe fn exp4(x: float32x4_t) -> float32x4_t {
-        let valid = vcgtq_f32(x, vdupq_n_f32(f32::NEG_INFINITY));
-        let x = vmaxq_f32(x, vdupq_n_f32(-87.0));
-        let n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(LOG2E)));
-        let r = vfmsq_f32(x, n, vdupq_n_f32(LN2_HI));
-        let r = vfmsq_f32(r, n, vdupq_n_f32(LN2_LO));
-        let mut p = vdupq_n_f32(C[0]);
-        for &c in &C[1..] {
-            p = vfmaq_f32(vdupq_n_f32(c), p, r);
-        }
-        p = vfmaq_f32(vdupq_n_f32(1.0), p, r);
-        // 2^n through the exponent bits (n is in −126..=0 here)
-        let e = vshlq_n_s32::<23>(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)));
-        let y = vmulq_f32(p, vreinterpretq_f32_s32(e));
-        vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), valid))
-    }
 
     impl Ops for Neon {
         #[inline(always)]
@@ -520,12 +575,22 @@ mod arm {
             s
         }
         #[inline(always)]
+        unsafe fn scale_softcap_max(
+            s: &mut [f32; BK],
+            jl: usize,
+            jh: usize,
+            scale: f32,
+            cap: f32,
+        ) -> f32 {
+            softcap_max::<float32x4_t>(s, jl, jh, scale, cap)
+        }
+        #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
             let mv = vdupq_n_f32(m);
             let mut sum = vdupq_n_f32(0.0);
             for i in (0..BK).step_by(4) {
                 let p = s.as_mut_ptr().add(i);
-                let e = exp4(vsubq_f32(vld1q_f32(p), mv));
+                let e = exp(vsubq_f32(vld1q_f32(p), mv));
                 vst1q_f32(p, e);
                 sum = vaddq_f32(sum, e);
             }
@@ -601,36 +666,11 @@ mod wasm {
 
     use half::f16;
 
-    use super::{BK, Ops};
+    use super::{BK, Ops, softcap_max};
+    use crate::simd::math::exp;
     use crate::simd::wasm::{f16x4_to_f32, hsum_f32, ld, ld_f32};
 
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    /// Taylor coefficients of e^r, r in [-ln2/2, ln2/2]: relative error below 2e-7.
-    const C: [f32; 6] = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0];
-
     pub(in super::super) struct Simd128;
-
-    /// e^x on four lanes; −∞ gives 0, and below −87 the result is e^−87 (as the NEON one).
-    /// `n·LN2_HI` is exact (LN2_HI has 16 significant bits, |n| ≤ 126), so the reduction keeps
-    /// its precision without FMA.
-    #[inline(always)]
-    fn exp4(x: v128) -> v128 {
-        let valid = f32x4_gt(x, f32x4_splat(f32::NEG_INFINITY));
-        let x = f32x4_pmax(x, f32x4_splat(-87.0));
-        let n = f32x4_nearest(f32x4_mul(x, f32x4_splat(LOG2E)));
-        let r = f32x4_sub(x, f32x4_mul(n, f32x4_splat(LN2_HI)));
-        let r = f32x4_sub(r, f32x4_mul(n, f32x4_splat(LN2_LO)));
-        let mut p = f32x4_splat(C[0]);
-        for &c in &C[1..] {
-            p = f32x4_add(f32x4_splat(c), f32x4_mul(p, r));
-        }
-        p = f32x4_add(f32x4_splat(1.0), f32x4_mul(p, r));
-        // 2^n through the exponent bits (n is in −126..=0 here)
-        let e = i32x4_shl(i32x4_add(i32x4_trunc_sat_f32x4(n), i32x4_splat(127)), 23);
-        v128_and(f32x4_mul(p, e), valid)
-    }
 
     /// Stores four floats.
     #[inline(always)]
@@ -666,11 +706,21 @@ mod wasm {
             s
         }
         #[inline(always)]
+        unsafe fn scale_softcap_max(
+            s: &mut [f32; BK],
+            jl: usize,
+            jh: usize,
+            scale: f32,
+            cap: f32,
+        ) -> f32 {
+            softcap_max::<v128>(s, jl, jh, scale, cap)
+        }
+        #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
             let mv = f32x4_splat(m);
             let mut sum = f32x4_splat(0.0);
             for c in s.chunks_exact_mut(4) {
-                let e = exp4(f32x4_sub(ld_f32(c), mv));
+                let e = exp(f32x4_sub(ld_f32(c), mv));
                 st_f32(c, e);
                 sum = f32x4_add(sum, e);
             }
