@@ -213,6 +213,73 @@ fn main() {
             );
         }
     }
+    // decode: one token through the GEMM (as the engine decodes), in cache and streamed from
+    // memory (copies of the packed matrix, 256 MiB in all, each read once per pass)
+    if let Some(best) = tables.last().filter(|t| FORMATS.iter().any(|&f| t.has_gemm(f))) {
+        println!();
+        println!(
+            "{} tier, one token through the GEMM, one thread: GB/s of weights in cache, \
+             and streamed from memory",
+            best.tier().name()
+        );
+        for ty in FORMATS
+            .into_iter()
+            .filter(|f| (wanted.is_empty() || wanted.contains(f)) && best.has_gemm(*f))
+        {
+            let w = weights(ty, &mut rng);
+            let act_ty = KernelTable::vec_dot_type(ty).unwrap();
+            let mut act = vec![0u8; KernelTable::act_row_bytes(ty, K).unwrap()];
+            best.quantize_row(act_ty, &x, &mut act);
+            let mut packed = vec![0u8; ActRows::packed_len(4, K / 32)];
+            let rows: [&[u8]; 4] = [&act, &act, &act, &act];
+            if matches!(act_ty, Q8_0 | Q8_1) {
+                ActRows::pack(act_ty, &rows, K / 32, &mut packed);
+            }
+            let a = ActRows {
+                n: 1,
+                rows,
+                packed: &packed,
+            };
+            let wk = if best.gemm_packs_weights(ty) {
+                let mut p = vec![0u8; pack::packed_len(ty, ROWS, K).unwrap()];
+                pack::pack(ty, ROWS, K, &w, &mut p);
+                p
+            } else {
+                w.clone()
+            };
+            let copies = ((256usize << 20) / wk.len()).max(2);
+            let mut all = vec![0u8; copies * wk.len() + 64];
+            let off = all.as_ptr().align_offset(64);
+            for c in 0..copies {
+                let at = off + c * wk.len();
+                all[at..at + wk.len()].copy_from_slice(&wk);
+            }
+            let mut out1 = vec![0.0f32; ROWS];
+            let mut t_cache = Duration::MAX;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(150) {
+                let t0 = Instant::now();
+                best.gemm(ty, K, ROWS, &all[off..off + wk.len()], &a, &mut out1, ROWS);
+                t_cache = t_cache.min(t0.elapsed());
+            }
+            let mut t_mem = Duration::MAX;
+            for _ in 0..3 {
+                let t0 = Instant::now();
+                for c in 0..copies {
+                    let at = off + c * wk.len();
+                    best.gemm(ty, K, ROWS, &all[at..at + wk.len()], &a, &mut out1, ROWS);
+                }
+                t_mem = t_mem.min(t0.elapsed() / copies as u32);
+            }
+            let gbs = |t: Duration| wk.len() as f64 / t.as_secs_f64() / 1e9;
+            println!(
+                "{:>7} {:>8.2} {:>8.2}",
+                ty.name(),
+                gbs(t_cache),
+                gbs(t_mem)
+            );
+        }
+    }
     println!();
     println!("quantize_row of {K} f32 activations, µs");
     print!("{:>7}", "act");

@@ -1,7 +1,7 @@
 //! Writes the tiny random-weight test models (one or more per architecture) used by the
 //! architecture parity fixtures; the generator itself lives in `tests/common/arch_models.rs`.
 //!
-//!   make_test_model --list
+//!   make_test_model --list [suite]                 (suite: the CPU benchmark suite's models)
 //!   make_test_model OUT_DIR [NAME...]          -> OUT_DIR/NAME.gguf, prints "NAME sha256"
 //!   make_test_model --check [NAME...]          -> runs each with our engine: logit spread,
 //!                                                 greedy variety, closest top-2 gap
@@ -81,7 +81,12 @@ fn main() {
     }
     let all: Vec<_> = arch_models::variants();
     if args.first().map(String::as_str) == Some("--list") {
-        for v in &all {
+        // `--list suite`: the CPU benchmark suite's models (scripts/bench-suite.sh)
+        let listed = match args.get(1).map(String::as_str) {
+            Some("suite") => arch_models::suite_variants(),
+            _ => all,
+        };
+        for v in &listed {
             println!("{}", v.name);
         }
         return;

@@ -36,7 +36,7 @@ pub struct Weight {
     pub cols: usize,
     /// The x8-packed copy the GEMM kernels read (`kernels::pack`), made on first use and
     /// shared by clones; `None` inside when the format has no packed kernel.
-    packed: Arc<OnceLock<Option<Vec<u8>>>>,
+    packed: Arc<OnceLock<Option<PackedBuf>>>,
     /// For a part of a fused projection ([`Weight::slice_rows`]): the whole tensor's name and
     /// the part's first row (what a LoRA adapter for the fused tensor is matched by).
     part_of: Option<Arc<(String, usize)>>,
@@ -89,7 +89,7 @@ impl Weight {
         self.packed
             .get_or_init(|| {
                 let len = pack::packed_len(self.ty, self.rows, self.cols)?;
-                let mut v = vec![0u8; len];
+                let mut v = PackedBuf::zeroed(len);
                 // a few MB at a time, releasing what was read: the original and the copy are
                 // never both resident (a 28 MB tied embedding would otherwise add 28 MB to the
                 // peak); the pieces are packed in parallel
@@ -531,6 +531,54 @@ impl Cpu {
             let dst = unsafe { p.out.slice(t * rows + r.start, r.len()) };
             table.gemv(w.ty, w.cols, wchunk, act, dst);
         }
+    }
+}
+
+/// The memory of a packed weight. On Linux an anonymous mapping in transparent huge pages
+/// where the system allows them (`madvise` mode, the default on many distributions, gives them
+/// only on request): decode streams every weight once per token from DRAM, and with 4 KiB
+/// pages the hardware prefetchers stop at every page boundary and each page costs a TLB miss
+/// (measured on Llama-3.2-1B's shape, 2 threads: 21 GB/s of weights with 4 KiB pages).
+pub(crate) struct PackedBuf {
+    #[cfg(target_os = "linux")]
+    map: memmap2::MmapMut,
+    #[cfg(target_os = "linux")]
+    len: usize,
+    #[cfg(not(target_os = "linux"))]
+    vec: Vec<u8>,
+}
+
+impl PackedBuf {
+    /// `len` zero bytes (untouched pages: they are faulted in as the packing writes them).
+    pub(crate) fn zeroed(len: usize) -> PackedBuf {
+        #[cfg(target_os = "linux")]
+        {
+            // (an empty anonymous mapping is an error: map one byte for an empty weight)
+            let map = memmap2::MmapMut::map_anon(len.max(1))
+                .unwrap_or_else(|e| panic!("cannot map {len} bytes for a packed weight: {e}"));
+            // advice only: without huge pages the mapping works the same
+            let _ = map.advise(memmap2::Advice::HugePage);
+            PackedBuf { map, len }
+        }
+        #[cfg(not(target_os = "linux"))]
+        PackedBuf { vec: vec![0; len] }
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        #[cfg(target_os = "linux")]
+        return self.map.as_mut_ptr();
+        #[cfg(not(target_os = "linux"))]
+        self.vec.as_mut_ptr()
+    }
+}
+
+impl std::ops::Deref for PackedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        #[cfg(target_os = "linux")]
+        return &self.map[..self.len];
+        #[cfg(not(target_os = "linux"))]
+        &self.vec
     }
 }
 

@@ -67,6 +67,9 @@ pub enum Feature {
     Lfm2(&'static [usize], u32),
     /// lfm2moe: experts, experts per token, expert FFN size, leading dense blocks.
     Moe(u32, u32, u32, u32),
+    /// The real model's vocabulary size: the tokenizer is padded with unused tokens up to it
+    /// (never cut), so the embedding and output have the real shape with any tokenizer.
+    Vocab(usize),
 }
 
 fn v(
@@ -478,6 +481,188 @@ pub fn shape_variants() -> Vec<Variant> {
     ]
 }
 
+/// The CPU benchmark suite (issue #13): every architecture we run, at the shape of a real model
+/// people run, with its real vocabulary size (see [`Feature::Vocab`]); random F16 weights,
+/// quantized by `scripts/bench-suite.sh` to the `Q4_K_M` mix llama-quantize gives that shape.
+/// SmolLM2 and Qwen2.5 are in the suite as the real files.
+pub fn suite_variants() -> Vec<Variant> {
+    const GEMMA3_270M: &[Feature] = &[
+        Window(512),
+        SwaPeriod(6),
+        RopeBase(1000000.0),
+        SwaBase(10000.0),
+        Vocab(262144),
+    ];
+    const GEMMA3_1B: &[Feature] = GEMMA3_270M;
+    const GEMMA2_2B: &[Feature] = &[Window(4096), Softcap(50.0, 30.0), Vocab(256000)];
+    const PHI3_MINI: &[Feature] = &[RopeBase(10000.0), Vocab(32064)];
+    const OLMO2_1B: &[Feature] = &[RopeBase(500000.0), Vocab(100352)];
+    const QWEN3_0_6B: &[Feature] = &[RopeBase(1000000.0), Vocab(151936)];
+    const GRANITE3_2B: &[Feature] = &[
+        Granite(12.0, 0.22, 0.015625, 8.0),
+        RopeBase(5000000.0),
+        Vocab(49155),
+    ];
+    const LLAMA32_1B: &[Feature] = &[RopeFreqs, RopeBase(500000.0), Vocab(128256)];
+    const LFM2: &[Feature] = &[Lfm2(LFM2_350M_ATTN, 3), RopeBase(1000000.0), Vocab(65536)];
+    // LFM2-8B-A1B's widths and routing (32 experts, top 4, expert FFN 1792, dense FFN 7168)
+    // over 8 of its 24 layers (2 dense, 6 routed; attention at 2 and 6 as in its pattern)
+    const LFM2MOE: &[Feature] = &[
+        Lfm2(&[2, 6], 3),
+        Moe(32, 4, 1792, 2),
+        RopeBase(1000000.0),
+        Vocab(65536),
+    ];
+    const TINY: &[Feature] = &[Lfm2(&[2, 4], 3), RopeBase(1000000.0)];
+    // (name, arch, layers, width, (heads, KV heads, head dim), FFN, untied output, features)
+    type Row = (
+        &'static str,
+        &'static str,
+        usize,
+        usize,
+        (usize, usize, usize),
+        usize,
+        bool,
+        &'static [Feature],
+    );
+    let rows: [Row; 12] = [
+        (
+            "gemma3_270m_shape_f16",
+            "gemma3",
+            18,
+            640,
+            (4, 1, 256),
+            2048,
+            false,
+            GEMMA3_270M,
+        ),
+        (
+            "gemma3_1b_suite_f16",
+            "gemma3",
+            26,
+            1152,
+            (4, 1, 256),
+            6912,
+            false,
+            GEMMA3_1B,
+        ),
+        (
+            "gemma2_2b_shape_f16",
+            "gemma2",
+            26,
+            2304,
+            (8, 4, 256),
+            9216,
+            false,
+            GEMMA2_2B,
+        ),
+        (
+            "phi3_mini_shape_f16",
+            "phi3",
+            32,
+            3072,
+            (32, 32, 96),
+            8192,
+            true,
+            PHI3_MINI,
+        ),
+        (
+            "olmo2_1b_shape_f16",
+            "olmo2",
+            16,
+            2048,
+            (16, 16, 128),
+            8192,
+            true,
+            OLMO2_1B,
+        ),
+        (
+            "qwen3_0_6b_shape_f16",
+            "qwen3",
+            28,
+            1024,
+            (16, 8, 128),
+            3072,
+            false,
+            QWEN3_0_6B,
+        ),
+        (
+            "granite3_2b_shape_f16",
+            "granite",
+            40,
+            2048,
+            (32, 8, 64),
+            8192,
+            false,
+            GRANITE3_2B,
+        ),
+        (
+            "llama3_2_1b_shape_f16",
+            "llama",
+            16,
+            2048,
+            (32, 8, 64),
+            8192,
+            false,
+            LLAMA32_1B,
+        ),
+        (
+            "lfm2_350m_suite_f16",
+            "lfm2",
+            16,
+            1024,
+            (16, 8, 64),
+            4608,
+            false,
+            LFM2,
+        ),
+        (
+            "lfm2_1_2b_shape_f16",
+            "lfm2",
+            16,
+            2048,
+            (32, 8, 64),
+            8192,
+            false,
+            LFM2,
+        ),
+        (
+            "lfm2moe_8b_a1b_8l_shape_f16",
+            "lfm2moe",
+            8,
+            2048,
+            (32, 8, 64),
+            7168,
+            false,
+            LFM2MOE,
+        ),
+        // the tiny model (7.7 M parameters with SmolLM2's 49152 tokens), where fixed cost
+        // per op and per token dominates
+        (
+            "lfm2_tiny_8m_f16",
+            "lfm2",
+            6,
+            128,
+            (4, 2, 32),
+            512,
+            false,
+            TINY,
+        ),
+    ];
+    rows.into_iter()
+        .map(
+            |(name, arch, n_layer, n_embd, (h, hkv, hd), n_ff, untied, features)| {
+                let mut x = lfm2(name, arch, n_layer, n_embd, (h, hkv), n_ff, features);
+                x.head_dim = hd;
+                x = quant(x, F16, F16);
+                x.output_ty = untied.then_some(F16);
+                x.embd_ty = F16;
+                x
+            },
+        )
+        .collect()
+}
+
 /// Models for the LoRA tests only (no fixtures of their own): lfm2moe with an untied output,
 /// so that llama.cpp can run an adapter on the token embeddings (with a tied output it
 /// applies the embedding's pair to the output projection too, whose shapes do not match).
@@ -494,6 +679,7 @@ pub fn variant(name: &str) -> Variant {
         .chain(bench_variants())
         .chain(lora_variants())
         .chain(shape_variants())
+        .chain(suite_variants())
         .find(|v| v.name == name)
         .unwrap_or_else(|| panic!("no test model {name}"))
 }
@@ -675,12 +861,17 @@ pub fn build(v: &Variant, tokenizer: &GgufFile) -> Vec<u8> {
                 b.set("leading_dense_block_count", lead);
                 b.set("expert_gating_func", 2u32);
             }
-            RopeFreqs | QkvBias => {}
+            RopeFreqs | QkvBias | Vocab(_) => {}
         }
     }
+    let pad_to = v.features.iter().find_map(|f| match f {
+        Vocab(n) => Some(*n),
+        _ => None,
+    });
+    let n_vocab = pad_to.map_or(n_vocab, |n| n.max(n_vocab));
     for (k, val) in &tokenizer.metadata {
         if k.starts_with("tokenizer.") {
-            b.w.set(k.clone(), val.clone());
+            b.w.set(k.clone(), pad_vocab(k, val, n_vocab));
         }
     }
 
@@ -870,6 +1061,38 @@ fn lfm2_layers(b: &mut Builder, attn: &[usize]) {
                 b.matrix(&t("ffn_down.weight"), v.ffn_down_ty, v.n_ff, d, 1.6 * bs);
             }
         }
+    }
+}
+
+/// `val` of tokenizer key `key`, its per-token arrays padded to `n_vocab` entries: tokens
+/// `<cera_pad_N>` of type UNUSED (5) and score 0, which no text tokenizes to.
+fn pad_vocab(key: &str, val: &Value, n_vocab: usize) -> Value {
+    use cera::gguf::Array;
+    let Value::Array(a) = val else {
+        return val.clone();
+    };
+    let have = a.len();
+    if have >= n_vocab {
+        return val.clone();
+    }
+    let extra = have..n_vocab;
+    match (key, a) {
+        ("tokenizer.ggml.tokens", Array::String(t)) => {
+            let mut t = t.clone();
+            t.extend(extra.map(|i| format!("<cera_pad_{i}>")));
+            Value::Array(Array::String(t))
+        }
+        ("tokenizer.ggml.token_type", Array::I32(t)) => {
+            let mut t = t.clone();
+            t.extend(extra.map(|_| 5));
+            Value::Array(Array::I32(t))
+        }
+        ("tokenizer.ggml.scores", Array::F32(t)) => {
+            let mut t = t.clone();
+            t.extend(extra.map(|_| 0.0));
+            Value::Array(Array::F32(t))
+        }
+        _ => val.clone(),
     }
 }
 

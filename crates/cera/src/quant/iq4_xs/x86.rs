@@ -86,7 +86,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            prefetch_l1(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
+            prefetch_l2(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
             // One sub-block's codes at a time (sub-block j, elements 4q..4q+4 in vector q, as
             // unsigned values + 128), met by every token before the next: all 64 code vectors
             // of a super-block would not fit the registers.

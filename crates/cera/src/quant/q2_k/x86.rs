@@ -110,7 +110,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            prefetch_l1(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
+            prefetch_l2(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
             // scale in the low nibble, min in the high one
             let m4 = _mm256_set1_epi32(0x0F);
             let (mut sc, mut mn) = ([_mm256_setzero_si256(); 16], [_mm256_setzero_si256(); 16]);

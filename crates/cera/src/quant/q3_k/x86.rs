@@ -122,7 +122,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            prefetch_l1(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
+            prefetch_l2(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
             let mut sc = [_mm256_setzero_si256(); 16];
             for (is, v) in sc.iter_mut().enumerate() {
                 *v = _mm256_cvtepi8_epi32(ld_u64(&s[768 + 8 * is..]));

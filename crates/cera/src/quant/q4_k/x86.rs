@@ -127,7 +127,7 @@ pub(crate) unsafe fn gemm_k4x8<D: Dp, const Q5: bool, const NT: usize>(
             .chunks_exact(sb_bytes)
             .enumerate()
         {
-            prefetch_l1(s.as_ptr().wrapping_add(PREFETCH_AHEAD), sb_bytes);
+            prefetch_l2(s.as_ptr().wrapping_add(PREFETCH_AHEAD), sb_bytes);
             // One sub-block's codes at a time (eight vectors, elements 4q..4q+4 of every row in
             // vector q), met by every token before the next: all 64 code vectors of a
             // super-block would not fit the registers, and spilling them costs more than the

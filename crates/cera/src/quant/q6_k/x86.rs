@@ -159,7 +159,7 @@ unsafe fn gemm_x8<D: Dp, const NT: usize>(
             .chunks_exact(SB)
             .enumerate()
         {
-            prefetch_l1(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
+            prefetch_l2(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
             // One chunk of 32 elements' codes at a time (chunk 4h + sub: elements
             // 128h + 32sub + 4q..+4 of every row in vector q), met by every token before the
             // next: all 64 code vectors of a super-block would not fit the registers, and
