@@ -218,8 +218,8 @@ fn main() {
     if let Some(best) = tables.last().filter(|t| FORMATS.iter().any(|&f| t.has_gemm(f))) {
         println!();
         println!(
-            "{} tier, one token through the GEMM, one thread: GB/s of weights in cache, \
-             and streamed from memory",
+            "{} tier, one token through the GEMM: GB/s of weights in cache and streamed \
+             from memory (one thread), from memory (two threads)",
             best.tier().name()
         );
         for ty in FORMATS
@@ -271,12 +271,33 @@ fn main() {
                 }
                 t_mem = t_mem.min(t0.elapsed() / copies as u32);
             }
+            // two threads, each streaming its own half of the copies (as a decode step's two
+            // threads take chunks of one matrix's rows)
+            let half = copies / 2;
+            let mut t_mem2 = Duration::MAX;
+            for _ in 0..3 {
+                let t0 = Instant::now();
+                std::thread::scope(|sc| {
+                    for h in 0..2 {
+                        let (all, a, n) = (&all, &a, wk.len());
+                        sc.spawn(move || {
+                            let mut o = vec![0.0f32; ROWS];
+                            for c in h * half..(h + 1) * half {
+                                let at = off + c * n;
+                                best.gemm(ty, K, ROWS, &all[at..at + n], a, &mut o, ROWS);
+                            }
+                        });
+                    }
+                });
+                t_mem2 = t_mem2.min(t0.elapsed() / (2 * half) as u32);
+            }
             let gbs = |t: Duration| wk.len() as f64 / t.as_secs_f64() / 1e9;
             println!(
-                "{:>7} {:>8.2} {:>8.2}",
+                "{:>7} {:>8.2} {:>8.2} {:>8.2}",
                 ty.name(),
                 gbs(t_cache),
-                gbs(t_mem)
+                gbs(t_mem),
+                gbs(t_mem2)
             );
         }
     }

@@ -116,6 +116,11 @@ impl Weight {
             .as_deref()
     }
 
+    /// Packs the weight now if the kernels read it packed (otherwise its first product would).
+    pub(crate) fn prepack(&self, cpu: &Cpu) {
+        let _ = self.packed(cpu);
+    }
+
     /// Packs a weight that is also an embedding table (a tied output) before its first
     /// lookup, so that lookups read the packed copy from the start and the file's pages are
     /// never faulted in for them. No-op for formats the kernels read unpacked.

@@ -310,6 +310,7 @@ impl MoeHparams {
             // LFM2's graph always normalizes and never scales
             norm_weights: true,
             weights_scale: 1.0,
+            packed_all: Default::default(),
         })
     }
 }
