@@ -326,5 +326,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if session.n_shifts() > 0 && a.model.verbose {
         eprintln!("cera: the context was shifted {} times", session.n_shifts());
     }
+    // The process ends here: the system takes the model's memory back at once, where dropping
+    // the engine frees the tokenizer's and the weights' allocations one by one (5% of a cold
+    // `cera run -n 1` on SmolLM2). Nothing of theirs needs flushing (caches are written above).
+    drop(out);
+    std::mem::forget(drafter);
+    std::mem::forget(session);
+    std::mem::forget(engine);
     Ok(())
 }

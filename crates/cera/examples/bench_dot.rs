@@ -215,7 +215,10 @@ fn main() {
     }
     // decode: one token through the GEMM (as the engine decodes), in cache and streamed from
     // memory (copies of the packed matrix, 256 MiB in all, each read once per pass)
-    if let Some(best) = tables.last().filter(|t| FORMATS.iter().any(|&f| t.has_gemm(f))) {
+    if let Some(best) = tables
+        .last()
+        .filter(|t| FORMATS.iter().any(|&f| t.has_gemm(f)))
+    {
         println!();
         println!(
             "{} tier, one token through the GEMM: GB/s of weights in cache and streamed \

@@ -93,13 +93,17 @@ impl Weight {
                 // a few MB at a time, releasing what was read: the original and the copy are
                 // never both resident (a 28 MB tied embedding would otherwise add 28 MB to the
                 // peak); the pieces are packed in parallel
+                // (every thread gets a share of a weight under 2 MB too: weights are packed one
+                // at a time, on first use, so a first forward pass packs the whole model, and on
+                // one thread that was half of SmolLM2's cold `cera run -n 1`)
                 let rb = self.row_bytes();
+                let threads = cpu.width_for(self.len);
                 let step = ((2 << 20) / rb.max(1))
+                    .min(self.rows.div_ceil(threads))
                     .max(1)
                     .next_multiple_of(pack::GROUP_ROWS);
                 let data = self.data();
                 let dst = SyncPtr(v.as_mut_ptr());
-                let threads = cpu.width_for(self.len);
                 cpu.pool.for_chunks(self.rows, step, threads, &|r| {
                     let at = pack::packed_len(self.ty, r.start, self.cols).unwrap();
                     let n = pack::packed_len(self.ty, r.len(), self.cols).unwrap();
