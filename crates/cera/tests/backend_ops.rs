@@ -305,6 +305,7 @@ impl Backend for Faulty {
                 gate: w.gate.clone(),
                 up: w.up.clone(),
                 down: w.down.clone(),
+                packed_all: Default::default(),
                 ..*w
             };
             return self.cpu.moe(cx, &unbiased, h, lora, out);

@@ -819,6 +819,7 @@ fn moe_lora<B: Backend>(h: &mut H<B>) {
         gating: Gating::Sigmoid,
         norm_weights: true,
         weights_scale: 1.0,
+        packed_all: Default::default(),
     };
     let pairs = |ad: usize, s: f32| -> Vec<NamedPair> {
         targets
@@ -991,6 +992,7 @@ pub(super) fn moe<B: Backend>(h: &mut H<B>) {
                         gating,
                         norm_weights: norm,
                         weights_scale: scale,
+                        packed_all: Default::default(),
                     };
                     for n in [1, 5, 17] {
                         // only inputs whose expert choice is clear: a backend's rounding must
