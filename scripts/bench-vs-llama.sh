@@ -9,6 +9,7 @@
 #          preferring a build-noamx/ tree next to it: see benchmarks/README.md)
 #          LLAMA_ARGS="--repack 0"          extra llama-bench flags
 #          CERA=target/release/cera
+#          TG_DEPTH=128                     tokens of the depth test (default: -n's)
 # MODEL is a path or a cera catalog name (resolved with `cera pull`).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,9 +40,11 @@ for m in "$@"; do
   if [ -f "$m" ]; then models+=("$m"); else models+=("$("$CERA" pull "$m" 2>/dev/null | tail -1)"); fi
 done
 
-# tests: "-p PP -n 0", "-p 0 -n TG", "-p 0 -n TG -d DEPTH"
-tests=("-p $PP -n 0 -d 0" "-p 0 -n $TG -d 0")
-[ "$DEPTH" != 0 ] && tests+=("-p 0 -n $TG -d $DEPTH")
+# tests: "-p PP -n 0", "-p 0 -n TG", "-p 0 -n TG -d DEPTH"; -p 0, -n 0 or -d 0 leaves one out
+tests=()
+[ "$PP" != 0 ] && tests+=("-p $PP -n 0 -d 0")
+[ "$TG" != 0 ] && tests+=("-p 0 -n $TG -d 0")
+[ "$DEPTH" != 0 ] && tests+=("-p 0 -n ${TG_DEPTH:-$TG} -d $DEPTH")
 for round in $(seq "$ROUNDS"); do
   for mi in "${!models[@]}"; do
     for ti in "${!tests[@]}"; do

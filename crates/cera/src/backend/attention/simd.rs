@@ -355,7 +355,7 @@ mod x86 {
         /// sixteen at once instead of one horizontal sum per key.
         #[inline(always)]
         unsafe fn scores(q: &[f32], k: &[f32], d: usize, jl: usize, jh: usize, s: &mut [f32; BK]) {
-            if !d.is_multiple_of(16) || d > 256 {
+            if !d.is_multiple_of(16) {
                 for (j, sj) in s.iter_mut().enumerate().take(jh).skip(jl) {
                     *sj = Self::dot(q, &k[j * d..(j + 1) * d]);
                 }
@@ -363,16 +363,17 @@ mod x86 {
             }
             assert!(q.len() >= d && k.len() >= BK * d);
             let nv = d / 16;
-            let mut qv = [_mm512_setzero_ps(); 16];
-            for (c, v) in qv.iter_mut().enumerate().take(nv) {
-                *v = _mm512_loadu_ps(q.as_ptr().add(16 * c));
-            }
             for g in (jl / 16)..jh.div_ceil(16) {
+                // one query vector at a time against the sixteen keys (each key's products in
+                // the order `dot` takes them): sixteen accumulators and the query's vector stay
+                // in registers at any head dim, where holding the whole query (16 vectors at
+                // head dim 256) beside the accumulators spilled
                 let mut acc = [_mm512_setzero_ps(); 16];
-                for (i, a) in acc.iter_mut().enumerate() {
-                    let kr = k.as_ptr().add((16 * g + i) * d);
-                    for (c, v) in qv.iter().enumerate().take(nv) {
-                        *a = _mm512_fmadd_ps(*v, _mm512_loadu_ps(kr.add(16 * c)), *a);
+                let kg = k.as_ptr().add(16 * g * d);
+                for c in 0..nv {
+                    let qc = _mm512_loadu_ps(q.as_ptr().add(16 * c));
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(qc, _mm512_loadu_ps(kg.add(i * d + 16 * c)), *a);
                     }
                 }
                 // Sum each key's vector in `_mm512_reduce_add_ps`'s order (lanes 8 apart, then
