@@ -1,4 +1,4 @@
-//! Single-threaded `gemv` throughput per weight format and CPU tier.
+//! `gemv` and GEMM throughput per weight format and CPU tier.
 //!
 //! ```sh
 //! cargo run --release -p cera --example bench_dot              # every format, every tier
@@ -7,8 +7,10 @@
 //!
 //! The matrix is 896 rows × 4864 columns (Qwen2.5-0.5B's FFN down projection). GB/s counts the
 //! weight bytes streamed per second (the activation row is quantized once per product and
-//! stays in L1); a second table times the activation quantizers. Each figure is the fastest of many single products (~150 ms of repeats), so a
-//! shared machine's other load costs little.
+//! stays in L1); then the GEMM of four tokens against four GEMVs, one token through the GEMM
+//! (as decode runs it) in cache and streamed from memory (256 MiB of copies of the matrix, one
+//! and two threads), and the activation quantizers. Each in-cache figure is the fastest of
+//! many single products (~150 ms of repeats), so a shared machine's other load costs little.
 
 use std::time::{Duration, Instant};
 

@@ -73,6 +73,10 @@ fn scalar(op: Elementwise, x: &mut [f32], up: &[f32]) {
 }
 
 /// One register of [`apply`]'s work.
+#[cfg_attr(
+    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    allow(dead_code)
+)]
 #[inline(always)]
 unsafe fn lanes<V: F32s>(op: Elementwise, x: V, u: V) -> V {
     // SAFETY: the caller runs on a host with `V`'s tier.
@@ -95,6 +99,10 @@ unsafe fn lanes<V: F32s>(op: Elementwise, x: V, u: V) -> V {
 /// [`apply`] over whole registers, then the tail through a zero-padded register, so an element
 /// gets the same bits wherever it sits in the slice (a token decoded alone and inside a batch,
 /// or a slice split over threads at any point).
+#[cfg_attr(
+    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    allow(dead_code)
+)]
 #[inline(always)]
 unsafe fn slice<V: F32s>(op: Elementwise, x: &mut [f32], up: &[f32]) {
     const { assert!(V::LANES <= 16) };

@@ -17,6 +17,11 @@
 // Every function here is an unsafe SIMD helper whose one precondition is the tier's CPU
 // features, checked once when the tier is chosen; marking each operation inside adds nothing.
 #![allow(unsafe_op_in_unsafe_fn)]
+// A wasm32 build without simd128 has no vector tier: everything here is unused there.
+#![cfg_attr(
+    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    allow(dead_code)
+)]
 
 /// A register of f32 lanes and the operations the functions below are written with. All are
 /// `unsafe` because an implementation may only run on a host with its tier's features.
