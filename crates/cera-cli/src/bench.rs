@@ -165,7 +165,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let path = resolve_model(a.model.as_deref())?;
     let threads = if a.threads.is_empty() {
-        vec![std::thread::available_parallelism().map_or(1, |n| n.get())]
+        vec![cera::runtime::topology::CpuTopology::get().default_threads()]
     } else {
         a.threads.clone()
     };

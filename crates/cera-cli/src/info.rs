@@ -16,9 +16,18 @@ pub fn run(_: Args) -> anyhow::Result<()> {
         t.tier().name(),
         names.join("|")
     );
+    let topo = cera::runtime::topology::CpuTopology::get();
     println!(
-        "threads available: {}",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        "CPU cores usable: {} logical, {} physical{}; default threads: {} (-t overrides; \
+         CERA_DECODE_THREADS pins one-token steps)",
+        topo.logical,
+        topo.physical,
+        if topo.heterogeneous {
+            format!(", {} of the fastest class", topo.performance)
+        } else {
+            String::new()
+        },
+        topo.default_threads()
     );
     println!("models cache: {}", cera::fetch::models_dir().display());
     gpus();

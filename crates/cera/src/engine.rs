@@ -15,8 +15,12 @@ use crate::tokenizer::Tokenizer;
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct EngineOptions {
-    /// Compute threads (default: all cores).
+    /// Compute threads (default: one per physical core of the fastest class, see
+    /// [`CpuTopology`](crate::runtime::topology::CpuTopology)).
     pub n_threads: Option<usize>,
+    /// Threads of one-token (decode) steps, at most `n_threads` (default: `CERA_DECODE_THREADS`,
+    /// else `n_threads`).
+    pub decode_threads: Option<usize>,
     /// Which backend runs the model (default: the CPU).
     pub device: DeviceKind,
 }
@@ -141,7 +145,6 @@ impl Engine {
 
     fn with_file(file: GgufFile, path: &Path, opts: EngineOptions) -> Result<Engine> {
         let file = Arc::new(file);
-        let tokenizer = Tokenizer::from_gguf(&file)?;
         let model = Model::load(Arc::clone(&file))?;
         let arch = file.architecture()?.to_owned();
         let n_ctx_train = file
@@ -152,8 +155,12 @@ impl Engine {
             .unwrap_or(4096);
         let n_threads = opts
             .n_threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            .unwrap_or_else(|| crate::runtime::topology::CpuTopology::get().default_threads());
         let (dev, fallback) = open_device(opts.device, &file, n_threads)?;
+        if let (Device::Cpu(c), Some(n)) = (&dev, opts.decode_threads) {
+            c.set_decode_threads(n);
+        }
+        let tokenizer = build_tokenizer_and_pack(&file, &model, &dev)?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 file,
@@ -262,6 +269,24 @@ impl Engine {
 
 /// The backend for `kind`: the GPU when asked (an error when it cannot run the model), or the
 /// CPU; `auto` tries the GPU and falls back with the reason.
+/// The tokenizer, and on the CPU every weight in the kernels' packed layout, side by side:
+/// building a large vocabulary's tables is one thread's work (Qwen2.5's 151k tokens and merges:
+/// a fifth of a cold `cera run -n 1`), and packing, which the first forward pass would
+/// otherwise do, keeps the other cores busy meanwhile, so a cold start pays for the longer of
+/// the two, not their sum.
+fn build_tokenizer_and_pack(file: &GgufFile, model: &Model, dev: &Device) -> Result<Tokenizer> {
+    let cpu = match dev {
+        Device::Cpu(c) if c.n_threads() > 1 && cfg!(not(target_arch = "wasm32")) => c,
+        // one thread (WebAssembly has no others): packing stays lazy, at the first product
+        _ => return Tokenizer::from_gguf(file),
+    };
+    std::thread::scope(|s| {
+        let tok = s.spawn(|| Tokenizer::from_gguf(file));
+        model.prepack(cpu);
+        tok.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
 fn open_device(
     kind: DeviceKind,
     file: &GgufFile,

@@ -264,6 +264,34 @@ fn two_sessions_on_two_threads_equal_each_alone() {
     assert_eq!(t2.join().unwrap(), alone2);
 }
 
+/// Decode pinned to one thread (`EngineOptions::decode_threads`, as `CERA_DECODE_THREADS=1`)
+/// computes what two threads compute: a row's arithmetic never depends on how the rows and
+/// attention heads are shared out, so the tokens and the last logits are the same bits.
+#[test]
+fn decode_threads_change_no_bits() {
+    let entry = fetch::lookup("smollm2").unwrap();
+    let path = fetch::ensure(entry, &mut |_| {}).unwrap();
+    let run = |decode: Option<usize>| {
+        let mut opts = EngineOptions::default();
+        opts.n_threads = Some(2);
+        opts.decode_threads = decode;
+        let eng = Engine::load(&path, opts).unwrap();
+        let mut s = eng.session(SessionOptions::default());
+        s.append_text("The three primary colors are", true).unwrap();
+        let mut o = greedy();
+        o.max_tokens = 24;
+        o.ignore_eog = true;
+        let g = s
+            .generate(&o, &mut |_t: u32, _p: &str| Control::Continue)
+            .unwrap();
+        (g.tokens, s.logits().to_vec())
+    };
+    let (wide, narrow) = (run(Some(2)), run(Some(1)));
+    assert_eq!(wide.0.len(), 24);
+    assert_eq!(wide.0, narrow.0, "greedy tokens");
+    assert_eq!(wide.1, narrow.1, "last logits");
+}
+
 #[test]
 fn context_overflow_is_a_clear_error() {
     let eng = engine("smollm2");

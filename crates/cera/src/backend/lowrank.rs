@@ -205,7 +205,7 @@ impl Cpu {
         };
         let bytes = w.a.data().len() + w.bt.bytes();
         if n <= 4 {
-            let threads = self.width_for(4 * bytes).min(o.div_ceil(64));
+            let threads = self.width_for_step(4 * bytes, n).min(o.div_ceil(64));
             let chunk = o.div_ceil(threads).next_multiple_of(16);
             self.pool.for_chunks(o, chunk, threads, &|cols| {
                 let mut t = [0f32; 4 * MAX_RANK];
@@ -217,7 +217,7 @@ impl Cpu {
                 }
             });
         } else {
-            let threads = self.width_for(bytes * n.div_ceil(4));
+            let threads = self.width_for_step(bytes * n.div_ceil(4), n);
             self.pool.for_chunks(n, 4, threads, &|toks| {
                 let mut t = [0f32; 4 * MAX_RANK];
                 for t0 in toks.clone().step_by(4) {

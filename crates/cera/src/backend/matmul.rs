@@ -459,7 +459,7 @@ impl Cpu {
             .map(|o| o.0.rows * o.0.row_bytes())
             .sum::<usize>()
             + ep.map_or(0, |e| e.bytes());
-        let threads = self.width_for(bytes * n_tokens);
+        let threads = self.width_for_step(bytes * n_tokens, n_tokens);
         // the first weight's plan also fills the unused entries
         let mut plans = [self.plan(ops[0].0, acts, ops[0].1, threads); MAX_FUSED];
         // first chunk index of each weight, and the total

@@ -451,6 +451,8 @@ pub trait Backend: Send + Sync {
 pub struct Cpu {
     pub(crate) pool: ThreadPool,
     pub(crate) table: &'static KernelTable,
+    /// The most threads a one-token step's ops take ([`Cpu::set_decode_threads`]).
+    decode_threads: std::sync::atomic::AtomicUsize,
     /// Per-token MoE dispatch instead of grouped (for measuring; `CERA_MOE_DISPATCH=token`).
     per_token_moe: std::sync::atomic::AtomicBool,
 }
@@ -468,9 +470,14 @@ impl Cpu {
 
     /// A backend on a given kernel table (tests pin a CPU tier this way).
     pub fn with_table(n_threads: usize, table: &'static KernelTable) -> Cpu {
+        let n_threads = n_threads.max(1);
         Cpu {
             pool: ThreadPool::new(n_threads),
             table,
+            decode_threads: decode_threads_from_env()
+                .unwrap_or(n_threads)
+                .min(n_threads)
+                .into(),
             per_token_moe: (moe::Dispatch::from_env() == moe::Dispatch::PerToken).into(),
         }
     }
@@ -498,6 +505,34 @@ impl Cpu {
         self.pool.n_threads()
     }
 
+    /// The most threads an op of a one-token step (single-sequence decode) takes: the pool's
+    /// width unless `CERA_DECODE_THREADS` or [`Cpu::set_decode_threads`] pinned fewer. Decode
+    /// reads every weight once per token, and past the cores that saturate the memory bus
+    /// more threads only add joins (llama.cpp's `-t` against `-tb` is the same split). Steps of
+    /// several tokens, batched decode included, use the whole pool.
+    pub fn decode_threads(&self) -> usize {
+        self.decode_threads
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .clamp(1, self.n_threads())
+    }
+
+    /// Pins [`Cpu::decode_threads`] (at most the pool's width).
+    pub fn set_decode_threads(&self, n: usize) {
+        self.decode_threads.store(
+            n.clamp(1, self.n_threads()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The thread cap of an op in a step of `n_tokens` tokens.
+    pub fn step_threads(&self, n_tokens: usize) -> usize {
+        if n_tokens <= 1 {
+            self.decode_threads()
+        } else {
+            self.n_threads()
+        }
+    }
+
     /// Threads for an op that reads about `bytes` of weights: at least `CERA_MIN_WORK` bytes
     /// (default 32 KiB) per thread, since handing a job to a thread and joining it costs about
     /// as much as a few tens of kilobytes of kernel work. `-t` stays the upper bound.
@@ -505,9 +540,30 @@ impl Cpu {
         (bytes / min_bytes_per_thread()).clamp(1, self.n_threads())
     }
 
+    /// [`Cpu::width_for`] for an op of a step of `n_tokens` tokens, whose weights are read
+    /// once per four tokens or so: at most [`Cpu::step_threads`].
+    pub fn width_for_step(&self, bytes: usize, n_tokens: usize) -> usize {
+        self.width_for(bytes).min(self.step_threads(n_tokens))
+    }
+
     pub fn table(&self) -> &'static KernelTable {
         self.table
     }
+}
+
+/// `CERA_DECODE_THREADS`: pins the threads of one-token steps (see [`Cpu::decode_threads`]).
+fn decode_threads_from_env() -> Option<usize> {
+    static V: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let v = std::env::var("CERA_DECODE_THREADS").ok()?;
+        match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                eprintln!("warning: CERA_DECODE_THREADS={v} is not a positive count; ignored");
+                None
+            }
+        }
+    })
 }
 
 fn min_bytes_per_thread() -> usize {

@@ -58,50 +58,59 @@ pub fn pack(ty: GgmlType, rows: usize, k: usize, src: &[u8], dst: &mut [u8]) {
     let nb = k / block_cols(ty);
     assert_eq!(src.len(), rows * nb * bb, "{ty}: {rows} rows of {k}");
     assert_eq!(Some(dst.len()), packed_len(ty, rows, k));
-    dst.fill(0);
+    // Every byte of a whole group's super-blocks is written below (the layouts have no gaps:
+    // `every_byte_of_whole_groups_is_written`); only the last group's padding rows must be
+    // zeroed. (Zeroing all of `dst` first wrote every packed byte twice: a cold start packs
+    // the whole model.)
+    let whole = rows / GROUP_ROWS;
+    dst[whole * nb * sb..].fill(0);
     if matches!(ty, Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS) {
         pack_k(ty, rows, nb, src, dst);
         return;
     }
     let (d_off, m_off) = scale_offsets(ty);
-    for g in 0..rows.div_ceil(GROUP_ROWS) {
-        for b in 0..nb {
-            let out = &mut dst[(g * nb + b) * sb..][..sb];
-            for i in 0..GROUP_ROWS.min(rows - g * GROUP_ROWS) {
+    // field offsets in the plain blocks: d first; then m (Q4_1, Q5_1), qh (Q5_0, Q5_1)
+    let (qs_off, qh_off, has_m) = match ty {
+        Q4_0 | IQ4_NL | Q8_0 => (2, None, false),
+        Q4_1 => (4, None, true),
+        Q5_0 => (6, Some(2), false),
+        Q5_1 => (8, Some(4), true),
+        _ => unreachable!(),
+    };
+    // Q8_0's codes are stored + 128 (unsigned for `vpdpbusd`): a flip of each byte's top bit
+    let (n_vec, flip) = if ty == Q8_0 {
+        (8, 0x8080_8080u32)
+    } else {
+        (4, 0)
+    };
+    let dword = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    for (g, group) in dst.chunks_exact_mut(nb * sb).enumerate() {
+        let n_in = GROUP_ROWS.min(rows - g * GROUP_ROWS);
+        for (b, out) in group.chunks_exact_mut(sb).enumerate() {
+            // the fifth-bit masks of the eight rows, gathered here and stored once
+            let mut masks = [0u32; 8];
+            for i in 0..n_in {
                 let r = g * GROUP_ROWS + i;
                 let blk = &src[(r * nb + b) * bb..][..bb];
-                // field offsets in the plain blocks: d first; then m (Q4_1, Q5_1), qh (Q5)
-                let (qs_off, qh_off, has_m) = match ty {
-                    Q4_0 | IQ4_NL | Q8_0 => (2, None, false),
-                    Q4_1 => (4, None, true),
-                    Q5_0 => (6, Some(2), false),
-                    Q5_1 => (8, Some(4), true),
-                    _ => unreachable!(),
-                };
                 out[d_off + 2 * i..d_off + 2 * i + 2].copy_from_slice(&blk[0..2]);
                 if has_m {
                     out[m_off + 2 * i..m_off + 2 * i + 2].copy_from_slice(&blk[2..4]);
                 }
-                let qs = &blk[qs_off..];
-                let n_vec = if ty == Q8_0 { 8 } else { 4 };
                 for v in 0..n_vec {
-                    for kk in 0..4 {
-                        let x = qs[4 * v + kk];
-                        out[32 * v + 4 * i + kk] = if ty == Q8_0 { x ^ 0x80 } else { x };
-                    }
+                    let w = dword(blk, qs_off + 4 * v) ^ flip;
+                    out[32 * v + 4 * i..32 * v + 4 * i + 4].copy_from_slice(&w.to_le_bytes());
                 }
                 if let Some(qh_off) = qh_off {
-                    let qh = u32::from_le_bytes(blk[qh_off..qh_off + 4].try_into().unwrap());
-                    for j in 0..8 {
-                        let at = 128 + 4 * j;
-                        let mut mask = u32::from_le_bytes(out[at..at + 4].try_into().unwrap());
-                        for kk in 0..4 {
-                            if qh >> (4 * j + kk) & 1 == 1 {
-                                mask |= 1 << (4 * i + kk);
-                            }
-                        }
-                        out[at..at + 4].copy_from_slice(&mask.to_le_bytes());
+                    // bits 4j..4j+4 of qh (elements 4j..4j+4) go to mask j's bits 4i..4i+4
+                    let qh = dword(blk, qh_off);
+                    for (j, m) in masks.iter_mut().enumerate() {
+                        *m |= (qh >> (4 * j) & 0xF) << (4 * i);
                     }
+                }
+            }
+            if qh_off.is_some() {
+                for (j, m) in masks.iter().enumerate() {
+                    out[128 + 4 * j..132 + 4 * j].copy_from_slice(&m.to_le_bytes());
                 }
             }
         }
@@ -323,6 +332,27 @@ pub fn unpack_block(ty: GgmlType, k: usize, packed: &[u8], r: usize, b: usize, b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `pack` zeroes only the last group's padding: every byte of a whole group must be
+    /// written, whatever `dst` held before.
+    #[test]
+    fn every_byte_of_whole_groups_is_written() {
+        use GgmlType::*;
+        for ty in [
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+        ] {
+            let k = 2 * block_cols(ty);
+            let rb = ty.bytes_for(k as u64).unwrap() as usize;
+            for rows in [8, 13] {
+                let src: Vec<u8> = (0..rows * rb).map(|i| (i * 37 % 251) as u8).collect();
+                let len = packed_len(ty, rows, k).unwrap();
+                let (mut zero, mut dirty) = (vec![0u8; len], vec![0xA5u8; len]);
+                pack(ty, rows, k, &src, &mut zero);
+                pack(ty, rows, k, &src, &mut dirty);
+                assert_eq!(zero, dirty, "{ty} rows {rows}");
+            }
+        }
+    }
 
     #[test]
     fn unpack_row_inverts_pack() {

@@ -188,6 +188,26 @@ impl Model {
         v
     }
 
+    /// Packs every matrix the forward pass multiplies by into the CPU kernels' layout now
+    /// (otherwise each is packed at its first product). A tied output is packed too, so
+    /// embedding lookups read the packed copy from the start.
+    pub fn prepack(&self, cpu: &Cpu) {
+        let mut ws = self.lora_targets();
+        let (embd, output) = match self {
+            Model::Encoder(_) => (self.token_embd(), None),
+            Model::Decoder(d) => (&d.token_embd, Some(&d.output)),
+            Model::Lfm2(m) => (&m.token_embd, Some(&m.output)),
+        };
+        if let Some(o) = output
+            && o.name == embd.name
+        {
+            ws.push(o);
+        }
+        for w in ws {
+            w.prepack(cpu);
+        }
+    }
+
     /// The token embeddings table (what an adapter's `token_embd.weight` pair changes).
     pub fn token_embd(&self) -> &Weight {
         match self {

@@ -2,5 +2,6 @@
 
 pub mod threadpool;
 pub mod time;
+pub mod topology;
 
 pub use threadpool::ThreadPool;

@@ -202,7 +202,7 @@ impl Cpu {
             let rows = ((t0 + t.tok).min(seqs[s].n) - t0) * group;
             (s, g, t0, rows)
         };
-        let threads = self.n_threads();
+        let threads = self.step_threads(seqs.iter().map(|s| s.n).sum());
         // Few tiles for the threads (decoding: one tile per KV head and sequence): the tiles'
         // rows are laid end to end and cut into one equal share per thread, so a share may end
         // inside a tile (3 KV heads on 2 threads: 4.5 heads' rows each, not 2 heads and 1).
