@@ -593,9 +593,9 @@ fn real_model_tensors() {
 }
 
 /// Whether a tier's GEMM for `ty` gives its GEMV's bits: where both match the scalar bits
-/// ([`bit_exact`]).
+/// ([`bit_exact`]), and the AVX2 F32/BF16 GEMMs, which keep the AVX2 dot product's order.
 fn gemm_bit_exact(tier: CpuTier, ty: GgmlType) -> bool {
-    bit_exact(tier, ty)
+    bit_exact(tier, ty) || (tier == CpuTier::Avx2 && matches!(ty, F32 | BF16))
 }
 
 /// One GEMM of `rows` × `k` weights `w` (plain rows of `ty`) against 1..=4 of the activations

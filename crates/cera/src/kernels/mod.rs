@@ -83,7 +83,9 @@
 //! formats where that is exact: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (codes
 //! below 128, where a pair of products cannot saturate i16), and Q8_0, IQ4_NL and IQ4_XS as
 //! signed values through the sign trick (`|w|` against `a·sign w`; the AVX-512 kernels' code
-//! book biased by +128 would saturate). F32, F16 and BF16 run the GEMV per token.
+//! book biased by +128 would saturate). F32 and BF16 have GEMMs over the plain rows that keep
+//! the AVX2 dot product's float order (two tokens per weight vector, four accumulators each),
+//! so they give the GEMV's bits; F16 runs the GEMV per token (its GEMM measured no faster).
 //!
 //! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read
 //! plain weight rows and the quantized activation rows (no packing:
@@ -760,9 +762,13 @@ impl KernelTable {
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
         // GEMMs over x8-packed weights where `vpmaddubsw` is exact: codes below 128, or signed
-        // values with the sign trick (Q8_0, IQ4_NL, IQ4_XS); F32/F16/BF16 keep the per-token
-        // GEMV
+        // values with the sign trick (Q8_0, IQ4_NL, IQ4_XS); F32 and BF16 over plain rows (F16
+        // keeps the per-token GEMV: a GEMM measured no faster, see `float::x86`)
         self.gemm_x8 = true;
+        float_gemms! { self;
+            F32: gemm_f32_avx2;
+            BF16: gemm_bf16_avx2;
+        }
         x8_gemms! { self, gemm_avx2;
             Q4_0: q4_0;
             Q4_1: q4_1;
