@@ -592,13 +592,95 @@ fn real_model_tensors() {
     }
 }
 
+/// Whether a tier's GEMM for `ty` gives its GEMV's bits: where both match the scalar bits
+/// ([`bit_exact`]), and the AVX2 F32/BF16 GEMMs, which keep the AVX2 dot product's order.
+fn gemm_bit_exact(tier: CpuTier, ty: GgmlType) -> bool {
+    bit_exact(tier, ty) || (tier == CpuTier::Avx2 && matches!(ty, F32 | BF16))
+}
+
+/// One GEMM of `rows` × `k` weights `w` (plain rows of `ty`) against 1..=4 of the activations
+/// `xs`, each token's results against the GEMV's: the same bits where [`gemm_bit_exact`], else
+/// within `SIMD_VS_SCALAR` of `Σ|w·a|`; nothing written past the rows. Returns the cases run.
+fn check_gemm(
+    t: &KernelTable,
+    ty: GgmlType,
+    k: usize,
+    rows: usize,
+    w: &[u8],
+    xs: &[Vec<f32>],
+) -> usize {
+    use cera::kernels::{ActRows, pack};
+    let act_ty = KernelTable::vec_dot_type(ty).unwrap();
+    let wd = quant::dequantize_to_vec(ty, w, rows * k).unwrap();
+    let ab = KernelTable::act_row_bytes(ty, k).unwrap();
+    let nb = k / 32;
+    let mut acts = vec![vec![0u8; ab]; 4];
+    for i in 0..4 {
+        t.quantize_row(act_ty, &xs[i], &mut acts[i]);
+    }
+    let wk = if t.gemm_packs_weights(ty) {
+        let mut p = vec![0u8; pack::packed_len(ty, rows, k).unwrap()];
+        pack::pack(ty, rows, k, w, &mut p);
+        p
+    } else {
+        w.to_vec()
+    };
+    for n in 1..=4 {
+        let act_rows: Vec<&[u8]> = acts[..n].iter().map(|a| a.as_slice()).collect();
+        let mut packed = vec![0u8; ActRows::packed_len(n, nb)];
+        if matches!(act_ty, Q8_0 | Q8_1) {
+            ActRows::pack(act_ty, &act_rows, nb, &mut packed);
+        }
+        let a = ActRows {
+            n,
+            rows: std::array::from_fn(|i| acts[i].as_slice()),
+            packed: &packed,
+        };
+        let ldo = rows + 3;
+        let mut out = vec![f32::NAN; 4 * ldo];
+        t.gemm(ty, k, rows, &wk, &a, &mut out, ldo);
+        for tok in 0..n {
+            let mut want = vec![0f32; rows];
+            t.gemv(ty, k, w, &acts[tok], &mut want);
+            for r in 0..rows {
+                let mag: f64 = (0..k)
+                    .map(|c| (wd[r * k + c] * xs[tok][c]).abs() as f64)
+                    .sum();
+                let got = out[tok * ldo + r];
+                if gemm_bit_exact(t.tier(), ty) {
+                    assert_eq!(
+                        got.to_bits(),
+                        want[r].to_bits(),
+                        "{:?} {ty} k={k} rows={rows} n={n} tok={tok} r={r}: GEMM {got} and GEMV {} bits",
+                        t.tier(),
+                        want[r]
+                    );
+                }
+                let err = (got as f64 - want[r] as f64).abs();
+                assert!(
+                    err <= SIMD_VS_SCALAR * mag.max(1e-6),
+                    "{:?} {ty} k={k} rows={rows} n={n} tok={tok} r={r}: {got} vs {}",
+                    t.tier(),
+                    want[r]
+                );
+            }
+            // nothing written past the rows
+            assert!(
+                out[tok * ldo + rows..(tok + 1) * ldo]
+                    .iter()
+                    .all(|v| v.is_nan())
+            );
+        }
+    }
+    4
+}
+
 /// GEMM (several tokens per weight block) against GEMV (one token at a time), for every weight
 /// type and tier that has a GEMM kernel, every token count 1..=4, odd and even row counts:
 /// the same sums up to float rounding (`SIMD_VS_SCALAR` of `Σ|w·a|`), and the same bits where
-/// [`bit_exact`] (so decode, one token, computes what prefill computes).
+/// [`gemm_bit_exact`] (so decode, one token, computes what prefill computes).
 #[test]
 fn gemm_matches_gemv() {
-    use cera::kernels::{ActRows, pack};
     let mut rng = Rng(0x6e33);
     let mut checked = 0;
     for t in tables() {
@@ -606,72 +688,12 @@ fn gemm_matches_gemv() {
             if !t.has_gemm(ty) {
                 continue;
             }
-            let act_ty = KernelTable::vec_dot_type(ty).unwrap();
             for k in sizes(ty) {
                 for rows in [1usize, 2, 7, 16, 21] {
                     let wf = rng.vec(rows * k, 0.1);
                     let w = quant::quantize_to_vec(ty, &wf).unwrap();
-                    let wd = quant::dequantize_to_vec(ty, &w, rows * k).unwrap();
-                    let ab = KernelTable::act_row_bytes(ty, k).unwrap();
-                    let nb = k / 32;
                     let xs: Vec<Vec<f32>> = (0..4).map(|_| rng.vec(k, 1.0)).collect();
-                    let mut acts = vec![vec![0u8; ab]; 4];
-                    for i in 0..4 {
-                        t.quantize_row(act_ty, &xs[i], &mut acts[i]);
-                    }
-                    for n in 1..=4 {
-                        let act_rows: Vec<&[u8]> = acts[..n].iter().map(|a| a.as_slice()).collect();
-                        let mut packed = vec![0u8; ActRows::packed_len(n, nb)];
-                        if matches!(act_ty, Q8_0 | Q8_1) {
-                            ActRows::pack(act_ty, &act_rows, nb, &mut packed);
-                        }
-                        let a = ActRows {
-                            n,
-                            rows: std::array::from_fn(|i| acts[i].as_slice()),
-                            packed: &packed,
-                        };
-                        let ldo = rows + 3;
-                        let mut out = vec![f32::NAN; 4 * ldo];
-                        let wk = if t.gemm_packs_weights(ty) {
-                            let mut p = vec![0u8; pack::packed_len(ty, rows, k).unwrap()];
-                            pack::pack(ty, rows, k, &w, &mut p);
-                            p
-                        } else {
-                            w.clone()
-                        };
-                        t.gemm(ty, k, rows, &wk, &a, &mut out, ldo);
-                        for tok in 0..n {
-                            let mut want = vec![0f32; rows];
-                            t.gemv(ty, k, &w, &acts[tok], &mut want);
-                            for r in 0..rows {
-                                let mag: f64 = (0..k)
-                                    .map(|c| (wd[r * k + c] * xs[tok][c]).abs() as f64)
-                                    .sum();
-                                let got = out[tok * ldo + r];
-                                if bit_exact(t.tier(), ty) {
-                                    assert_eq!(
-                                        got.to_bits(),
-                                        want[r].to_bits(),
-                                        "{ty} k={k} r={r}: GEMM and GEMV bits"
-                                    );
-                                }
-                                let err = (got as f64 - want[r] as f64).abs();
-                                assert!(
-                                    err <= SIMD_VS_SCALAR * mag.max(1e-6),
-                                    "{:?} {ty} k={k} rows={rows} n={n} tok={tok} r={r}: {got} vs {}",
-                                    t.tier(),
-                                    want[r]
-                                );
-                            }
-                            // nothing written past the rows
-                            assert!(
-                                out[tok * ldo + rows..(tok + 1) * ldo]
-                                    .iter()
-                                    .all(|v| v.is_nan())
-                            );
-                        }
-                        checked += 1;
-                    }
+                    checked += check_gemm(&t, ty, k, rows, &w, &xs);
                 }
             }
         }
@@ -683,4 +705,79 @@ fn gemm_matches_gemv() {
     if CpuTier::supported().contains(&CpuTier::NeonI8mm) {
         assert!(checked > 0, "the NEON i8mm tier has GEMM kernels");
     }
+}
+
+/// [`gemm_matches_gemv`] at the edges of the formats' ranges, where an i16 pair sum of
+/// `vpmaddubsw` would saturate if a kernel let it: blocks of all-ones and all-zero bytes (every
+/// code and sub-block scale at its maximum or minimum, every high bit set or clear), alternating
+/// and random bytes, under the largest f16 scales of either sign and tiny ones; activations that
+/// quantize to ±127 everywhere, alternate in sign, or are random. Float weights at ±65504 (the
+/// largest f16) and random large values.
+#[test]
+fn gemm_matches_gemv_extremes() {
+    let mut rng = Rng(0x7e57);
+    let mut checked = 0;
+    for t in tables() {
+        for &ty in &WEIGHT_TYPES {
+            if !t.has_gemm(ty) {
+                continue;
+            }
+            let (be, bb) = ty.block().unwrap();
+            for (k, rows) in [(768usize, 9usize), (256, 16)] {
+                let xs: Vec<Vec<f32>> = vec![
+                    vec![1.0; k],
+                    vec![-1.0; k],
+                    (0..k)
+                        .map(|i| if i % 2 == 0 { 3.0 } else { -3.0 })
+                        .collect(),
+                    rng.vec(k, 1.0),
+                ];
+                let n_blocks = rows * k / be;
+                for pattern in 0..4u8 {
+                    let w = if matches!(ty, F32 | F16 | BF16) {
+                        let wf: Vec<f32> = (0..rows * k)
+                            .map(|i| match pattern {
+                                0 => 65504.0,
+                                1 => -65504.0,
+                                2 => {
+                                    if i % 3 == 0 {
+                                        65504.0
+                                    } else {
+                                        -65504.0
+                                    }
+                                }
+                                _ => rng.uniform() * 6e4,
+                            })
+                            .collect();
+                        quant::quantize_to_vec(ty, &wf).unwrap()
+                    } else {
+                        let mut w: Vec<u8> = (0..n_blocks * bb)
+                            .map(|i| match pattern {
+                                0 => 0xFF,
+                                1 => 0x00,
+                                2 => {
+                                    if i % 2 == 0 {
+                                        0xAA
+                                    } else {
+                                        0x55
+                                    }
+                                }
+                                _ => rng.next() as u8,
+                            })
+                            .collect();
+                        for (b, block) in w.chunks_exact_mut(bb).enumerate() {
+                            for &off in scale_fields(ty) {
+                                // f16 max, its negative, one, the smallest subnormal
+                                let d: u16 = [0x7BFF, 0xFBFF, 0x3C00, 0x0001][(b + off) % 4];
+                                block[off..off + 2].copy_from_slice(&d.to_le_bytes());
+                            }
+                        }
+                        w
+                    };
+                    checked += check_gemm(&t, ty, k, rows, &w, &xs);
+                }
+            }
+        }
+    }
+    eprintln!("{checked} GEMM cases");
 }

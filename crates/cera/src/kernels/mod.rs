@@ -78,10 +78,14 @@
 //! of accumulators per step.
 //!
 //! The AVX2 tier runs the same x8 kernels (one body per format, generic over the four-byte
-//! dot-accumulate `simd::x86::Dp`) with `vpmaddubsw` + `vpmaddwd` in place of `vpdpbusd`, for
-//! the formats where that is exact: Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K (codes below 128), and
-//! Q8_0 and IQ4_NL as signed values through the sign trick. Its other formats run the GEMV per
-//! token.
+//! dot-accumulate `simd::x86::Dp`) with `vpmaddubsw` + `vpmaddwd` in place of `vpdpbusd`, and
+//! byte compares in place of the AVX-512 mask registers (Q3_K's and Q5_K's high bits), for the
+//! formats where that is exact: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (codes
+//! below 128, where a pair of products cannot saturate i16), and Q8_0, IQ4_NL and IQ4_XS as
+//! signed values through the sign trick (`|w|` against `a·sign w`; the AVX-512 kernels' code
+//! book biased by +128 would saturate). F32 and BF16 have GEMMs over the plain rows that keep
+//! the AVX2 dot product's float order (two tokens per weight vector, four accumulators each),
+//! so they give the GEMV's bits; F16 runs the GEMV per token (its GEMM measured no faster).
 //!
 //! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read
 //! plain weight rows and the quantized activation rows (no packing:
@@ -281,6 +285,26 @@ macro_rules! kx8_gemms {
                     2 => $fmt::x86::$f::<2>(k, n, w, &acts, out, ldo),
                     3 => $fmt::x86::$f::<3>(k, n, w, &acts, out, ldo),
                     _ => $fmt::x86::$f::<4>(k, n, w, &acts, out, ldo),
+                }
+            }
+        }
+        $table.gemm[$ty.id() as usize] = Some(g as GemmFn);
+    })*};
+}
+
+/// GEMM table entries for the F32/F16/BF16 kernels over plain rows, `float::x86::$f::<NT>(k,
+/// n_rows, w, acts, out, ldo)`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! float_gemms {
+    ($table:ident; $($ty:ident: $f:ident;)*) => {$({
+        fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+            // SAFETY: as for `simd_dot`.
+            unsafe {
+                match a.n {
+                    1 => float::x86::$f::<1>(k, n, w, a, out, ldo),
+                    2 => float::x86::$f::<2>(k, n, w, a, out, ldo),
+                    3 => float::x86::$f::<3>(k, n, w, a, out, ldo),
+                    _ => float::x86::$f::<4>(k, n, w, a, out, ldo),
                 }
             }
         }
@@ -738,8 +762,13 @@ impl KernelTable {
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
         // GEMMs over x8-packed weights where `vpmaddubsw` is exact: codes below 128, or signed
-        // values with the sign trick (Q8_0, IQ4_NL); the other formats keep the per-token GEMV
+        // values with the sign trick (Q8_0, IQ4_NL, IQ4_XS); F32 and BF16 over plain rows (F16
+        // keeps the per-token GEMV: a GEMM measured no faster, see `float::x86`)
         self.gemm_x8 = true;
+        float_gemms! { self;
+            F32: gemm_f32_avx2;
+            BF16: gemm_bf16_avx2;
+        }
         x8_gemms! { self, gemm_avx2;
             Q4_0: q4_0;
             Q4_1: q4_1;
@@ -749,8 +778,12 @@ impl KernelTable {
             IQ4_NL: iq4_nl;
         }
         kx8_gemms! { self, gemm_x8_avx2;
+            Q2_K: q2_k;
+            Q3_K: q3_k;
             Q4_K: q4_k;
+            Q5_K: q5_k;
             Q6_K: q6_k;
+            IQ4_XS: iq4_xs;
         }
     }
 
@@ -787,23 +820,7 @@ impl KernelTable {
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
-        macro_rules! gemm_float {
-            ($($ty:ident: $f:ident;)*) => {$({
-                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
-                    // SAFETY: as for `simd_dot`.
-                    unsafe {
-                        match a.n {
-                            1 => float::x86::$f::<1>(k, n, w, a, out, ldo),
-                            2 => float::x86::$f::<2>(k, n, w, a, out, ldo),
-                            3 => float::x86::$f::<3>(k, n, w, a, out, ldo),
-                            _ => float::x86::$f::<4>(k, n, w, a, out, ldo),
-                        }
-                    }
-                }
-                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
-            })*};
-        }
-        gemm_float! {
+        float_gemms! { self;
             F32: gemm_f32_avx512;
             F16: gemm_f16_avx512;
             BF16: gemm_bf16_avx512;

@@ -417,6 +417,22 @@ pub(crate) trait Dp {
     /// # Safety
     /// The host must have the tier's features.
     unsafe fn dp(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
+
+    /// `x + v` in the bytes where `h & bit` is nonzero (`bit` one bit per byte): how the
+    /// K-quant GEMMs add a high bit (Q3_K's third, Q5_K's fifth) to the low bits of their
+    /// codes. AVX2 turns the test into a byte mask by compare; the AVX-512 tier overrides it
+    /// with a mask register.
+    ///
+    /// # Safety
+    /// As [`Dp::dp`].
+    #[inline(always)]
+    unsafe fn add_where(x: __m256i, h: __m256i, bit: __m256i, v: __m256i) -> __m256i {
+        // SAFETY: the caller runs on the AVX2 tier or above.
+        unsafe {
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+            _mm256_add_epi8(x, _mm256_and_si256(set, v))
+        }
+    }
 }
 
 /// `vpdpbusd` (AVX512-VNNI on 256-bit vectors).
@@ -427,6 +443,12 @@ impl Dp for Vnni {
     unsafe fn dp(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         // SAFETY: the caller runs on the AVX-512 tier.
         unsafe { _mm256_dpbusd_epi32(acc, u, s) }
+    }
+
+    #[inline(always)]
+    unsafe fn add_where(x: __m256i, h: __m256i, bit: __m256i, v: __m256i) -> __m256i {
+        // SAFETY: the caller runs on the AVX-512 tier.
+        unsafe { _mm256_mask_add_epi8(x, _mm256_test_epi8_mask(h, bit), x, v) }
     }
 }
 

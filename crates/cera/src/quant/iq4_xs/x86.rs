@@ -73,13 +73,51 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_x8::<Vnni, false, NT>(k, n_rows, w, acts, out, ldo) }
+}
+
+/// AVX2 tier GEMM over x8-packed weights: the same kernel on the signed code-book values
+/// through the sign trick (`vpmaddubsw(|w|, a·sign w)`: the values and the Q8_K activations
+/// lie in −127..=127, so a pair of products cannot saturate; biased codes up to 241 could), with
+/// no bias to take off.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx2<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_x8::<SignedMaddubs, true, NT>(k, n_rows, w, acts, out, ldo) }
+}
+
+/// The GEMM body: `D` takes the code-book values as they are (`SIGNED`) or biased by +128.
+/// Inlined into the tiers' `#[target_feature]` wrappers.
+#[inline(always)]
+#[allow(unsafe_op_in_unsafe_fn)]
+unsafe fn gemm_x8<D: Dp, const SIGNED: bool, const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
     const SB: usize = 1024 + 64 + 16;
     let nsb = k / QK_K;
     let groups = n_rows.div_ceil(8);
     assert!(nsb > 0 && acts.n == NT && NT <= 4 && w.len() >= groups * nsb * SB);
     assert!(out.len() >= (NT - 1) * ldo + n_rows);
     let a: [&[BlockQ8_K]; NT] = std::array::from_fn(|t| &acts.blocks[t][..nsb]);
-    let table = _mm256_xor_si256(table256(), _mm256_set1_epi8(0x80u8 as i8));
+    let table = if SIGNED {
+        table256()
+    } else {
+        _mm256_xor_si256(table256(), _mm256_set1_epi8(0x80u8 as i8))
+    };
+    let bias_unit = if SIGNED { 0 } else { 128 };
     for g in 0..groups {
         let mut sumf = [_mm256_setzero_ps(); NT];
         for (i, s) in w[g * nsb * SB..(g + 1) * nsb * SB]
@@ -88,7 +126,7 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
         {
             prefetch_l2(s.as_ptr().wrapping_add(PREFETCH_AHEAD), SB);
             // One sub-block's codes at a time (sub-block j, elements 4q..4q+4 in vector q, as
-            // unsigned values + 128), met by every token before the next: all 64 code vectors
+            // signed values or unsigned values + 128), met by every token before the next: all 64 code vectors
             // of a super-block would not fit the registers.
             let mut isum = [_mm256_setzero_si256(); NT];
             for j in 0..8 {
@@ -102,10 +140,10 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
                     let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                     for q in (0..8).step_by(2) {
                         let at = 32 * j + 4 * q;
-                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
-                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
+                        d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = D::dp(d1, cj[q + 1], bcast_dword(&y.qs[at + 4..]));
                     }
-                    let bias = 128 * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
+                    let bias = bias_unit * (y.bsum(2 * j) as i32 + y.bsum(2 * j + 1) as i32);
                     let dot = _mm256_sub_epi32(_mm256_add_epi32(d0, d1), _mm256_set1_epi32(bias));
                     *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(dot, lsj));
                 }

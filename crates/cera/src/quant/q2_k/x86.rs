@@ -97,6 +97,37 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_x8::<Vnni, NT>(k, n_rows, w, acts, out, ldo) }
+}
+
+/// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the codes
+/// are below 4).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx2<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_x8::<Maddubs, NT>(k, n_rows, w, acts, out, ldo) }
+}
+
+/// The GEMM body, over the tier's dot-accumulate `D`; inlined into the tiers'
+/// `#[target_feature]` wrappers.
+#[inline(always)]
+#[allow(unsafe_op_in_unsafe_fn)]
+unsafe fn gemm_x8<D: Dp, const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
     const SB: usize = 512 + 128 + 32;
     let nsb = k / QK_K;
     let groups = n_rows.div_ceil(8);
@@ -136,8 +167,8 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
                     let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                     for q in 0..4 {
                         let at = 32 * j + 4 * q;
-                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
-                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
+                        d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = D::dp(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
                     }
                     *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d0, sc[2 * j]));
                     *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(d1, sc[2 * j + 1]));

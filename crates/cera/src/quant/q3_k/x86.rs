@@ -109,6 +109,37 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     out: &mut [f32],
     ldo: usize,
 ) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_x8::<Vnni, NT>(k, n_rows, w, acts, out, ldo) }
+}
+
+/// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the
+/// unsigned codes `u` are below 8) and the high bits added through a byte compare.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx2<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { gemm_x8::<Maddubs, NT>(k, n_rows, w, acts, out, ldo) }
+}
+
+/// The GEMM body, over the tier's dot-accumulate and high-bit add `D`; inlined into the tiers'
+/// `#[target_feature]` wrappers.
+#[inline(always)]
+#[allow(unsafe_op_in_unsafe_fn)]
+unsafe fn gemm_x8<D: Dp, const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
     const SB: usize = 512 + 256 + 128 + 16;
     let nsb = k / QK_K;
     let groups = n_rows.div_ceil(8);
@@ -141,15 +172,15 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
                     let x = ld256(&s[32 * (8 * (j / 4) + q)..]);
                     let low = _mm256_and_si256(_mm256_srl_epi16(x, shift), m3);
                     let hv = ld256(&s[512 + 32 * q..]);
-                    *cq = _mm256_mask_add_epi8(low, _mm256_test_epi8_mask(hv, bit), low, four);
+                    *cq = D::add_where(low, hv, bit, four);
                 }
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let y = &a[t][i];
                     let (mut d0, mut d1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                     for q in 0..4 {
                         let at = 32 * j + 4 * q;
-                        d0 = _mm256_dpbusd_epi32(d0, cj[q], bcast_dword(&y.qs[at..]));
-                        d1 = _mm256_dpbusd_epi32(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
+                        d0 = D::dp(d0, cj[q], bcast_dword(&y.qs[at..]));
+                        d1 = D::dp(d1, cj[q + 4], bcast_dword(&y.qs[at + 16..]));
                     }
                     let d0 = _mm256_sub_epi32(d0, _mm256_set1_epi32(4 * y.bsum(2 * j) as i32));
                     let d1 = _mm256_sub_epi32(d1, _mm256_set1_epi32(4 * y.bsum(2 * j + 1) as i32));

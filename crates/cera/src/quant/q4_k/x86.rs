@@ -102,8 +102,8 @@ pub(crate) fn gemm_x8_avx2<const NT: usize>(
 }
 
 /// The Q4_K GEMM, and with `Q5` the Q5_K one: its x8 layout is Q4_K's with the fifth bits
-/// appended (`kernels::pack`), or-ed into the codes before the dot products. Inlined into the
-/// tiers' `#[target_feature]` wrappers (`Q5` needs AVX-512BW masks: the AVX-512 tier only).
+/// appended (`kernels::pack`), added to the codes before the dot products ([`Dp::add_where`]).
+/// Inlined into the tiers' `#[target_feature]` wrappers.
 #[inline(always)]
 #[allow(unsafe_op_in_unsafe_fn)]
 pub(crate) unsafe fn gemm_k4x8<D: Dp, const Q5: bool, const NT: usize>(
@@ -152,8 +152,7 @@ pub(crate) unsafe fn gemm_k4x8<D: Dp, const Q5: bool, const NT: usize>(
                         // vector q lane i: row i's qh[4q..4q+4], bit j = sub-block j's fifth bit
                         let (sixteen, bit) = (_mm256_set1_epi8(0x10), _mm256_set1_epi8(1 << j));
                         for (q, cq) in cj.iter_mut().enumerate() {
-                            let set = _mm256_test_epi8_mask(ld256(&s[1184 + 32 * q..]), bit);
-                            *cq = _mm256_mask_add_epi8(*cq, set, *cq, sixteen);
+                            *cq = D::add_where(*cq, ld256(&s[1184 + 32 * q..]), bit, sixteen);
                         }
                     }
                     let scj = _mm256_cvtepu8_epi32(ld_u64(&s[1024 + 8 * j..]));

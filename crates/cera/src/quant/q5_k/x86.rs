@@ -78,3 +78,18 @@ pub(crate) fn gemm_x8_avx512<const NT: usize>(
     // SAFETY: this function's features are the tier's.
     unsafe { crate::quant::q4_k::x86::gemm_k4x8::<Vnni, true, NT>(k, n_rows, w, acts, out, ldo) }
 }
+
+/// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the codes
+/// are below 32) and the fifth bits added through a byte compare.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_x8_avx2<const NT: usize>(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    // SAFETY: this function's features are the tier's.
+    unsafe { crate::quant::q4_k::x86::gemm_k4x8::<Maddubs, true, NT>(k, n_rows, w, acts, out, ldo) }
+}
