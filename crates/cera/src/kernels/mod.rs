@@ -83,12 +83,14 @@
 //! Q8_0 and IQ4_NL as signed values through the sign trick. Its other formats run the GEMV per
 //! token.
 //!
-//! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read
-//! plain weight rows and the quantized activation rows (no packing:
-//! [`KernelTable::gemm_packs_weights`] and [`KernelTable::gemm_reads_packed`] say false):
-//! `smmla` multiplies a pair of rows by a pair of tokens, 8 columns at a time, and each (row,
-//! token) block sum is weighted in the GEMV's float order, so the GEMM gives the GEMV's bits
-//! for 1 to 4 tokens.
+//! The NEON tiers have GEMM kernels for every quantized format that read plain weight rows and the
+//! quantized activation rows (no packing: [`KernelTable::gemm_packs_weights`] and
+//! [`KernelTable::gemm_reads_packed`] say false). On `Neon` and `NeonDotprod` each weight block
+//! is decoded once and dotted with each token's block by the tier's i8 dot step; on `NeonI8mm`
+//! (the 32-element formats, Q4_K and Q6_K; its other formats keep the `sdot` GEMM) `smmla`
+//! multiplies a pair of rows by a pair of tokens, 8 columns at a time. Either way each
+//! (row, token) block sum is exact and weighted in the GEMV's float order, so the GEMM gives
+//! the GEMV's bits for 1 to 4 tokens.
 
 pub(crate) mod act;
 pub mod cpu;
@@ -589,7 +591,8 @@ impl KernelTable {
     }
 
     /// The `Neon` and `NeonDotprod` tiers: the same kernel bodies, with the i8 dot product step
-    /// emulated (`smull` + `sadalp`) or as `sdot` (see [`neon`]).
+    /// emulated (`smull` + `sadalp`) or as `sdot` (see [`neon`]), and GEMMs over plain rows for
+    /// every quantized format, each (row, token) sum computed as the GEMV computes it.
     #[cfg(target_arch = "aarch64")]
     fn fill_neon(&mut self, dotprod: bool) {
         use GgmlType::*;
@@ -634,13 +637,44 @@ impl KernelTable {
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
+        // the GEMMs over plain rows (`quant::neon_gemm`): the same two instantiations
+        macro_rules! gemm {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                #[allow(unused_unsafe)]
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot`.
+                    unsafe { $fmt::neon::gemm_neon(k, n, w, a, out, ldo) }
+                }
+                fn gd(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot` (only chosen when the tier includes `dotprod`).
+                    unsafe { $fmt::neon::gemm_dotprod(k, n, w, a, out, ldo) }
+                }
+                let f = if dotprod { gd as GemmFn } else { g as GemmFn };
+                self.gemm[$ty.id() as usize] = Some(f);
+            })*};
+        }
+        gemm! {
+            Q4_0: q4_0;
+            Q4_1: q4_1;
+            Q5_0: q5_0;
+            Q5_1: q5_1;
+            Q8_0: q8_0;
+            IQ4_NL: iq4_nl;
+            Q2_K: q2_k;
+            Q3_K: q3_k;
+            Q4_K: q4_k;
+            Q5_K: q5_k;
+            Q6_K: q6_k;
+            IQ4_XS: iq4_xs;
+        }
     }
 
-    /// The `NeonI8mm` tier: the `NeonDotprod` kernels plus `smmla` GEMM kernels for the
-    /// 32-element formats, Q4_K and Q6_K, over plain weight rows and the quantized activation rows (a 2×2
-    /// tile of rows × tokens per instruction; each weight block is decoded once per four
-    /// tokens). Every (row, token) sum is exact in integers and weighted in the GEMV's float
-    /// order, so the GEMM gives the GEMV's bits for any token count: decode equals prefill.
+    /// The `NeonI8mm` tier: the `NeonDotprod` kernels, with `smmla` GEMM kernels in place of
+    /// the `sdot` ones for the 32-element formats, Q4_K and Q6_K, over plain weight rows and the
+    /// quantized activation rows (a 2×2 tile of rows × tokens per instruction; each weight block
+    /// is decoded once per four tokens). Every (row, token) sum is exact in integers and weighted
+    /// in the GEMV's float order, so the GEMM gives the GEMV's bits for any token count: decode
+    /// equals prefill.
     #[cfg(target_arch = "aarch64")]
     fn fill_neon_i8mm(&mut self) {
         use GgmlType::*;

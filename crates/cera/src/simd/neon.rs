@@ -174,6 +174,23 @@ pub(crate) fn dot16<D: Dot>(d: D, c: int8x16_t, a: &[u8]) -> i32 {
     hsum(d.dot(vdupq_n_s32(0), c, ld_s8(a)))
 }
 
+/// `Σ_q scale_q · Σ c·a` over a 256-element super-block: 16 vectors of codes `c` (elements
+/// `16q..16q + 16`) with their integer scales `s` against 256 activation bytes. Each scale
+/// weights its dot product's lanes (`mla`), and one reduction ends the super-block; the
+/// integers are exact (at most 256 · 128 · 128 · 128 in magnitude, far inside i32), so this is
+/// the sum a per-sub-block reduction gives.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn isum256<D: Dot>(d: D, c: &[int8x16_t; 16], s: &[i32; 16], a: &[u8]) -> i32 {
+    assert!(a.len() >= 256);
+    let mut acc = vdupq_n_s32(0);
+    for q in 0..16 {
+        let p = d.dot(vdupq_n_s32(0), c[q], ld_s8(&a[16 * q..]));
+        acc = vmlaq_n_s32(acc, p, s[q]);
+    }
+    hsum(acc)
+}
+
 /// The `Neon` (emulated dot step) and `NeonDotprod` (`sdot`) instantiations of a format's
 /// generic `dot` body, as `vec_dot_neon` and `vec_dot_dotprod`.
 macro_rules! neon_tiers {
