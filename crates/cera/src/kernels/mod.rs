@@ -87,8 +87,7 @@
 //! quantized activation rows (no packing: [`KernelTable::gemm_packs_weights`] and
 //! [`KernelTable::gemm_reads_packed`] say false). On `Neon` and `NeonDotprod` each weight block
 //! is decoded once and dotted with each token's block by the tier's i8 dot step; on `NeonI8mm`
-//! (the 32-element formats, Q4_K and Q6_K; its other formats keep the `sdot` GEMM) `smmla`
-//! multiplies a pair of rows by a pair of tokens, 8 columns at a time. Either way each
+//! `smmla` multiplies a pair of rows by a pair of tokens, 8 columns at a time. Either way each
 //! (row, token) block sum is exact and weighted in the GEMV's float order, so the GEMM gives
 //! the GEMV's bits for 1 to 4 tokens.
 
@@ -670,11 +669,10 @@ impl KernelTable {
     }
 
     /// The `NeonI8mm` tier: the `NeonDotprod` kernels, with `smmla` GEMM kernels in place of
-    /// the `sdot` ones for the 32-element formats, Q4_K and Q6_K, over plain weight rows and the
-    /// quantized activation rows (a 2×2 tile of rows × tokens per instruction; each weight block
-    /// is decoded once per four tokens). Every (row, token) sum is exact in integers and weighted
-    /// in the GEMV's float order, so the GEMM gives the GEMV's bits for any token count: decode
-    /// equals prefill.
+    /// the quantized formats' `sdot` ones, over plain weight rows and the quantized activation
+    /// rows (a 2×2 tile of rows × tokens per instruction; each weight block is decoded once per
+    /// four tokens). Every (row, token) sum is exact in integers and weighted in the GEMV's float
+    /// order, so the GEMM gives the GEMV's bits for any token count: decode equals prefill.
     #[cfg(target_arch = "aarch64")]
     fn fill_neon_i8mm(&mut self) {
         use GgmlType::*;
@@ -694,8 +692,12 @@ impl KernelTable {
             Q5_1: q5_1;
             Q8_0: q8_0;
             IQ4_NL: iq4_nl;
+            Q2_K: q2_k;
+            Q3_K: q3_k;
             Q4_K: q4_k;
+            Q5_K: q5_k;
             Q6_K: q6_k;
+            IQ4_XS: iq4_xs;
         }
     }
 

@@ -1,13 +1,15 @@
-//! Q2_K × Q8_K dot products and GEMMs on aarch64 (NEON; `sdot`): the integer
+//! Q2_K × Q8_K dot products and GEMMs on aarch64 (NEON; `sdot`; `smmla` GEMM): the integer
 //! sums of a super-block exactly, then the scalar reference's float formula, so every tier,
 //! GEMV or GEMM, gives the same bits.
 
 use std::arch::aarch64::*;
 
 use super::BlockQ2_K;
+use crate::quant::i8mm::gemm256_i8mm;
 use crate::quant::neon_gemm::gemm256_tiers;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
+use crate::simd::ActRows;
 use crate::simd::neon::*;
 
 /// The super-block's 256 codes (0..4) as i8 in element order (vector `q`: elements
@@ -68,3 +70,26 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ2_K], a: &[BlockQ8_K]) -> f32 {
 neon_tiers!(BlockQ2_K, BlockQ8_K);
 gemm256_tiers!(BlockQ2_K);
 
+/// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm256_i8mm`).
+#[target_feature(enable = "neon,dotprod,i8mm")]
+pub(crate) fn gemm_i8mm(
+    k: usize,
+    n_rows: usize,
+    w: &[u8],
+    a: &ActRows<'_>,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    gemm256_i8mm::<BlockQ2_K, BlockQ8_K>(
+        k,
+        n_rows,
+        w,
+        a,
+        out,
+        ldo,
+        |b| codes(b),
+        scales,
+        |y| &y.qs,
+        term,
+    )
+}
