@@ -592,9 +592,15 @@ fn real_model_tensors() {
     }
 }
 
-/// Whether a tier's GEMM for `ty` reproduces its GEMV bit for bit: where [`bit_exact`].
+/// Whether a tier's GEMM for `ty` reproduces its GEMV bit for bit: where [`bit_exact`], and on
+/// the NEON tiers every format (their GEMMs keep the GEMV's float order per row and token, F32,
+/// F16 and BF16 included).
 fn gemm_bit_exact(tier: CpuTier, ty: GgmlType) -> bool {
     bit_exact(tier, ty)
+        || matches!(
+            tier,
+            CpuTier::Neon | CpuTier::NeonDotprod | CpuTier::NeonI8mm
+        )
 }
 
 /// GEMM (several tokens per weight block) against GEMV (one token at a time), for every weight

@@ -83,13 +83,14 @@
 //! Q8_0 and IQ4_NL as signed values through the sign trick. Its other formats run the GEMV per
 //! token.
 //!
-//! The NEON tiers have GEMM kernels for every quantized format that read plain weight rows and the
+//! The NEON tiers have GEMM kernels for every format that read plain weight rows and the
 //! quantized activation rows (no packing: [`KernelTable::gemm_packs_weights`] and
 //! [`KernelTable::gemm_reads_packed`] say false). On `Neon` and `NeonDotprod` each weight block
 //! is decoded once and dotted with each token's block by the tier's i8 dot step; on `NeonI8mm`
 //! `smmla` multiplies a pair of rows by a pair of tokens, 8 columns at a time. Either way each
 //! (row, token) block sum is exact and weighted in the GEMV's float order, so the GEMM gives
-//! the GEMV's bits for 1 to 4 tokens.
+//! the GEMV's bits for 1 to 4 tokens. F32, F16 and BF16 read each weight row once for up to
+//! four tokens, each (row, token) pair accumulated as its dot product is: the GEMV's bits too.
 
 pub(crate) mod act;
 pub mod cpu;
@@ -591,7 +592,7 @@ impl KernelTable {
 
     /// The `Neon` and `NeonDotprod` tiers: the same kernel bodies, with the i8 dot product step
     /// emulated (`smull` + `sadalp`) or as `sdot` (see [`neon`]), and GEMMs over plain rows for
-    /// every quantized format, each (row, token) sum computed as the GEMV computes it.
+    /// every format, each (row, token) sum computed as the GEMV computes it.
     #[cfg(target_arch = "aarch64")]
     fn fill_neon(&mut self, dotprod: bool) {
         use GgmlType::*;
@@ -665,6 +666,28 @@ impl KernelTable {
             Q5_K: q5_k;
             Q6_K: q6_k;
             IQ4_XS: iq4_xs;
+        }
+        macro_rules! gemm_float {
+            ($($ty:ident: $f:ident;)*) => {$({
+                #[allow(unused_unsafe)]
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match a.n {
+                            1 => float::neon::$f::<1>(k, n, w, a, out, ldo),
+                            2 => float::neon::$f::<2>(k, n, w, a, out, ldo),
+                            3 => float::neon::$f::<3>(k, n, w, a, out, ldo),
+                            _ => float::neon::$f::<4>(k, n, w, a, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm_float! {
+            F32: gemm_f32_neon;
+            F16: gemm_f16_neon;
+            BF16: gemm_bf16_neon;
         }
     }
 
