@@ -75,7 +75,7 @@ fn scales(b: &BlockQ4_K) -> [i32; 16] {
     std::array::from_fn(|q| sc[q / 2] as i32)
 }
 
-gemm256_tiers!(BlockQ4_K);
+gemm256_tiers!(BlockQ4_K, 32);
 
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm256_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]

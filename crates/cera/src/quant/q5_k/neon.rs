@@ -65,13 +65,13 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 {
     let nb = dot_blocks(n, QK_K, w.len(), a.len());
     let mut sumf = 0.0f32;
     for (b, y) in w[..nb].iter().zip(&a[..nb]) {
-        sumf += term(b, y, isum256(dp, &codes(b), &scales(b), &y.qs));
+        sumf += term(b, y, isum256::<D, 32>(dp, &codes(b), &scales(b), &y.qs));
     }
     sumf
 }
 
 neon_tiers!(BlockQ5_K, BlockQ8_K);
-gemm256_tiers!(BlockQ5_K);
+gemm256_tiers!(BlockQ5_K, 32);
 
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm256_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]

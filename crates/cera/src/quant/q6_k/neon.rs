@@ -89,7 +89,7 @@ fn scales(b: &BlockQ6_K) -> [i32; 16] {
     std::array::from_fn(|q| b.scales[q] as i8 as i32)
 }
 
-gemm256_tiers!(BlockQ6_K);
+gemm256_tiers!(BlockQ6_K, 16);
 
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm256_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]
