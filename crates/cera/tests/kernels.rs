@@ -593,9 +593,16 @@ fn real_model_tensors() {
 }
 
 /// Whether a tier's GEMM for `ty` gives its GEMV's bits: where both match the scalar bits
-/// ([`bit_exact`]), and the AVX2 F32/BF16 GEMMs, which keep the AVX2 dot product's order.
+/// ([`bit_exact`]), the AVX2 F32/BF16 GEMMs, which keep the AVX2 dot product's order, and on
+/// the NEON tiers every format (their GEMMs keep the GEMV's float order per row and token, F32,
+/// F16 and BF16 included).
 fn gemm_bit_exact(tier: CpuTier, ty: GgmlType) -> bool {
-    bit_exact(tier, ty) || (tier == CpuTier::Avx2 && matches!(ty, F32 | BF16))
+    bit_exact(tier, ty)
+        || (tier == CpuTier::Avx2 && matches!(ty, F32 | BF16))
+        || matches!(
+            tier,
+            CpuTier::Neon | CpuTier::NeonDotprod | CpuTier::NeonI8mm
+        )
 }
 
 /// One GEMM of `rows` × `k` weights `w` (plain rows of `ty`) against 1..=4 of the activations
@@ -676,9 +683,10 @@ fn check_gemm(
 }
 
 /// GEMM (several tokens per weight block) against GEMV (one token at a time), for every weight
-/// type and tier that has a GEMM kernel, every token count 1..=4, odd and even row counts:
-/// the same sums up to float rounding (`SIMD_VS_SCALAR` of `Σ|w·a|`), and the same bits where
-/// [`gemm_bit_exact`] (so decode, one token, computes what prefill computes).
+/// type and tier that has a GEMM kernel, every token count 1..=4, odd and even row counts (and
+/// one case of outliers: extreme codes and scales): the same sums up to float rounding
+/// (`SIMD_VS_SCALAR` of `Σ|w·a|`), and the same bits where [`gemm_bit_exact`] (so decode, one
+/// token, computes what prefill computes).
 #[test]
 fn gemm_matches_gemv() {
     let mut rng = Rng(0x6e33);
@@ -689,10 +697,27 @@ fn gemm_matches_gemv() {
                 continue;
             }
             for k in sizes(ty) {
-                for rows in [1usize, 2, 7, 16, 21] {
+                let shapes = [
+                    (1usize, false),
+                    (2, false),
+                    (7, false),
+                    (16, false),
+                    (21, false),
+                ];
+                for (rows, outliers) in shapes.into_iter().chain([(5, true)]) {
+                    // outliers: one large value in 37 (the blocks around it at the largest
+                    // scales, the rest at the smallest codes), activations with spikes
+                    let spike = |v: Vec<f32>, at: usize, by: f32| -> Vec<f32> {
+                        let f = |(i, x): (usize, f32)| if i % at == 0 { x * by } else { x };
+                        v.into_iter().enumerate().map(f).collect()
+                    };
                     let wf = rng.vec(rows * k, 0.1);
+                    let wf = if outliers { spike(wf, 37, 80.0) } else { wf };
                     let w = quant::quantize_to_vec(ty, &wf).unwrap();
-                    let xs: Vec<Vec<f32>> = (0..4).map(|_| rng.vec(k, 1.0)).collect();
+                    let xs: Vec<Vec<f32>> = (0..4)
+                        .map(|_| rng.vec(k, 1.0))
+                        .map(|x| if outliers { spike(x, 29, 60.0) } else { x })
+                        .collect();
                     checked += check_gemm(&t, ty, k, rows, &w, &xs);
                 }
             }
@@ -702,8 +727,8 @@ fn gemm_matches_gemv() {
     if CpuTier::supported().contains(&CpuTier::Avx512) {
         assert!(checked > 0, "the AVX-512 tier has GEMM kernels");
     }
-    if CpuTier::supported().contains(&CpuTier::NeonI8mm) {
-        assert!(checked > 0, "the NEON i8mm tier has GEMM kernels");
+    if CpuTier::supported().contains(&CpuTier::Neon) {
+        assert!(checked > 0, "the NEON tiers have GEMM kernels");
     }
 }
 

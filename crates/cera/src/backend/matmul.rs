@@ -419,7 +419,9 @@ impl Cpu {
         });
         // Packed weights go through the GEMM for decode too: the same kernel for one token or
         // many, so decode computes what prefill computes (and the original pages stay released).
+        // Where the GEMMs give their GEMV's bits (NEON), a token alone takes the GEMV.
         let use_gemm = table.has_gemm(w.ty)
+            && (n_tokens > 1 || table.gemm_decodes(w.ty))
             && (!packed_acts || acts.packed.len() >= n_tokens.div_ceil(4) * acts.packed_group);
         let wpacked = if use_gemm { w.packed(self) } else { None };
         let gemm = use_gemm && (wpacked.is_some() || !table.gemm_packs_weights(w.ty));

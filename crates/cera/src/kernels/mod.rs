@@ -87,12 +87,14 @@
 //! the AVX2 dot product's float order (two tokens per weight vector, four accumulators each),
 //! so they give the GEMV's bits; F16 runs the GEMV per token (its GEMM measured no faster).
 //!
-//! The `NeonI8mm` tier has GEMM kernels for the 32-element formats, Q4_K and Q6_K that read
-//! plain weight rows and the quantized activation rows (no packing:
-//! [`KernelTable::gemm_packs_weights`] and [`KernelTable::gemm_reads_packed`] say false):
-//! `smmla` multiplies a pair of rows by a pair of tokens, 8 columns at a time, and each (row,
-//! token) block sum is weighted in the GEMV's float order, so the GEMM gives the GEMV's bits
-//! for 1 to 4 tokens.
+//! The NEON tiers have GEMM kernels for every format that read plain weight rows and the
+//! quantized activation rows (no packing: [`KernelTable::gemm_packs_weights`] and
+//! [`KernelTable::gemm_reads_packed`] say false). On `Neon` and `NeonDotprod` each weight block
+//! is decoded once and dotted with each token's block by the tier's i8 dot step; on `NeonI8mm`
+//! `smmla` multiplies a pair of rows by a pair of tokens, 8 columns at a time. Either way each
+//! (row, token) block sum is exact and weighted in the GEMV's float order, so the GEMM gives
+//! the GEMV's bits for 1 to 4 tokens. F32, F16 and BF16 read each weight row once for up to
+//! four tokens, each (row, token) pair accumulated as its dot product is: the GEMV's bits too.
 
 pub(crate) mod act;
 pub mod cpu;
@@ -198,6 +200,9 @@ pub struct KernelTable {
     /// The GEMM kernels take x8-packed weights and packed activations (the AVX-512 ones); the
     /// NEON ones read plain rows.
     gemm_x8: bool,
+    /// Whether a single token takes the GEMV even where a GEMM exists: where every GEMM gives
+    /// its GEMV's bits (the NEON tiers), so decode still computes what prefill computes.
+    gemv_decodes: bool,
 }
 
 impl std::fmt::Debug for KernelTable {
@@ -465,6 +470,15 @@ impl KernelTable {
                 .any(|&w| self.has_gemm(w) && Self::vec_dot_type(w) == Some(act_ty))
     }
 
+    /// Whether a product with one token runs the GEMM for `w_ty` (otherwise the GEMV). Packed
+    /// weights always do (the original rows are released); so do the x86 tiers' plain-row
+    /// GEMMs, whose float order (AVX-512's F32/F16/BF16) is not the GEMV's, so that decode
+    /// computes what prefill computes. The NEON tiers' GEMMs give the GEMV's bits (tested), and
+    /// a lone token there takes the GEMV, the kernel written for it.
+    pub fn gemm_decodes(&self, w_ty: GgmlType) -> bool {
+        self.has_gemm(w_ty) && (!self.gemv_decodes || self.gemm_packs_weights(w_ty))
+    }
+
     /// Whether the GEMM kernel for `w_ty` takes its weights in the x8 layout ([`pack`]).
     pub fn gemm_packs_weights(&self, w_ty: GgmlType) -> bool {
         self.gemm_x8 && self.has_gemm(w_ty) && pack::superblock_bytes(w_ty).is_some()
@@ -518,6 +532,7 @@ impl KernelTable {
             quant: [None; N_TYPES],
             gemm: [None; N_TYPES],
             gemm_x8: false,
+            gemv_decodes: false,
         };
 
         // Scalar tier: every target.
@@ -613,10 +628,12 @@ impl KernelTable {
     }
 
     /// The `Neon` and `NeonDotprod` tiers: the same kernel bodies, with the i8 dot product step
-    /// emulated (`smull` + `sadalp`) or as `sdot` (see [`neon`]).
+    /// emulated (`smull` + `sadalp`) or as `sdot` (see [`neon`]), and GEMMs over plain rows for
+    /// every format, each (row, token) sum computed as the GEMV computes it.
     #[cfg(target_arch = "aarch64")]
     fn fill_neon(&mut self, dotprod: bool) {
         use GgmlType::*;
+        self.gemv_decodes = true;
         self.set_quant(F16, simd_quant!(raw float::neon::quantize_f16_neon));
         self.set_quant(BF16, simd_quant!(raw float::neon::quantize_bf16_neon));
         self.set_quant(
@@ -658,12 +675,64 @@ impl KernelTable {
             Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
             IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
         }
+        // the GEMMs over plain rows (`quant::neon_gemm`): the same two instantiations
+        macro_rules! gemm {
+            ($($ty:ident: $fmt:ident;)*) => {$({
+                #[allow(unused_unsafe)]
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot`.
+                    unsafe { $fmt::neon::gemm_neon(k, n, w, a, out, ldo) }
+                }
+                fn gd(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot` (only chosen when the tier includes `dotprod`).
+                    unsafe { $fmt::neon::gemm_dotprod(k, n, w, a, out, ldo) }
+                }
+                let f = if dotprod { gd as GemmFn } else { g as GemmFn };
+                self.gemm[$ty.id() as usize] = Some(f);
+            })*};
+        }
+        gemm! {
+            Q4_0: q4_0;
+            Q4_1: q4_1;
+            Q5_0: q5_0;
+            Q5_1: q5_1;
+            Q8_0: q8_0;
+            IQ4_NL: iq4_nl;
+            Q2_K: q2_k;
+            Q3_K: q3_k;
+            Q4_K: q4_k;
+            Q5_K: q5_k;
+            Q6_K: q6_k;
+            IQ4_XS: iq4_xs;
+        }
+        macro_rules! gemm_float {
+            ($($ty:ident: $f:ident;)*) => {$({
+                #[allow(unused_unsafe)]
+                fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
+                    // SAFETY: as for `simd_dot`.
+                    unsafe {
+                        match a.n {
+                            1 => float::neon::$f::<1>(k, n, w, a, out, ldo),
+                            2 => float::neon::$f::<2>(k, n, w, a, out, ldo),
+                            3 => float::neon::$f::<3>(k, n, w, a, out, ldo),
+                            _ => float::neon::$f::<4>(k, n, w, a, out, ldo),
+                        }
+                    }
+                }
+                self.gemm[$ty.id() as usize] = Some(g as GemmFn);
+            })*};
+        }
+        gemm_float! {
+            F32: gemm_f32_neon;
+            F16: gemm_f16_neon;
+            BF16: gemm_bf16_neon;
+        }
     }
 
-    /// The `NeonI8mm` tier: the `NeonDotprod` kernels plus `smmla` GEMM kernels for the
-    /// 32-element formats, Q4_K and Q6_K, over plain weight rows and the quantized activation rows (a 2×2
-    /// tile of rows × tokens per instruction; each weight block is decoded once per four
-    /// tokens). Every (row, token) sum is exact in integers and weighted in the GEMV's float
+    /// The `NeonI8mm` tier: the `NeonDotprod` kernels, with `smmla` GEMM kernels in place of
+    /// the quantized formats' `sdot` ones, over plain weight rows and the quantized activation
+    /// rows (a 2×2 tile of rows × tokens per instruction; each weight block is decoded once per
+    /// four tokens). Every (row, token) sum is exact in integers and weighted in the GEMV's float
     /// order, so the GEMM gives the GEMV's bits for any token count: decode equals prefill.
     #[cfg(target_arch = "aarch64")]
     fn fill_neon_i8mm(&mut self) {
@@ -684,8 +753,12 @@ impl KernelTable {
             Q5_1: q5_1;
             Q8_0: q8_0;
             IQ4_NL: iq4_nl;
+            Q2_K: q2_k;
+            Q3_K: q3_k;
             Q4_K: q4_k;
+            Q5_K: q5_k;
             Q6_K: q6_k;
+            IQ4_XS: iq4_xs;
         }
     }
 

@@ -9,8 +9,8 @@
 //! type at run time. They are built from the shared building blocks in `simd`, the layer below
 //! this one: `kernels` imports `quant` and `simd`, `quant` imports `simd`, and `quant` never
 //! imports `kernels` (`tests/layering.rs` checks it). The shared pieces that need this module's
-//! types are here: the x8 layout's geometry (`x8_layout`) and the `NeonI8mm` GEMM drivers
-//! (`i8mm`).
+//! types are here: the x8 layout's geometry (`x8_layout`), the `NeonI8mm` GEMM drivers
+//! (`i8mm`) and the `Neon`/`NeonDotprod` ones (`neon_gemm`).
 
 use std::fmt;
 
@@ -32,6 +32,8 @@ pub mod iq_grids;
 pub(crate) mod k_common;
 pub mod mse;
 pub mod mxfp4;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon_gemm;
 pub mod nvfp4;
 pub mod q2_k;
 pub mod q3_k;

@@ -174,6 +174,41 @@ pub(crate) fn dot16<D: Dot>(d: D, c: int8x16_t, a: &[u8]) -> i32 {
     hsum(d.dot(vdupq_n_s32(0), c, ld_s8(a)))
 }
 
+/// `Σ_q scale_q · Σ c·a` over a 256-element super-block: 16 vectors of codes `c` (elements
+/// `16q..16q + 16`) with their integer scales `s` against 256 activation bytes, as the K-quant
+/// GEMVs sum it: each scale's dot product reduced (`addv`) and weighted in a scalar
+/// multiply-add. `SUB` is the elements per scale: with 32 (the scales come in equal pairs) two
+/// dot steps share one accumulator and one reduction. (Weighting the lanes with `mla` and
+/// reducing once per super-block ran slower under qemu; no hardware was at hand to settle it.)
+///
+/// Always inlined, without a `target_feature` of its own (NEON is aarch64's baseline): as a
+/// call of its own it would be compiled without `dotprod` and `sdot` would not assemble.
+#[inline(always)]
+pub(crate) fn isum256<D: Dot, const SUB: usize>(
+    d: D,
+    c: &[int8x16_t; 16],
+    s: &[i32; 16],
+    a: &[u8],
+) -> i32 {
+    assert!(a.len() >= 256 && (SUB == 16 || SUB == 32));
+    let per = SUB / 16;
+    let mut isum = 0i32;
+    for j in 0..16 / per {
+        // SAFETY: NEON is part of every aarch64 target (as in `Emul::dot`); `a` holds the
+        // 256 bytes `ld_s8` reads (checked above).
+        let sum = unsafe {
+            let mut p = vdupq_n_s32(0);
+            for q in per * j..per * (j + 1) {
+                p = d.dot(p, c[q], ld_s8(&a[16 * q..]));
+            }
+            hsum(p)
+        };
+        debug_assert!(per == 1 || s[2 * j] == s[2 * j + 1]);
+        isum += s[per * j] * sum;
+    }
+    isum
+}
+
 /// The `Neon` (emulated dot step) and `NeonDotprod` (`sdot`) instantiations of a format's
 /// generic `dot` body, as `vec_dot_neon` and `vec_dot_dotprod`.
 macro_rules! neon_tiers {

@@ -1,11 +1,12 @@
-//! IQ4_NL × Q8_0 dot products on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as i8, an exact
-//! integer sum per block, then the scalar reference's float step (so every tier gives the
-//! same bits).
+//! IQ4_NL × Q8_0 dot products and GEMMs on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as
+//! i8, an exact integer sum per block, then the scalar reference's float step (so every tier,
+//! GEMV or GEMM, gives the same bits).
 
 use std::arch::aarch64::*;
 
 use super::{BlockIQ4_NL, QK};
 use crate::quant::i8mm::gemm32_i8mm;
+use crate::quant::neon_gemm::gemm32_tiers;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::{dot_blocks, f16_to_f32_fast};
 use crate::simd::ActRows;
@@ -39,6 +40,7 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockIQ4_NL], a: &[BlockQ8_0]) -> f32 {
 }
 
 neon_tiers!(BlockIQ4_NL, BlockQ8_0);
+gemm32_tiers!(BlockIQ4_NL, BlockQ8_0);
 
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm32_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]

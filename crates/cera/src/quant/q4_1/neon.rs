@@ -1,11 +1,12 @@
-//! Q4_1 × Q8_1 dot products on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as i8, an exact
-//! integer sum per block, then the scalar reference's float step (so every tier gives the
-//! same bits).
+//! Q4_1 × Q8_1 dot products and GEMMs on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as
+//! i8, an exact integer sum per block, then the scalar reference's float step (so every tier,
+//! GEMV or GEMM, gives the same bits).
 
 use std::arch::aarch64::*;
 
 use super::{BlockQ4_1, QK};
 use crate::quant::i8mm::gemm32_i8mm;
+use crate::quant::neon_gemm::gemm32_tiers;
 use crate::quant::q8_1::BlockQ8_1;
 use crate::quant::{dot_blocks, f16_to_f32_fast};
 use crate::simd::ActRows;
@@ -38,6 +39,7 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
 }
 
 neon_tiers!(BlockQ4_1, BlockQ8_1);
+gemm32_tiers!(BlockQ4_1, BlockQ8_1);
 
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm32_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]

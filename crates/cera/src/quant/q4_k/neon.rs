@@ -1,11 +1,13 @@
-//! Q4_K × Q8_K dot products on aarch64 (NEON; `sdot`): the integer sums of a super-block
-//! exactly, then the scalar reference's float formula, so every tier gives the same bits.
+//! Q4_K × Q8_K dot products and GEMMs on aarch64 (NEON; `sdot`; `smmla` GEMM): the integer
+//! sums of a super-block exactly, then the scalar reference's float formula, so every tier,
+//! GEMV or GEMM, gives the same bits.
 
 use std::arch::aarch64::*;
 
 use super::BlockQ4_K;
 use crate::quant::i8mm::gemm256_i8mm;
 use crate::quant::k_common::scales_mins_k4;
+use crate::quant::neon_gemm::gemm256_tiers;
 use crate::quant::q8_k::BlockQ8_K;
 use crate::quant::{QK_K, dot_blocks, f16_to_f32_fast};
 use crate::simd::ActRows;
@@ -49,6 +51,32 @@ fn term(b: &BlockQ4_K, y: &BlockQ8_K, isum: i32) -> f32 {
 
 neon_tiers!(BlockQ4_K, BlockQ8_K);
 
+/// The super-block's 256 codes as i8 in element order (vector `q`: elements `16q..16q + 16`).
+#[inline]
+#[target_feature(enable = "neon")]
+fn codes(b: &BlockQ4_K) -> [int8x16_t; 16] {
+    let mut c = [vdupq_n_s8(0); 16];
+    for q in 0..4 {
+        // byte 32q + l: element 64q + l (low nibble), 64q + 32 + l (high nibble)
+        let [l0, h0] = nibbles(&b.qs[32 * q..]);
+        let [l1, h1] = nibbles(&b.qs[32 * q + 16..]);
+        c[4 * q] = vreinterpretq_s8_u8(l0);
+        c[4 * q + 1] = vreinterpretq_s8_u8(l1);
+        c[4 * q + 2] = vreinterpretq_s8_u8(h0);
+        c[4 * q + 3] = vreinterpretq_s8_u8(h1);
+    }
+    c
+}
+
+/// The scale of each 16 elements (a 32-element sub-block's twice).
+#[inline]
+fn scales(b: &BlockQ4_K) -> [i32; 16] {
+    let (sc, _) = scales_mins_k4(&b.scales);
+    std::array::from_fn(|q| sc[q / 2] as i32)
+}
+
+gemm256_tiers!(BlockQ4_K, 32);
+
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm256_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]
 pub(crate) fn gemm_i8mm(
@@ -59,22 +87,16 @@ pub(crate) fn gemm_i8mm(
     out: &mut [f32],
     ldo: usize,
 ) {
-    let codes = |b: &BlockQ4_K| {
-        let mut c = [vdupq_n_s8(0); 16];
-        for q in 0..4 {
-            // byte 32q + l: element 64q + l (low nibble), 64q + 32 + l (high nibble)
-            let [l0, h0] = nibbles(&b.qs[32 * q..]);
-            let [l1, h1] = nibbles(&b.qs[32 * q + 16..]);
-            c[4 * q] = vreinterpretq_s8_u8(l0);
-            c[4 * q + 1] = vreinterpretq_s8_u8(l1);
-            c[4 * q + 2] = vreinterpretq_s8_u8(h0);
-            c[4 * q + 3] = vreinterpretq_s8_u8(h1);
-        }
-        c
-    };
-    let scales = |b: &BlockQ4_K| {
-        let (sc, _) = scales_mins_k4(&b.scales);
-        std::array::from_fn(|q| sc[q / 2] as i32)
-    };
-    gemm256_i8mm::<BlockQ4_K, BlockQ8_K>(k, n_rows, w, a, out, ldo, codes, scales, |y| &y.qs, term)
+    gemm256_i8mm::<BlockQ4_K, BlockQ8_K>(
+        k,
+        n_rows,
+        w,
+        a,
+        out,
+        ldo,
+        |b| codes(b),
+        scales,
+        |y| &y.qs,
+        term,
+    )
 }

@@ -1,11 +1,12 @@
-//! Q5_0 × Q8_0 dot products on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as i8, an exact
-//! integer sum per block, then the scalar reference's float step (so every tier gives the
-//! same bits).
+//! Q5_0 × Q8_0 dot products and GEMMs on aarch64 (NEON; `sdot`; `smmla` GEMM): the codes as
+//! i8, an exact integer sum per block, then the scalar reference's float step (so every tier,
+//! GEMV or GEMM, gives the same bits).
 
 use std::arch::aarch64::*;
 
 use super::{BlockQ5_0, QK};
 use crate::quant::i8mm::gemm32_i8mm;
+use crate::quant::neon_gemm::gemm32_tiers;
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::{dot_blocks, f16_to_f32_fast};
 use crate::simd::ActRows;
@@ -41,6 +42,7 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
 }
 
 neon_tiers!(BlockQ5_0, BlockQ8_0);
+gemm32_tiers!(BlockQ5_0, BlockQ8_0);
 
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm32_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]

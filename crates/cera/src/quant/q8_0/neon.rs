@@ -1,11 +1,12 @@
-//! Q8_0 on aarch64: the activation quantizer, and Q8_0 × Q8_0 dot products (NEON; `sdot`;
-//! `smmla` GEMM) with an exact integer sum per block, then the scalar reference's float step
-//! (so every tier gives the same bits).
+//! Q8_0 on aarch64: the activation quantizer, and Q8_0 × Q8_0 dot products and GEMMs (NEON;
+//! `sdot`; `smmla` GEMM) with an exact integer sum per block, then the scalar reference's float
+//! step (so every tier, GEMV or GEMM, gives the same bits).
 
 use std::arch::aarch64::*;
 
 use super::{BlockQ8_0, QK};
 use crate::quant::i8mm::gemm32_i8mm;
+use crate::quant::neon_gemm::gemm32_tiers;
 use crate::quant::{dot_blocks, f16_to_f32_fast, f32_to_f16};
 use crate::simd::ActRows;
 use crate::simd::neon::*;
@@ -78,6 +79,7 @@ fn dot<D: Dot>(dp: D, n: usize, w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
 }
 
 neon_tiers!(BlockQ8_0, BlockQ8_0);
+gemm32_tiers!(BlockQ8_0, BlockQ8_0);
 
 /// `NeonI8mm` tier GEMM over plain rows (see `quant::i8mm::gemm32_i8mm`).
 #[target_feature(enable = "neon,dotprod,i8mm")]
