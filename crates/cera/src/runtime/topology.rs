@@ -13,7 +13,6 @@
 //! `/sys/devices/cpu_core/cpus` on Intel hybrids); elsewhere, or where sysfs is missing, the
 //! logical count stands in for everything.
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 /// What [`CpuTopology::get`] found.
@@ -48,7 +47,7 @@ impl CpuTopology {
         let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
         #[cfg(target_os = "linux")]
         if let Some(allowed) = allowed_cpus()
-            && let Some(t) = from_sysfs(Path::new("/sys/devices"), &allowed, logical)
+            && let Some(t) = from_sysfs(std::path::Path::new("/sys/devices"), &allowed, logical)
         {
             return t;
         }
@@ -78,6 +77,7 @@ fn allowed_cpus() -> Option<Vec<usize>> {
 }
 
 /// A kernel CPU list (`0-3,8,10-11`) as its CPU numbers; `None` if malformed.
+#[cfg(any(target_os = "linux", test))]
 fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -98,12 +98,13 @@ fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
 /// The topology of the `allowed` CPUs as sysfs under `devices` (normally `/sys/devices`)
 /// describes it, `logical` being the usable count (a cgroup quota may make it smaller than
 /// `allowed`). `None` when sysfs lacks the sibling lists (then nothing here can be trusted).
-fn from_sysfs(devices: &Path, allowed: &[usize], logical: usize) -> Option<CpuTopology> {
+#[cfg(any(target_os = "linux", test))]
+fn from_sysfs(devices: &std::path::Path, allowed: &[usize], logical: usize) -> Option<CpuTopology> {
     if allowed.is_empty() {
         return None;
     }
     let cpu_dir = devices.join("system/cpu");
-    let read = |p: &Path| std::fs::read_to_string(p).ok();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).ok();
     // one entry per physical core: its sibling list as the kernel prints it, and its class
     let mut cores: Vec<(String, u32)> = Vec::new();
     // Intel hybrids list their P-cores here; absent elsewhere
