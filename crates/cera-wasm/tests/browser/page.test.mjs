@@ -74,7 +74,9 @@ async function send(prompt, { raw, temp, max }) {
 
 test("a raw greedy completion streams the CLI's text (scalar tier)", { timeout: 180_000 }, async () => {
   const prompt = "The capital of France is";
-  const n = 16;
+  // 12 tokens, as the Node test: the 16th is a near-tie ("311" or "321" million) that the
+  // simd128 build's vector exponentials (not libm's) can tip either way
+  const n = 12;
   const want = execFileSync(cli, ["run", "-m", model, "--raw", "--temp", "0", "-n", String(n), "-p", prompt], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "ignore"],
