@@ -44,7 +44,7 @@ fn gpus() {
         let yes = |b: bool| if b { "yes" } else { "no" };
         println!(
             "GPU adapter {}: {} ({}, {}, {}); f16 {}, subgroups {}, cooperative matrices {}{}, \
-             largest binding {} MiB (CERA_GPU={} picks it)",
+             immediates {} bytes, largest binding {} MiB (CERA_GPU={} picks it)",
             a.index,
             a.name,
             a.api,
@@ -58,6 +58,7 @@ fn gpus() {
             } else {
                 format!(" ({})", a.coop_shapes.join(", "))
             },
+            a.immediates,
             a.max_binding >> 20,
             a.index
         );

@@ -82,6 +82,35 @@ fn gpu_matmul_other_gemv_variants() {
     }
 }
 
+/// Every op with its parameters in a uniform buffer (WebGPU's path) where the adapter takes
+/// them as immediates (Vulkan, Metal, DX12; lavapipe too).
+#[test]
+fn gpu_ops_with_uniform_parameters() {
+    let g = gpu();
+    assert!(
+        g.uses_immediates() || g.info().immediates < 128,
+        "the adapter has {} bytes of immediates but the backend does not use them",
+        g.info().immediates
+    );
+    if !g.uses_immediates() {
+        eprintln!("the adapter has no immediates: every other test ran the uniform path");
+        return;
+    }
+    check_on(
+        g.without_immediates(),
+        &[
+            "memory",
+            "elementwise",
+            "rope",
+            "matmul",
+            "embed",
+            "attention",
+            "short_conv",
+            "moe",
+        ],
+    );
+}
+
 #[test]
 fn gpu_attention_and_kv_state() {
     check(&["attention", "kv_state"]);

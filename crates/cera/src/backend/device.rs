@@ -422,6 +422,24 @@ impl Backend for Device {
         on!(self, b => Backend::rope_qk(b, cx.w(), q.w(), n_head, k.w(), n_kv_head, head_dim, pos, cfg))
     }
 
+    fn rope_qk_store(
+        &self,
+        cx: &mut DevCtx,
+        q: &mut DevTensor,
+        n_head: usize,
+        k: &mut DevTensor,
+        v: &DevTensor,
+        kv: &mut DevKv,
+        span: SeqSpan,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        on!(self, b, kvr, kvm => Backend::rope_qk_store(
+            b, cx.w(), q.w(), n_head, k.w(), v.r(), kvm!(kv), span, head_dim, pos, cfg
+        ))
+    }
+
     fn matmul_lora(
         &self,
         cx: &mut DevCtx,

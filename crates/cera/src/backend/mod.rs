@@ -277,6 +277,27 @@ pub trait Backend: Send + Sync {
         self.rope(cx, q, n_head, head_dim, pos, cfg);
         self.rope(cx, k, n_kv_head, head_dim, pos, cfg);
     }
+    /// [`Backend::rope_qk`], then [`Backend::kv_store`] of one sequence's keys and values
+    /// (`span`, every row of the step): a backend may do both in one pass, and may leave `k`
+    /// unrotated (only the cache is read after; `q` is rotated either way).
+    #[allow(clippy::too_many_arguments)]
+    fn rope_qk_store(
+        &self,
+        cx: &mut Self::Ctx,
+        q: &mut Self::Tensor,
+        n_head: usize,
+        k: &mut Self::Tensor,
+        v: &Self::Tensor,
+        kv: &mut Self::Kv,
+        span: SeqSpan,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        let n_kv_head = kv.dims().0;
+        self.rope_qk(cx, q, n_head, k, n_kv_head, head_dim, pos, cfg);
+        self.kv_store(cx, kv, k, v, span);
+    }
     /// RMS norm of each `w.len()`-wide segment of every row, times `w` (a whole row, or each
     /// head of a row for per-head Q/K norms).
     fn rms_norm(

@@ -24,7 +24,7 @@ use super::common::shortconv::ConvState;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
-use super::step::{LogitsPost, SeqInput, Workspace, attend, dumping, logits_out, project};
+use super::step::{LogitsPost, SeqInput, Workspace, dumping, logits_out, project, rope_attend};
 use crate::backend::moe::{Gating, MoeWeights};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, RopeKind, Weight};
 use crate::error::{Error, Result};
@@ -493,8 +493,6 @@ impl Lfm2 {
         }
         be.rms_norm_inplace(cx, &mut ws.q, &w.q_norm, c.rms_eps);
         be.rms_norm_inplace(cx, &mut ws.k, &w.k_norm, c.rms_eps);
-        let (nh, hd) = (c.n_head, c.head_dim);
-        be.rope_qk(cx, &mut ws.q, nh, &mut ws.k, n_kv, hd, &ws.pos, &c.rope);
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,
@@ -505,7 +503,7 @@ impl Lfm2 {
             window: c.window,
             causal: true,
         };
-        attend(be, il, seqs, ws, &params);
+        rope_attend(be, il, seqs, ws, &c.rope, &params);
         if norm.is_some() {
             return be.matmul_add(&mut ws.cx, &w.wo, &ws.att, &mut ws.x);
         }

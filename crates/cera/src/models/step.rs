@@ -3,7 +3,7 @@
 //! plan, the per-layer list of caches, logits out).
 
 use super::SeqState;
-use crate::backend::{AttentionParams, Backend, Device, SeqSpan, Weight};
+use crate::backend::{AttentionParams, Backend, Device, RopeConfig, SeqSpan, Weight};
 use crate::error::{Error, Result};
 use crate::lora::LoraSet;
 
@@ -431,6 +431,53 @@ pub(crate) fn attend<B: Backend>(
     with_layer_kv(seqs, il, |kv| {
         be.attention(cx, &ws.q, kv, &ws.spans, p, &mut ws.att)
     });
+}
+
+/// RoPE of the step's queries and keys (`ws.q`, `ws.k`), then [`attend`]: one sequence's
+/// rotation and cache store go to the backend together ([`Backend::rope_qk_store`]: a GPU
+/// does them in one dispatch). With `CERA_DUMP` the rotated Q/K/V are dumped first.
+pub(crate) fn rope_attend<B: Backend>(
+    be: &B,
+    il: usize,
+    seqs: &mut [SeqInput<'_, B>],
+    ws: &mut Workspace<B>,
+    rope: &RopeConfig,
+    p: &AttentionParams,
+) {
+    if seqs.len() == 1 && !dumping() {
+        let cx = &mut ws.cx;
+        be.rope_qk_store(
+            cx,
+            &mut ws.q,
+            p.n_head,
+            &mut ws.k,
+            &ws.v,
+            &mut seqs[0].state.kv[il],
+            ws.spans[0],
+            p.head_dim,
+            &ws.pos,
+            rope,
+        );
+        with_layer_kv(seqs, il, |kv| {
+            be.attention(cx, &ws.q, kv, &ws.spans, p, &mut ws.att)
+        });
+        return;
+    }
+    let cx = &mut ws.cx;
+    be.rope_qk(
+        cx,
+        &mut ws.q,
+        p.n_head,
+        &mut ws.k,
+        p.n_kv_head,
+        p.head_dim,
+        &ws.pos,
+        rope,
+    );
+    dump(be, ws, "Qcur", Some(il), Buf::Q);
+    dump(be, ws, "Kcur", Some(il), Buf::K);
+    dump(be, ws, "Vcur", Some(il), Buf::V);
+    attend(be, il, seqs, ws, p);
 }
 
 /// What follows the output projection.

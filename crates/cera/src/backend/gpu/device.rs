@@ -28,6 +28,9 @@ pub struct AdapterInfo {
     pub coop_shapes: Vec<String>,
     /// The largest buffer one binding may view, in bytes (weights larger than this are split).
     pub max_binding: u64,
+    /// Bytes of immediates (push constants) a pipeline may take (0: none; ops then read their
+    /// parameters from a uniform buffer).
+    pub immediates: u32,
 }
 
 /// `CERA_GPU_NOOP=1`: wgpu's no-op backend only, a device that records and submits but runs
@@ -117,6 +120,11 @@ fn describe(index: usize, a: &wgpu::Adapter) -> AdapterInfo {
             Vec::new()
         },
         max_binding: a.limits().max_storage_buffer_binding_size,
+        immediates: if f.contains(wgpu::Features::IMMEDIATES) {
+            a.limits().max_immediate_size
+        } else {
+            0
+        },
     }
 }
 

@@ -43,6 +43,7 @@ fn op_source(op: &str) -> &'static str {
         "copy_cols" => include_str!("shaders/copy_cols.wgsl"),
         "gather_rows" => include_str!("shaders/gather_rows.wgsl"),
         "rope" => include_str!("shaders/rope.wgsl"),
+        "rope_store" => include_str!("shaders/rope_store.wgsl"),
         "kv_store" => include_str!("shaders/kv_store.wgsl"),
         "kv_store_q8" => include_str!("shaders/kv_store_q8.wgsl"),
         "attention" => include_str!("shaders/attention.wgsl"),
@@ -179,6 +180,45 @@ impl std::hash::Hasher for Fx {
     }
 }
 
+/// Words of the immediates every pipeline declares when the device takes them (each op's `P`
+/// padded to this, so that one layout size serves all and a dispatch pushes them whole).
+pub(super) const IMMEDIATE_WORDS: usize = 32;
+
+/// The line every op declares its parameters with (as a uniform at binding 0).
+const PARAMS_UNIFORM: &str = "@group(0) @binding(0) var<uniform> p: P;";
+
+/// An op's source with its parameters as immediates (pushed with each dispatch, read from
+/// registers: no load from a uniform buffer at the start of every kernel, nor its staging on
+/// the host): `P` padded with unused fields to [`IMMEDIATE_WORDS`] words.
+fn immediate_params(src: &str) -> String {
+    let start = src.find("struct P {").expect("every op declares struct P");
+    let end = start + src[start..].find('}').expect("struct P closes");
+    let fields = src[start..end].matches(':').count();
+    assert!(
+        fields <= IMMEDIATE_WORDS && src.contains(PARAMS_UNIFORM),
+        "struct P of {fields} u32 fields, declared as a uniform at binding 0"
+    );
+    let pad: String = (fields..IMMEDIATE_WORDS)
+        .map(|i| format!(" _pad{i}: u32,"))
+        .collect();
+    let body = src[start..end].trim_end();
+    let sep = if body.ends_with(',') { "" } else { "," };
+    let mut out = String::with_capacity(src.len() + pad.len());
+    out.push_str(&src[..start]);
+    out.push_str(body);
+    out.push_str(sep);
+    out.push_str(&pad);
+    out.push('\n');
+    out.push_str(&src[end..]);
+    out.replace(PARAMS_UNIFORM, "var<immediate> p: P;")
+}
+
+/// A dispatch's parameters: staged in the upload buffer (bound at 0), or pushed with it.
+pub(super) enum Params {
+    Staged(Slot),
+    Immediate(Vec<u32>),
+}
+
 /// Where staged host data landed.
 #[derive(Clone)]
 pub(super) struct Slot {
@@ -202,10 +242,24 @@ pub(super) struct Arena {
     staged: Vec<u8>,
 }
 
-/// Dispatches after which a step's recording so far is submitted: the device starts on the
-/// first layers while the host records the rest (a decode step's recording takes about as
-/// long as its execution).
-const SUBMIT_EVERY: u32 = 96;
+/// Dispatches after which a step's recording so far is submitted, the first part and then
+/// every later one: the device starts on the first layers while the host records the rest (a
+/// decode step's recording takes about as long as its execution, so the device waits for the
+/// first part only; each submit costs the host a few microseconds more).
+const SUBMIT_FIRST: u32 = 16;
+const SUBMIT_EVERY: u32 = 48;
+
+/// `CERA_GPU_SUBMIT=FIRST,EVERY` (for measuring them), else the defaults.
+pub(super) fn submit_after_from_env() -> (u32, u32) {
+    let v = std::env::var("CERA_GPU_SUBMIT").unwrap_or_default();
+    let mut it = v
+        .split(',')
+        .map(|x| x.trim().parse::<u32>().ok().filter(|&n| n > 0));
+    match (it.next().flatten(), it.next().flatten()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => (SUBMIT_FIRST, SUBMIT_EVERY),
+    }
+}
 
 impl Gpu {
     fn pipeline(&self, key: Key) -> Arc<wgpu::ComputePipeline> {
@@ -225,12 +279,27 @@ impl Gpu {
             src.push_str(include_str!("shaders/out.wgsl"));
         }
         src.push_str(op_source(key.op));
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(key.op),
-                source: wgpu::ShaderSource::Wgsl(src.into()),
-            });
+        if self.immediates {
+            src = immediate_params(&src);
+        }
+        let desc = wgpu::ShaderModuleDescriptor {
+            label: Some(key.op),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        };
+        let module = if self.checked_shaders {
+            self.device.create_shader_module(desc)
+        } else {
+            // SAFETY: these are our own shaders, whose every index stays in its array (the op
+            // tests run them on every path against the CPU, with `CERA_GPU_CHECKS=1` too),
+            // whose loops end, and whose integer divisors are never zero; buffer accesses stay
+            // bounds-checked by the driver where wgpu enables robust buffer access. Without
+            // the runtime checks naga injects (index clamps, a counter in every loop, guarded
+            // divisions) the compiler can unroll loops and keep small arrays in registers.
+            unsafe {
+                self.device
+                    .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+            }
+        };
         let p = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -350,10 +419,35 @@ impl Gpu {
         }
         let mut p = params.to_vec();
         p.push(groups);
+        let (params, _) = self.stage_params(cx, &p, &[]);
+        self.dispatch_staged(cx, op, defs, ty, &params, binds, groups);
+    }
+
+    /// Stages a dispatch's parameters (`P`'s fields in order, `groups` last) with host slices
+    /// of its, all in the same submission: the parameters as immediates where the device takes
+    /// them (pushed with the dispatch), else in the step's upload buffer with the slices.
+    pub(super) fn stage_params(
+        &self,
+        cx: &mut GpuCtx,
+        params: &[u32],
+        items: &[&[u8]],
+    ) -> (Params, Vec<Slot>) {
+        if self.immediates {
+            assert!(
+                params.len() <= IMMEDIATE_WORDS,
+                "{} parameter words: at most {IMMEDIATE_WORDS}",
+                params.len()
+            );
+            return (Params::Immediate(params.to_vec()), self.stage(cx, items));
+        }
+        let mut p = params.to_vec();
         p.resize(p.len().next_multiple_of(4), 0);
         let bytes: Vec<u8> = p.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let slot = self.stage(cx, &[&bytes]).pop().expect("one slot");
-        self.dispatch_staged(cx, op, defs, ty, &slot, binds, groups);
+        let mut all: Vec<&[u8]> = vec![&bytes];
+        all.extend_from_slice(items);
+        let mut slots = self.stage(cx, &all);
+        let first = slots.remove(0);
+        (Params::Staged(first), slots)
     }
 
     /// [`Gpu::dispatch`] with the parameters already staged (when host slices were staged
@@ -366,7 +460,7 @@ impl Gpu {
         op: &'static str,
         defs: &'static str,
         ty: Option<GgmlType>,
-        params: &Slot,
+        params: &Params,
         binds: &[Bind<'_>],
         groups: u32,
     ) {
@@ -376,17 +470,27 @@ impl Gpu {
         // are reused, the arena fills in the same order), so bind groups are made once
         assert!(binds.len() < 8, "{op}: too many bindings");
         let pipe_id = Arc::as_ptr(&pipe) as usize;
-        let params_bind = Bind::Range(&params.buf, params.off, params.size);
+        // (binding number, buffer, offset, size): the parameters at 0 unless pushed
+        let params_bind = match params {
+            Params::Staged(p) => Some(Bind::Range(&p.buf, p.off, p.size)),
+            Params::Immediate(_) => None,
+        };
         let all = || {
-            std::iter::once(&params_bind)
-                .chain(binds.iter())
-                .map(bind_range)
+            params_bind
+                .iter()
+                .map(|b| (0usize, b))
+                .chain(binds.iter().enumerate().map(|(i, b)| (i + 1, b)))
+                .map(|(i, b)| {
+                    let (buf, off, size) = bind_range(b);
+                    (i, buf, off, size)
+                })
         };
         let hash = {
             use std::hash::{Hash, Hasher};
             let mut h = Fx::default();
             pipe_id.hash(&mut h);
-            for (buf, off, size) in all() {
+            for (i, buf, off, size) in all() {
+                h.write_usize(i);
                 buf.hash(&mut h);
                 h.write_u64(off);
                 h.write_u64(size);
@@ -394,20 +498,20 @@ impl Gpu {
             h.finish()
         };
         let same = |key: &BgKey| {
-            key.iter().filter(|k| k.is_some()).count() == binds.len() + 1
-                && key.iter().zip(all()).all(|(k, (buf, off, size))| {
-                    k.as_ref()
+            key.iter().filter(|k| k.is_some()).count() == all().count()
+                && all().all(|(i, buf, off, size)| {
+                    key[i]
+                        .as_ref()
                         .is_some_and(|(kb, ko, ks)| kb == buf && *ko == off && *ks == size)
                 })
         };
         let make = || {
             let mut key: BgKey = Default::default();
-            for (k, (buf, off, size)) in key.iter_mut().zip(all()) {
-                *k = Some((buf.clone(), off, size));
+            for (i, buf, off, size) in all() {
+                key[i] = Some((buf.clone(), off, size));
             }
             let entries: Vec<wgpu::BindGroupEntry<'_>> = all()
-                .enumerate()
-                .map(|(i, (buf, off, size))| wgpu::BindGroupEntry {
+                .map(|(i, buf, off, size)| wgpu::BindGroupEntry {
                     binding: i as u32,
                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                         buffer: buf,
@@ -473,6 +577,13 @@ impl Gpu {
             pass.write_timestamp(qs, 0);
         }
         pass.set_pipeline(&pipe);
+        if let Params::Immediate(words) = params {
+            let mut imm = [0u8; IMMEDIATE_WORDS * 4];
+            for (d, w) in imm.chunks_exact_mut(4).zip(words) {
+                d.copy_from_slice(&w.to_le_bytes());
+            }
+            pass.set_immediates(0, &imm);
+        }
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(x, y, 1);
         if let Some((qs, i)) = &stamp {
@@ -480,7 +591,12 @@ impl Gpu {
         }
         cx.dispatches += 1;
         cx.unsubmitted += 1;
-        if cx.unsubmitted >= SUBMIT_EVERY && !self.timing {
+        let after = if cx.step_submits == 0 {
+            self.submit_after.0
+        } else {
+            self.submit_after.1
+        };
+        if cx.unsubmitted >= after && !self.timing {
             self.submit(cx, false);
         }
         if let (Some(p), Some(t_in)) = (&self.profile, t_in) {
@@ -566,6 +682,7 @@ impl Gpu {
     /// part's in the arena unless the step ends (`end`).
     fn submit(&self, cx: &mut GpuCtx, end: bool) {
         cx.unsubmitted = 0;
+        cx.step_submits = if end { 0 } else { cx.step_submits + 1 };
         if let Some(a) = cx.arena.as_mut() {
             if !a.staged.is_empty() {
                 self.queue.write_buffer(&a.buf, a.base as u64, &a.staged);

@@ -177,6 +177,89 @@ fn rot_params(r: &Rotation) -> [u32; 2] {
     [r.n as u32, s.to_bits()]
 }
 
+/// RoPE of `q` (`n_head` heads) and `k` (`kv`'s heads), and `k`, `v` stored in `kv` at `s`'s
+/// positions, in one dispatch: where `s` is every row (one sequence's step) and both cache
+/// sides are f32 or f16. `k` is left unrotated (only the cache is read after). Returns
+/// whether it ran; the caller does the two ops apart otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rope_store(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    q: &mut GpuTensor,
+    n_head: usize,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    kv: &mut GpuKv,
+    s: SeqSpan,
+    pos: &[usize],
+    cfg: &RopeConfig,
+) -> bool {
+    let h = kv.n_kv_head;
+    let d = kv.head_dim;
+    let half = cfg.n_rot / 2;
+    let plain = |t: KvType| matches!(t, KvType::F32 | KvType::F16);
+    if !(plain(kv.spec.k) && plain(kv.spec.v))
+        || s.row0 != 0
+        || s.n != k.rows
+        || q.rows != k.rows
+        || pos.len() != k.rows
+        || half == 0
+        || cfg.n_rot > d
+        || n_head * d > q.cols
+        || h * d > k.cols
+        || h * kv.head_dim_v > v.cols
+        || v.rows != k.rows
+        || s.pos0 + s.n > kv.n_ctx
+    {
+        return false;
+    }
+    if s.n == 0 {
+        return true;
+    }
+    let table = super::ops::rope_table(gpu, cx, cfg, pos);
+    let tq = q.rows * n_head * half;
+    let tk = s.n * h * kv.kw();
+    let tv = s.n * h * kv.vw();
+    let params = [
+        tq as u32,
+        tk as u32,
+        tv as u32,
+        n_head as u32,
+        d as u32,
+        half as u32,
+        u32::from(cfg.kind == crate::backend::RopeKind::Neox),
+        q.cols as u32,
+        s.row0 as u32,
+        s.pos0 as u32,
+        h as u32,
+        kv.n_ctx as u32,
+        kv.kw() as u32,
+        type_code(kv.spec.k),
+        k.cols as u32,
+        kv.head_dim_v as u32,
+        kv.vw() as u32,
+        type_code(kv.spec.v),
+        v.cols as u32,
+    ];
+    gpu.dispatch(
+        cx,
+        "rope_store",
+        "",
+        None,
+        &params,
+        &[
+            Bind::Whole(q.buf()),
+            Bind::Whole(k.buf()),
+            Bind::Whole(v.buf()),
+            table.bind(),
+            Bind::Seq(&kv.k, &kv.binds),
+            Bind::Seq(&kv.v, &kv.binds),
+        ],
+        (tq + tk + tv).div_ceil(256) as u32,
+    );
+    true
+}
+
 pub(super) fn store(
     gpu: &Gpu,
     cx: &mut GpuCtx,

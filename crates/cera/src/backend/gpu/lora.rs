@@ -66,17 +66,17 @@ fn add_delta(
         0,
         0,
     ];
-    let st = gpu.stage(cx, &[bytes_of(&params), bytes_of(&idx)]);
+    let (st_p, st) = gpu.stage_params(cx, &params, &[bytes_of(&idx)]);
     gpu.dispatch_staged(
         cx,
         "lora_delta",
         "",
         None,
-        &st[0],
+        &st_p,
         &[
             Bind::Whole(t.buf()),
             Bind::Whole(&b),
-            st[1].bind(),
+            st[0].bind(),
             Bind::Whole(out.buf()),
         ],
         g,

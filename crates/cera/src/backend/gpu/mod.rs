@@ -39,7 +39,9 @@ pub use kv::GpuKv;
 pub use weights::GemvKind;
 
 use super::moe::{MoeLora, MoeWeights};
-use super::{Act, AttentionParams, Backend, KvSpec, LowRank, RopeConfig, SeqSpan, Weight};
+use super::{
+    Act, AttentionParams, Backend, KvCache as _, KvSpec, LowRank, RopeConfig, SeqSpan, Weight,
+};
 use crate::error::{Error, Result};
 use kernels::Pipelines;
 use weights::GpuWeight;
@@ -88,6 +90,16 @@ pub struct Gpu {
     /// workgroup size), where the adapter multiplies 16 × 16 × 16 f16 matrices into f32 and
     /// has one subgroup size; `CERA_GPU_COOP=0` turns it off.
     coop: Option<&'static str>,
+    /// `CERA_GPU_CHECKS=1`: compile shaders with naga's runtime checks (index clamps, loop
+    /// counters, guarded divisions), as untrusted WGSL gets; off by default (see
+    /// `Gpu::pipeline`).
+    checked_shaders: bool,
+    /// Dispatches after which a step's recording so far is submitted: (the first part, the
+    /// later ones); `CERA_GPU_SUBMIT=FIRST,EVERY` sets them.
+    submit_after: (u32, u32),
+    /// Parameters pushed as immediates (adapters with them: Vulkan, Metal, DX12), else
+    /// staged in a uniform buffer (WebGPU); `CERA_GPU_IMMEDIATES=0` stages them.
+    immediates: bool,
 }
 
 /// Totals over the steps since the backend was made (`CERA_GPU_PROFILE=1`).
@@ -219,6 +231,8 @@ pub struct GpuCtx {
     pub dispatches: u64,
     /// Dispatches recorded since the last submit.
     unsubmitted: u32,
+    /// Submits of the step so far (the first comes sooner: see [`Gpu::submit_after`]).
+    step_submits: u32,
     /// The MoE block's working tensors.
     moe: moe::MoeTensors,
     /// `A · x` of a LoRA delta.
@@ -264,6 +278,9 @@ impl Gpu {
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
         let timing = std::env::var("CERA_GPU_PROFILE").is_ok_and(|v| v == "2")
             && adapter.features().contains(stamps);
+        let immediates = adapter.features().contains(wgpu::Features::IMMEDIATES)
+            && limits.max_immediate_size as usize >= kernels::IMMEDIATE_WORDS * 4
+            && std::env::var("CERA_GPU_IMMEDIATES").map_or(true, |v| v != "0");
         let coop = weights::coop_defs(&info);
         let coop_features = if coop.is_some() {
             wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16
@@ -277,7 +294,12 @@ impl Gpu {
             } else {
                 wgpu::Features::empty()
             }) | (adapter.features() & wgpu::Features::SUBGROUP)
-                | coop_features,
+                | coop_features
+                | (if immediates {
+                    wgpu::Features::IMMEDIATES
+                } else {
+                    wgpu::Features::empty()
+                }),
             required_limits: limits,
             // SAFETY: the one experimental feature requested is cooperative matrices, used
             // only by the GEMM variant that the op tests check against the CPU on the adapter
@@ -302,6 +324,9 @@ impl Gpu {
             dummy_in: unused(),
             gemv: weights::GemvKind::pick(&info),
             coop,
+            checked_shaders: std::env::var("CERA_GPU_CHECKS").is_ok_and(|v| v == "1"),
+            submit_after: kernels::submit_after_from_env(),
+            immediates,
             device,
             queue,
             info,
@@ -335,6 +360,19 @@ impl Gpu {
     /// adapters that have them).
     pub fn without_coop(mut self) -> Gpu {
         self.coop = None;
+        self
+    }
+
+    /// Whether ops take their parameters as immediates (else from a uniform buffer).
+    pub fn uses_immediates(&self) -> bool {
+        self.immediates
+    }
+
+    /// The backend reading every op's parameters from a uniform buffer, as on adapters
+    /// without immediates (WebGPU): tests check that path where the adapter has them. Call
+    /// it on a fresh backend (its pipelines are built for one or the other).
+    pub fn without_immediates(mut self) -> Gpu {
+        self.immediates = false;
         self
     }
 
@@ -677,6 +715,29 @@ impl Backend for Gpu {
             pos,
             cfg,
         );
+    }
+
+    fn rope_qk_store(
+        &self,
+        cx: &mut GpuCtx,
+        q: &mut GpuTensor,
+        n_head: usize,
+        k: &mut GpuTensor,
+        v: &GpuTensor,
+        kv: &mut GpuKv,
+        span: SeqSpan,
+        head_dim: usize,
+        pos: &[usize],
+        cfg: &RopeConfig,
+    ) {
+        // one dispatch instead of two: decode's cost is per dispatch
+        if head_dim == kv.dims().1 && kv::rope_store(self, cx, q, n_head, k, v, kv, span, pos, cfg)
+        {
+            return;
+        }
+        let n_kv_head = kv.dims().0;
+        self.rope_qk(cx, q, n_head, k, n_kv_head, head_dim, pos, cfg);
+        self.kv_store(cx, kv, k, v, span);
     }
 
     fn rms_norm(&self, cx: &mut GpuCtx, x: &GpuTensor, w: &[f32], eps: f32, out: &mut GpuTensor) {

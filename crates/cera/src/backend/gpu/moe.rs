@@ -155,16 +155,16 @@ fn run(
         let total = slots.len() * d;
         let g = total.div_ceil(256) as u32;
         let params = [total as u32, d as u32, g, 0];
-        let st = gpu.stage(cx, &[bytes_of(&params), bytes_of(&pairs)]);
+        let (st_p, st) = gpu.stage_params(cx, &params, &[bytes_of(&pairs)]);
         gpu.dispatch_staged(
             cx,
             "moe_scatter",
             "",
             None,
-            &st[0],
+            &st_p,
             &[
                 Bind::Whole(t.y.buf()),
-                st[1].bind(),
+                st[0].bind(),
                 Bind::Whole(t.slots.buf()),
             ],
             g,

@@ -1,7 +1,7 @@
 //! The row-wise ops: norms, element-wise arithmetic, column and row copies, RoPE and LFM2's
 //! short convolution. Each records one dispatch (shaders in `shaders/`, one op per file).
 
-use super::kernels::{Bind, bytes_of, fbits};
+use super::kernels::{Bind, Slot, bytes_of, fbits};
 use super::{Gpu, GpuCtx, GpuTensor};
 use crate::backend::{Act, RopeConfig, RopeKind, SeqSpan};
 
@@ -18,14 +18,14 @@ pub(super) fn upload(gpu: &Gpu, cx: &mut GpuCtx, data: &[f32], dst: &wgpu::Buffe
     let n = data.len();
     let g = groups(n);
     let params = [n as u32, g, 0, 0];
-    let slots = gpu.stage(cx, &[bytes_of(&params), bytes_of(data)]);
+    let (slots_p, slots) = gpu.stage_params(cx, &params, &[bytes_of(data)]);
     gpu.dispatch_staged(
         cx,
         "upload",
         "",
         None,
-        &slots[0],
-        &[slots[1].bind(), Bind::Whole(dst)],
+        &slots_p,
+        &[slots[0].bind(), Bind::Whole(dst)],
         g,
     );
 }
@@ -260,16 +260,16 @@ pub(super) fn gather_rows(
     let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
     let g = groups(total);
     let params = [total as u32, src.cols as u32, g, 0];
-    let slots = gpu.stage(cx, &[bytes_of(&params), bytes_of(&idx)]);
+    let (slots_p, slots) = gpu.stage_params(cx, &params, &[bytes_of(&idx)]);
     gpu.dispatch_staged(
         cx,
         "gather_rows",
         "",
         None,
-        &slots[0],
+        &slots_p,
         &[
             Bind::Whole(src.buf()),
-            slots[1].bind(),
+            slots[0].bind(),
             Bind::Whole(dst.buf()),
         ],
         g,
@@ -303,28 +303,7 @@ pub(super) fn rope(
     if x.rows == 0 || half == 0 {
         return;
     }
-    // the angles depend on the positions and the config only: every layer of a step shares
-    // one table, staged with the step's parameters (at the same arena offset every decode
-    // step, so the dispatch's bind group is reused; a buffer of its own per step cost a
-    // buffer creation and a new bind group per token)
-    let table = match cx.rope_tables.iter().find(|(c, p, _)| c == cfg && p == pos) {
-        Some((_, _, slot)) => slot.clone(),
-        None => {
-            let mut cs = vec![(0f32, 0f32); half];
-            let mut t: Vec<f32> = Vec::with_capacity(pos.len() * half * 2);
-            for &p in pos {
-                cfg.cos_sin(p as i64, &mut cs);
-                t.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
-            }
-            let slot = gpu.stage(cx, &[bytes_of(&t)]).pop().expect("one slot");
-            if cx.rope_tables.len() >= ROPE_TABLES {
-                cx.rope_tables.remove(0);
-            }
-            cx.rope_tables
-                .push((cfg.clone(), pos.to_vec(), slot.clone()));
-            slot
-        }
-    };
+    let table = rope_table(gpu, cx, cfg, pos);
     let total_a = x.rows * n_head * half;
     let (total_b, heads_b, cols_b) = match &second {
         Some((k, h)) => (k.rows * h * half, *h, k.cols),
@@ -354,6 +333,33 @@ pub(super) fn rope(
         &[Bind::Whole(x.buf()), Bind::Whole(&b_buf), table.bind()],
         groups(total_a + total_b),
     );
+}
+
+/// The step's (cos, sin) table for `pos` under `cfg`, staged once per step.
+pub(super) fn rope_table(gpu: &Gpu, cx: &mut GpuCtx, cfg: &RopeConfig, pos: &[usize]) -> Slot {
+    let half = cfg.n_rot / 2;
+    // the angles depend on the positions and the config only: every layer of a step shares
+    // one table, staged with the step's parameters (at the same arena offset every decode
+    // step, so the dispatch's bind group is reused; a buffer of its own per step cost a
+    // buffer creation and a new bind group per token)
+    match cx.rope_tables.iter().find(|(c, p, _)| c == cfg && p == pos) {
+        Some((_, _, slot)) => slot.clone(),
+        None => {
+            let mut cs = vec![(0f32, 0f32); half];
+            let mut t: Vec<f32> = Vec::with_capacity(pos.len() * half * 2);
+            for &p in pos {
+                cfg.cos_sin(p as i64, &mut cs);
+                t.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+            }
+            let slot = gpu.stage(cx, &[bytes_of(&t)]).pop().expect("one slot");
+            if cx.rope_tables.len() >= ROPE_TABLES {
+                cx.rope_tables.remove(0);
+            }
+            cx.rope_tables
+                .push((cfg.clone(), pos.to_vec(), slot.clone()));
+            slot
+        }
+    }
 }
 
 /// RoPE tables a step keeps (a model has one or two configs: local and global layers).

@@ -12,7 +12,7 @@ use crate::gguf::GgufFile;
 
 /// Tokens up to which the product runs as a GEMV (each workgroup one weight row, all tokens):
 /// the weights are read once per step either way, and below this the GEMM's tiles are empty.
-const GEMV_MAX_TOKENS: usize = 8;
+const GEMV_MAX_TOKENS: usize = 8; // the GEMV defs' `MAX_T` (`gemv_defs!`)
 
 /// One binding's worth of a weight's rows.
 pub(super) struct Part {
@@ -192,6 +192,64 @@ pub(super) fn fusable(a: &Weight, b: &Weight) -> bool {
     a.ty == b.ty && a.cols == b.cols
 }
 
+/// A GEMV variant's defs, for one token or up to [`GEMV_MAX_TOKENS`] (`$one`): its workgroup
+/// size, whether an invocation takes a row, its teams per workgroup and their sum.
+macro_rules! gemv_defs {
+    ($one:expr, $wg:literal, $per_row:literal, $teams:literal, $sum:ident) => {
+        if $one {
+            concat!(
+                "const MAX_T: u32 = 1u;\n",
+                "const WG: u32 = ",
+                $wg,
+                ";\nconst PER_ROW: bool = ",
+                $per_row,
+                ";\nconst TEAMS: u32 = ",
+                $teams,
+                ";\n",
+                $sum!()
+            )
+        } else {
+            concat!(
+                "const MAX_T: u32 = 8u;\n",
+                "const WG: u32 = ",
+                $wg,
+                ";\nconst PER_ROW: bool = ",
+                $per_row,
+                ";\nconst TEAMS: u32 = ",
+                $teams,
+                ";\n",
+                $sum!()
+            )
+        }
+    };
+}
+
+/// A team's sum where there are no teams.
+macro_rules! PLAIN_SUM {
+    () => {
+        "fn team_sum(v: f32) -> f32 { return v; }"
+    };
+}
+
+/// The subgroup variant's team sum (naga takes subgroup built-ins without `enable subgroups`,
+/// which it rejects, when the device has the feature): a butterfly over its 32 lanes, every
+/// lane getting it.
+macro_rules! SUBGROUP_SUM {
+    () => {
+        concat!(
+            "fn team_sum(v: f32) -> f32 {\n",
+            "    var s = v;\n",
+            "    s += subgroupShuffleXor(s, 16u);\n",
+            "    s += subgroupShuffleXor(s, 8u);\n",
+            "    s += subgroupShuffleXor(s, 4u);\n",
+            "    s += subgroupShuffleXor(s, 2u);\n",
+            "    s += subgroupShuffleXor(s, 1u);\n",
+            "    return s;\n",
+            "}"
+        )
+    };
+}
+
 /// How the GEMV spreads rows over invocations (the adapter's default: [`GemvKind::pick`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemvKind {
@@ -231,50 +289,24 @@ impl GemvKind {
             || (info.subgroups && info.subgroup_min >= 32 && info.subgroup_max <= 64)
     }
 
-    /// The variant's WGSL defs and its rows per workgroup for weights of type `ty`: the
+    /// The variant's WGSL defs and its rows per workgroup for weights of type `ty` and `t`
+    /// tokens (the one-token variant is decode's: its accumulators stay in registers). The
     /// subgroup variant only for formats of small blocks (on the H200 it took a Q4_K or Q6_K
     /// row of 896 from 30 to 46 us, its 32 lanes each decoding twice the 256-element blocks'
     /// scales a workgroup's 64 do; Q5_0 went from 25 to 22.5, the Q8_0 LM head from 123 to 83).
-    fn defs(self, ty: crate::quant::GgmlType) -> (&'static str, usize) {
+    fn defs(self, ty: crate::quant::GgmlType, t: usize) -> (&'static str, usize) {
         let kind = match ty.block_elems() {
             Some(256) if self == GemvKind::Subgroup => GemvKind::Workgroup,
             _ => self,
         };
+        let one = t == 1;
         match kind {
-            GemvKind::PerRow => (
-                concat!(
-                    "const WG: u32 = 64u;\nconst PER_ROW: bool = true;\nconst TEAMS: u32 = 0u;\n",
-                    "fn team_sum(v: f32) -> f32 { return v; }"
-                ),
-                64,
-            ),
-            GemvKind::Workgroup => (
-                concat!(
-                    "const WG: u32 = 64u;\nconst PER_ROW: bool = false;\nconst TEAMS: u32 = 0u;\n",
-                    "fn team_sum(v: f32) -> f32 { return v; }"
-                ),
-                1,
-            ),
-            GemvKind::Subgroup => (SUBGROUP_DEFS, 4),
+            GemvKind::PerRow => (gemv_defs!(one, "64u", "true", "0u", PLAIN_SUM), 64),
+            GemvKind::Workgroup => (gemv_defs!(one, "64u", "false", "0u", PLAIN_SUM), 1),
+            GemvKind::Subgroup => (gemv_defs!(one, "128u", "false", "4u", SUBGROUP_SUM), 4),
         }
     }
 }
-
-/// The subgroup variant's defs (naga takes subgroup built-ins without `enable subgroups`,
-/// which it rejects, when the device has the feature): a team's sum
-/// is a butterfly over its 32 lanes, every lane getting it.
-const SUBGROUP_DEFS: &str = concat!(
-    "const WG: u32 = 128u;\nconst PER_ROW: bool = false;\nconst TEAMS: u32 = 4u;\n",
-    "fn team_sum(v: f32) -> f32 {\n",
-    "    var s = v;\n",
-    "    s += subgroupShuffleXor(s, 16u);\n",
-    "    s += subgroupShuffleXor(s, 8u);\n",
-    "    s += subgroupShuffleXor(s, 4u);\n",
-    "    s += subgroupShuffleXor(s, 2u);\n",
-    "    s += subgroupShuffleXor(s, 1u);\n",
-    "    return s;\n",
-    "}"
-);
 
 /// What a product reads: `x` itself, or an op of it done as it is read (GEMV only).
 #[derive(Clone, Copy)]
@@ -395,7 +427,7 @@ pub(super) fn matmul_bias(
                 Bind::Whole(o(2)),
                 Bind::Whole(bias.unwrap_or(&gpu.dummy_in)),
             ];
-            let (defs, per) = gpu.gemv.defs(w0.ty);
+            let (defs, per) = gpu.gemv.defs(w0.ty, t);
             let groups = part.rows.div_ceil(per) as u32;
             let mut params = head.to_vec();
             params.push(u32::from(bias.is_some()));
@@ -523,16 +555,16 @@ pub(super) fn embed(
         }
         let n = (pairs.len() / 2) as u32;
         let params = [table.cols as u32, gw.row_bytes as u32, n, n, 0, 0, 0, 0];
-        let slots = gpu.stage(cx, &[bytes_of(&params), bytes_of(&pairs)]);
+        let (slots_p, slots) = gpu.stage_params(cx, &params, &[bytes_of(&pairs)]);
         gpu.dispatch_staged(
             cx,
             "embed",
             "",
             Some(table.ty),
-            &slots[0],
+            &slots_p,
             &[
                 Bind::Whole(&part.buf),
-                slots[1].bind(),
+                slots[0].bind(),
                 Bind::Whole(out.buf()),
             ],
             n,

@@ -6,7 +6,7 @@
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, Weight};
 use crate::error::Result;
 use crate::models::step::{
-    Buf, LogitsPost, SeqInput, Workspace, attend, dump, dumping, logits_out, project,
+    Buf, LogitsPost, SeqInput, Workspace, dump, dumping, logits_out, project, rope_attend,
 };
 
 /// Where the RMS norms sit around attention and the FFN.
@@ -258,13 +258,6 @@ impl Decoder {
                 }
             }
         }
-        let rope = &c.rope[il];
-        be.rope_qk(
-            cx, &mut ws.q, c.n_head, &mut ws.k, n_kv, c.head_dim, &ws.pos, rope,
-        );
-        dump(be, ws, "Qcur", Some(il), Buf::Q);
-        dump(be, ws, "Kcur", Some(il), Buf::K);
-        dump(be, ws, "Vcur", Some(il), Buf::V);
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,
@@ -275,7 +268,7 @@ impl Decoder {
             window: c.window[il],
             causal: true,
         };
-        attend(be, il, seqs, ws, &params);
+        rope_attend(be, il, seqs, ws, &c.rope[il], &params);
         dump(be, ws, "kqv_out", Some(il), Buf::Att);
         if lw.bo.is_none() && self.fused_residual(be, lw.attn_post_norm.as_deref(), ws) {
             be.matmul_add(&mut ws.cx, &lw.wo, &ws.att, &mut ws.x)?;

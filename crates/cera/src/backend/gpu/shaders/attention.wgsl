@@ -46,6 +46,17 @@ fn qk_dot(kb: u32) -> f32 {
     var s = 0.0;
     if (p.kty == 1u) {
         var i = 0u;
+        for (; i + 16u <= p.d; i += 16u) {
+            let w = kb + i / 2u;
+            let a = vec4<f32>(unpack2x16float(kc[w]), unpack2x16float(kc[w + 1u]));
+            let b = vec4<f32>(unpack2x16float(kc[w + 2u]), unpack2x16float(kc[w + 3u]));
+            let c = vec4<f32>(unpack2x16float(kc[w + 4u]), unpack2x16float(kc[w + 5u]));
+            let e = vec4<f32>(unpack2x16float(kc[w + 6u]), unpack2x16float(kc[w + 7u]));
+            s += dot(a, vec4<f32>(rowbuf[i], rowbuf[i + 1u], rowbuf[i + 2u], rowbuf[i + 3u]))
+                + dot(b, vec4<f32>(rowbuf[i + 4u], rowbuf[i + 5u], rowbuf[i + 6u], rowbuf[i + 7u]))
+                + dot(c, vec4<f32>(rowbuf[i + 8u], rowbuf[i + 9u], rowbuf[i + 10u], rowbuf[i + 11u]))
+                + dot(e, vec4<f32>(rowbuf[i + 12u], rowbuf[i + 13u], rowbuf[i + 14u], rowbuf[i + 15u]));
+        }
         for (; i + 8u <= p.d; i += 8u) {
             let w = kb + i / 2u;
             let a = unpack2x16float(kc[w]);
@@ -90,6 +101,22 @@ fn pv_sum(acc: f32, corr: f32, row0: u32, nk: u32, dd: u32) -> f32 {
         let wd = dd / 2u;
         let hi = (dd & 1u) == 1u;
         var jj = 0u;
+        // eight rows' loads in flight per pass (a decode step's few workgroups wait on them)
+        for (; jj + 8u <= nk; jj += 8u) {
+            let r = (row0 + jj) * p.vw + wd;
+            let v0 = unpack2x16float(vc[r]);
+            let v1 = unpack2x16float(vc[r + p.vw]);
+            let v2 = unpack2x16float(vc[r + 2u * p.vw]);
+            let v3 = unpack2x16float(vc[r + 3u * p.vw]);
+            let v4 = unpack2x16float(vc[r + 4u * p.vw]);
+            let v5 = unpack2x16float(vc[r + 5u * p.vw]);
+            let v6 = unpack2x16float(vc[r + 6u * p.vw]);
+            let v7 = unpack2x16float(vc[r + 7u * p.vw]);
+            let va = select(vec4<f32>(v0.x, v1.x, v2.x, v3.x), vec4<f32>(v0.y, v1.y, v2.y, v3.y), hi);
+            let vb = select(vec4<f32>(v4.x, v5.x, v6.x, v7.x), vec4<f32>(v4.y, v5.y, v6.y, v7.y), hi);
+            a += dot(va, vec4<f32>(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u]))
+                + dot(vb, vec4<f32>(ps[jj + 4u], ps[jj + 5u], ps[jj + 6u], ps[jj + 7u]));
+        }
         for (; jj + 4u <= nk; jj += 4u) {
             let r = (row0 + jj) * p.vw + wd;
             let v0 = unpack2x16float(vc[r]);
