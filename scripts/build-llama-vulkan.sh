@@ -30,10 +30,14 @@ WRAP
 chmod +x "$W/glslc"
 "$W/glslc" --version | head -1
 command -v cmake >/dev/null || python3 -m pip install cmake ninja >&2
+# link against this system's loader (trixie's may need a newer glibc than the linker's);
+# SPIRV-Headers' CMake config comes from the unpacked packages (CMAKE_PREFIX_PATH)
+VK_LIB=$(ls /usr/lib/x86_64-linux-gnu/libvulkan.so.1 2>/dev/null || echo "$W/root/usr/lib/x86_64-linux-gnu/libvulkan.so.1")
 cmake -S "$SRC" -B "$W/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_VULKAN=ON \
   -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DVulkan_INCLUDE_DIR="$W/root/usr/include" -DVulkan_GLSLC_EXECUTABLE="$W/glslc" \
+  -DVulkan_LIBRARY="$VK_LIB" -DCMAKE_PREFIX_PATH="$W/root/usr" \
   | grep -Ei "cooperative|integer_dot|Vulkan found"
 ninja -C "$W/build" llama-bench llama-batched-bench >/dev/null
 for b in llama-bench llama-batched-bench; do

@@ -48,6 +48,7 @@ fn op_source(op: &str) -> &'static str {
         "kv_store_q8" => include_str!("shaders/kv_store_q8.wgsl"),
         "attention" => include_str!("shaders/attention.wgsl"),
         "attention_combine" => include_str!("shaders/attention_combine.wgsl"),
+        "attention_tile" => include_str!("shaders/attention_tile.wgsl"),
         "short_conv" => include_str!("shaders/short_conv.wgsl"),
         "short_conv_state" => include_str!("shaders/short_conv_state.wgsl"),
         "upload" => include_str!("shaders/upload.wgsl"),

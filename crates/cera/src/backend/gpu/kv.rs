@@ -388,11 +388,47 @@ pub(super) fn attention(
         if s.n == 0 {
             continue;
         }
+        let [krn, krs] = rot_params(&c.k_rot);
+        let [vrn, vrs] = rot_params(&c.v_rot);
+        if let Some(defs) = tile_defs(gpu, c, s) {
+            gpu.dispatch(
+                cx,
+                "attention_tile",
+                defs,
+                None,
+                &[
+                    s.row0 as u32,
+                    s.n as u32,
+                    s.pos0 as u32,
+                    p.n_head as u32,
+                    p.n_kv_head as u32,
+                    p.head_dim as u32,
+                    p.head_dim_v as u32,
+                    c.kw() as u32,
+                    c.vw() as u32,
+                    type_code(c.spec.k),
+                    type_code(c.spec.v),
+                    c.n_ctx as u32,
+                    fbits(p.scale),
+                    fbits(p.softcap.unwrap_or(0.0)),
+                    p.window.unwrap_or(0) as u32,
+                    u32::from(p.causal),
+                    q.cols as u32,
+                    out.cols as u32,
+                ],
+                &[
+                    Bind::Whole(q.buf()),
+                    Bind::Seq(&c.k, &c.binds),
+                    Bind::Seq(&c.v, &c.binds),
+                    Bind::Whole(out.buf()),
+                ],
+                (s.n.div_ceil(TILE_ROWS) * p.n_head) as u32,
+            );
+            continue;
+        }
         let rows = s.n * p.n_head;
         let (n_split, chunk) = split_keys(rows, s.pos0 + s.n, p.window);
         gpu.shape_to(&mut part, rows * n_split, p.head_dim_v + 2);
-        let [krn, krs] = rot_params(&c.k_rot);
-        let [vrn, vrs] = rot_params(&c.v_rot);
         gpu.dispatch(
             cx,
             "attention",
@@ -454,6 +490,37 @@ pub(super) fn attention(
         }
     }
     cx.attn_part = part;
+}
+
+/// Query rows of one workgroup of `attention_tile.wgsl` (its `BQ`).
+const TILE_ROWS: usize = 16;
+/// Bytes of workgroup memory the tiled attention takes at most (its tiles, 25.9 KB at head
+/// size 128, and the shared reduction buffers every shader declares).
+const TILE_SHARED_BYTES: u32 = 29 << 10;
+
+/// The tiled attention's defs for a sequence's step, where it runs: a prefill (a block of
+/// queries or more), f32 or f16 caches without rotation, head sizes up to 128, and an adapter
+/// with the workgroup memory (WebGPU guarantees 16 KB only). On the H200 a 512-token prefill's
+/// attention (SmolLM2, 9 heads) took 121 us a layer as a workgroup per query row.
+fn tile_defs(gpu: &Gpu, c: &GpuKv, s: &SeqSpan) -> Option<&'static str> {
+    let plain = |t: KvType, d: usize| match t {
+        KvType::F32 => true,
+        KvType::F16 => d.is_multiple_of(2),
+        _ => false,
+    };
+    let ok = s.n >= TILE_ROWS
+        && c.k_rot.n == 0
+        && c.v_rot.n == 0
+        && plain(c.spec.k, c.head_dim)
+        && plain(c.spec.v, c.head_dim_v)
+        && gpu.device.limits().max_compute_workgroup_storage_size >= TILE_SHARED_BYTES
+        && std::env::var("CERA_GPU_ATTN_TILE").map_or(true, |v| v != "0");
+    match c.head_dim.max(c.head_dim_v) {
+        _ if !ok => None,
+        1..=64 => Some("const DM: u32 = 64u;\nconst BK: u32 = 32u;"),
+        65..=128 => Some("const DM: u32 = 128u;\nconst BK: u32 = 16u;"),
+        _ => None,
+    }
 }
 
 /// Workgroups below which a step's attention splits each row's keys: about twice what the
