@@ -28,28 +28,43 @@ var<workgroup> qs: array<f32, BQ * KS>;
 var<workgroup> ks: array<f32, BK * KS>;
 var<workgroup> vs: array<f32, BK * DM>;
 var<workgroup> ps: array<f32, BQ * BK>;
-// per query row: running max, running sum, this tile's correction of the older terms
-var<workgroup> rowm: array<f32, BQ>;
-var<workgroup> rowl: array<f32, BQ>;
-var<workgroup> rowc: array<f32, BQ>;
+// per invocation: the largest of its scores, the sum of its exponentials (a row's eight
+// invocations each read their row's eight)
+var<workgroup> redm: array<f32, WG>;
+var<workgroup> reds: array<f32, WG>;
 
-// Element i of the cache row starting at word `base` of a side of type `ty`.
-fn elem(buf_is_k: bool, base: u32, i: u32, ty: u32) -> f32 {
-    var w: u32;
-    if (ty == 1u) {
-        if (buf_is_k) {
-            w = kc[base + i / 2u];
-        } else {
-            w = vc[base + i / 2u];
+// Invocations per tile row when loading keys and values: each loads every TPR-th word.
+const TPR: u32 = WG / BK;
+
+// Loads `n` rows of cache words from word `base` (rows of `w` words, type `ty`: f32 or f16
+// pairs) into `dst` (rows of `stride` floats), zeros past `n`. Called by every invocation.
+fn load_tile(is_k: bool, base: u32, w: u32, ty: u32, n: u32, stride: u32, li: u32) {
+    let j = li / TPR;
+    var wd = li % TPR;
+    for (; wd < w; wd += TPR) {
+        var x = 0u;
+        if (j < n) {
+            if (is_k) {
+                x = kc[base + j * w + wd];
+            } else {
+                x = vc[base + j * w + wd];
+            }
         }
-        return unpack2x16float(w)[i & 1u];
+        if (ty == 1u) {
+            let f = unpack2x16float(x);
+            if (is_k) {
+                ks[j * stride + 2u * wd] = f.x;
+                ks[j * stride + 2u * wd + 1u] = f.y;
+            } else {
+                vs[j * stride + 2u * wd] = f.x;
+                vs[j * stride + 2u * wd + 1u] = f.y;
+            }
+        } else if (is_k) {
+            ks[j * stride + wd] = bitcast<f32>(x);
+        } else {
+            vs[j * stride + wd] = bitcast<f32>(x);
+        }
     }
-    if (buf_is_k) {
-        w = kc[base + i];
-    } else {
-        w = vc[base + i];
-    }
-    return bitcast<f32>(w);
 }
 
 @compute @workgroup_size(WG)
@@ -75,10 +90,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         qs[r * KS + c] = v;
     }
-    if (li < BQ) {
-        rowm[li] = NEG;
-        rowl[li] = 0.0;
-    }
     // the keys some row of the block sees: lo..=hi
     let first = p.pos0 + t0;
     var hi = first + nq - 1u;
@@ -95,31 +106,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let live = qi < nq;
     let scale = bitcast<f32>(p.scale);
     let cap = bitcast<f32>(p.softcap);
+    // this row's running max and sum (the same in each of its eight invocations)
+    var rm = NEG;
+    var rl = 0.0;
     var acc: array<f32, DM / 8u>;
     for (var m = 0u; m < DM / 8u; m++) {
         acc[m] = 0.0;
     }
-    workgroupBarrier();
+    let kbase = kvh * p.n_ctx;
     for (var k0 = lo; k0 <= hi; k0 += BK) {
         let nk = min(BK, hi - k0 + 1u);
-        for (var i = li; i < BK * d; i += WG) {
-            let j = i / d;
-            let c = i % d;
-            var v = 0.0;
-            if (j < nk) {
-                v = elem(true, (kvh * p.n_ctx + k0 + j) * p.kw, c, p.kty);
-            }
-            ks[j * KS + c] = v;
-        }
-        for (var i = li; i < BK * dv; i += WG) {
-            let j = i / dv;
-            let c = i % dv;
-            var v = 0.0;
-            if (j < nk) {
-                v = elem(false, (kvh * p.n_ctx + k0 + j) * p.vw, c, p.vty);
-            }
-            vs[j * DM + c] = v;
-        }
+        load_tile(true, (kbase + k0) * p.kw, p.kw, p.kty, nk, KS, li);
+        load_tile(false, (kbase + k0) * p.vw, p.vw, p.vty, nk, DM, li);
         workgroupBarrier();
         // this invocation's scores: query qi against keys lane8 + 8m
         var s: array<f32, BK / 8u>;
@@ -132,6 +130,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 s[m] += qv * ks[(lane8 + 8u * m) * KS + c];
             }
         }
+        var lm = NEG;
         for (var m = 0u; m < BK / 8u; m++) {
             let kj = lane8 + 8u * m;
             let kp = k0 + kj;
@@ -141,32 +140,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             let seen = live && kj < nk && (p.causal == 0u || kp <= pq)
                 && (p.window == 0u || kp + p.window > pq);
-            ps[qi * BK + kj] = select(NEG, sc, seen);
+            s[m] = select(NEG, sc, seen);
+            lm = max(lm, s[m]);
         }
+        redm[li] = lm;
         workgroupBarrier();
-        if (li < BQ) {
-            let mo = rowm[li];
-            var mx = mo;
-            for (var j = 0u; j < BK; j++) {
-                mx = max(mx, ps[li * BK + j]);
-            }
-            var sum = 0.0;
-            for (var j = 0u; j < BK; j++) {
-                let sc = ps[li * BK + j];
-                var e = 0.0;
-                if (sc > 0.5 * NEG) {
-                    e = exp(sc - mx);
-                }
-                ps[li * BK + j] = e;
-                sum += e;
-            }
-            let corr = exp(mo - mx);
-            rowc[li] = corr;
-            rowm[li] = mx;
-            rowl[li] = rowl[li] * corr + sum;
+        var mx = rm;
+        for (var k = 0u; k < 8u; k++) {
+            mx = max(mx, redm[qi * 8u + k]);
         }
+        var ls = 0.0;
+        for (var m = 0u; m < BK / 8u; m++) {
+            var e = 0.0;
+            if (s[m] > 0.5 * NEG) {
+                e = exp(s[m] - mx);
+            }
+            ps[qi * BK + lane8 + 8u * m] = e;
+            ls += e;
+        }
+        reds[li] = ls;
         workgroupBarrier();
-        let corr = rowc[qi];
+        var sum = 0.0;
+        for (var k = 0u; k < 8u; k++) {
+            sum += reds[qi * 8u + k];
+        }
+        let corr = exp(rm - mx);
+        rm = mx;
+        rl = rl * corr + sum;
         for (var m = 0u; m < DM / 8u; m++) {
             acc[m] *= corr;
         }
@@ -179,12 +179,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
     if (live) {
-        let l = rowl[qi];
         let row = (p.row0 + t0 + qi) * p.o_cols + h * dv;
         for (var m = 0u; m < DM / 8u; m++) {
             let dd = lane8 + 8u * m;
             if (dd < dv) {
-                o[row + dd] = acc[m] / l;
+                o[row + dd] = acc[m] / rl;
             }
         }
     }
