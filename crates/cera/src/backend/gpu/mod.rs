@@ -84,7 +84,8 @@ pub struct Gpu {
     /// How the GEMV spreads rows over invocations: on a CPU adapter (lavapipe, where each of
     /// a workgroup's barriers costs a pass through all its invocations; SmolLM2's LM head took
     /// 245 ms a token as a workgroup per row, 163 ms as an invocation per row) an invocation
-    /// per row; with subgroups of 32 or 64, teams of 32 lanes summing by shuffles.
+    /// per row; on GPUs a workgroup per row (teams of 32 lanes summing by subgroup shuffles,
+    /// `CERA_GPU_GEMV=subgroup`, measured slower there).
     gemv: weights::GemvKind,
     /// The prefill GEMM's cooperative-matrix variant's defs (its `enable` directives and
     /// workgroup size), where the adapter multiplies 16 × 16 × 16 f16 matrices into f32 and
