@@ -512,7 +512,7 @@ fn rope_store<B: Backend>(h: &mut H<B>) {
                     h.be.attention(&mut h.cx, &qt, &[&cb], &[span], &p, &mut o);
                     h.r.attention(&mut (), &qr, &[&cr], &[span], &p, &mut or);
                     h.check(
-                        "rope_qk_store attention",
+                        "attention after rope_qk_store",
                         &case,
                         &o,
                         &or,
