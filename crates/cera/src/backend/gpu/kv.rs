@@ -388,34 +388,34 @@ pub(super) fn attention(
         if s.n == 0 {
             continue;
         }
-        let [krn, krs] = rot_params(&c.k_rot);
-        let [vrn, vrs] = rot_params(&c.v_rot);
+        // the parameters both attention shaders begin with (their `P`s' first 18 fields)
+        let common = [
+            s.row0 as u32,
+            s.n as u32,
+            s.pos0 as u32,
+            p.n_head as u32,
+            p.n_kv_head as u32,
+            p.head_dim as u32,
+            p.head_dim_v as u32,
+            c.kw() as u32,
+            c.vw() as u32,
+            type_code(c.spec.k),
+            type_code(c.spec.v),
+            c.n_ctx as u32,
+            fbits(p.scale),
+            fbits(p.softcap.unwrap_or(0.0)),
+            p.window.unwrap_or(0) as u32,
+            u32::from(p.causal),
+            q.cols as u32,
+            out.cols as u32,
+        ];
         if let Some(defs) = tile_defs(gpu, c, s) {
             gpu.dispatch(
                 cx,
                 "attention_tile",
                 defs,
                 None,
-                &[
-                    s.row0 as u32,
-                    s.n as u32,
-                    s.pos0 as u32,
-                    p.n_head as u32,
-                    p.n_kv_head as u32,
-                    p.head_dim as u32,
-                    p.head_dim_v as u32,
-                    c.kw() as u32,
-                    c.vw() as u32,
-                    type_code(c.spec.k),
-                    type_code(c.spec.v),
-                    c.n_ctx as u32,
-                    fbits(p.scale),
-                    fbits(p.softcap.unwrap_or(0.0)),
-                    p.window.unwrap_or(0) as u32,
-                    u32::from(p.causal),
-                    q.cols as u32,
-                    out.cols as u32,
-                ],
+                &common,
                 &[
                     Bind::Whole(q.buf()),
                     Bind::Seq(&c.k, &c.binds),
@@ -427,6 +427,7 @@ pub(super) fn attention(
             continue;
         }
         let rows = s.n * p.n_head;
+        let vrot = rot_params(&c.v_rot);
         let (n_split, chunk) = split_keys(rows, s.pos0 + s.n, p.window);
         gpu.shape_to(&mut part, rows * n_split, p.head_dim_v + 2);
         gpu.dispatch(
@@ -435,31 +436,12 @@ pub(super) fn attention(
             "",
             None,
             &[
-                s.row0 as u32,
-                s.n as u32,
-                s.pos0 as u32,
-                p.n_head as u32,
-                p.n_kv_head as u32,
-                p.head_dim as u32,
-                p.head_dim_v as u32,
-                c.kw() as u32,
-                c.vw() as u32,
-                type_code(c.spec.k),
-                type_code(c.spec.v),
-                c.n_ctx as u32,
-                fbits(p.scale),
-                fbits(p.softcap.unwrap_or(0.0)),
-                p.window.unwrap_or(0) as u32,
-                u32::from(p.causal),
-                q.cols as u32,
-                out.cols as u32,
-                krn,
-                krs,
-                vrn,
-                vrs,
-                n_split as u32,
-                chunk as u32,
-            ],
+                &common[..],
+                &rot_params(&c.k_rot),
+                &vrot,
+                &[n_split as u32, chunk as u32],
+            ]
+            .concat(),
             &[
                 Bind::Whole(q.buf()),
                 Bind::Seq(&c.k, &c.binds),
@@ -481,8 +463,8 @@ pub(super) fn attention(
                     p.head_dim_v as u32,
                     n_split as u32,
                     out.cols as u32,
-                    vrn,
-                    vrs,
+                    vrot[0],
+                    vrot[1],
                 ],
                 &[Bind::Whole(part.buf()), Bind::Whole(out.buf())],
                 rows as u32,

@@ -192,35 +192,23 @@ pub(super) fn fusable(a: &Weight, b: &Weight) -> bool {
     a.ty == b.ty && a.cols == b.cols
 }
 
-/// A GEMV variant's defs, for one token or up to [`GEMV_MAX_TOKENS`] (`$one`): its workgroup
-/// size, whether an invocation takes a row, its teams per workgroup and their sum.
+/// A GEMV variant's defs: the most tokens it takes (`MAX_T`: 1, decode's, or
+/// [`GEMV_MAX_TOKENS`]), its workgroup size, whether an invocation takes a row, its teams per
+/// workgroup and their sum.
 macro_rules! gemv_defs {
-    ($one:expr, $wg:literal, $per_row:literal, $teams:literal, $sum:ident) => {
-        if $one {
-            concat!(
-                "const MAX_T: u32 = 1u;\n",
-                "const WG: u32 = ",
-                $wg,
-                ";\nconst PER_ROW: bool = ",
-                $per_row,
-                ";\nconst TEAMS: u32 = ",
-                $teams,
-                ";\n",
-                $sum!()
-            )
-        } else {
-            concat!(
-                "const MAX_T: u32 = 8u;\n",
-                "const WG: u32 = ",
-                $wg,
-                ";\nconst PER_ROW: bool = ",
-                $per_row,
-                ";\nconst TEAMS: u32 = ",
-                $teams,
-                ";\n",
-                $sum!()
-            )
-        }
+    ($max_t:literal, $wg:literal, $per_row:literal, $teams:literal, $sum:ident) => {
+        concat!(
+            "const MAX_T: u32 = ",
+            $max_t,
+            ";\nconst WG: u32 = ",
+            $wg,
+            ";\nconst PER_ROW: bool = ",
+            $per_row,
+            ";\nconst TEAMS: u32 = ",
+            $teams,
+            ";\n",
+            $sum!()
+        )
     };
 }
 
@@ -300,11 +288,17 @@ impl GemvKind {
             Some(256) if self == GemvKind::Subgroup => GemvKind::Workgroup,
             _ => self,
         };
-        let one = t == 1;
-        match kind {
-            GemvKind::PerRow => (gemv_defs!(one, "64u", "true", "0u", PLAIN_SUM), 64),
-            GemvKind::Workgroup => (gemv_defs!(one, "64u", "false", "0u", PLAIN_SUM), 1),
-            GemvKind::Subgroup => (gemv_defs!(one, "128u", "false", "4u", SUBGROUP_SUM), 4),
+        match (kind, t == 1) {
+            (GemvKind::PerRow, true) => (gemv_defs!("1u", "64u", "true", "0u", PLAIN_SUM), 64),
+            (GemvKind::PerRow, false) => (gemv_defs!("8u", "64u", "true", "0u", PLAIN_SUM), 64),
+            (GemvKind::Workgroup, true) => (gemv_defs!("1u", "64u", "false", "0u", PLAIN_SUM), 1),
+            (GemvKind::Workgroup, false) => (gemv_defs!("8u", "64u", "false", "0u", PLAIN_SUM), 1),
+            (GemvKind::Subgroup, true) => {
+                (gemv_defs!("1u", "128u", "false", "4u", SUBGROUP_SUM), 4)
+            }
+            (GemvKind::Subgroup, false) => {
+                (gemv_defs!("8u", "128u", "false", "4u", SUBGROUP_SUM), 4)
+            }
         }
     }
 }
