@@ -420,7 +420,12 @@ impl Gpu {
         }
         let mut p = params.to_vec();
         p.push(groups);
-        let (params, _) = self.stage_params(cx, &p, &[]);
+        let params = if self.immediates && p.len() <= IMMEDIATE_WORDS {
+            // (moved, not copied again: this is every dispatch's path)
+            Params::Immediate(p)
+        } else {
+            self.stage_params(cx, &p, &[]).0
+        };
         self.dispatch_staged(cx, op, defs, ty, &params, binds, groups);
     }
 

@@ -1,6 +1,6 @@
 //! The fused ops a backend may run as one ([`Backend::fuses_ops`]): products of several
 //! same-format weights reading one input, a product reading the RMSNorm or the GLU of its
-//! input or adding to its output, RoPE of queries and keys together. The reference runs them
+//! input or adding to its output, RoPE of queries and keys together, and with the cache store. The reference runs them
 //! as their parts (the trait's defaults), so each is checked against its composition.
 
 use super::*;
@@ -156,5 +156,66 @@ pub(super) fn fused<B: Backend>(h: &mut H<B>) {
             &kr,
             bounds::ROPE,
         );
+    }
+}
+
+/// RoPE of a step's queries and keys with the cache store ([`Backend::rope_qk_store`], one
+/// dispatch on a GPU) against the reference's rope, store, and attention over what was stored:
+/// normal and NeoX pairs, partial rotation, GQA, f32/f16/Q8_0 caches; a prefill of five
+/// tokens, then two decode steps.
+pub(super) fn rope_store<B: Backend>(h: &mut H<B>) {
+    // (query heads, KV heads, head size, rotated dims)
+    for (nh, nkv, hd, n_rot) in [(4, 2, 64, 64), (3, 1, 40, 32), (2, 2, 128, 128)] {
+        for kind in [RopeKind::Normal, RopeKind::Neox] {
+            let cfg = RopeConfig::new(kind, n_rot, 10000.0);
+            for t in [KvType::F32, KvType::F16, KvType::Q8_0] {
+                let spec = KvSpec::same(t).for_dims(hd, hd);
+                if !h.be.kv_supported(spec, hd, hd) {
+                    continue;
+                }
+                let p = AttentionParams {
+                    n_head: nh,
+                    n_kv_head: nkv,
+                    head_dim: hd,
+                    head_dim_v: hd,
+                    scale: 1.0 / (hd as f32).sqrt(),
+                    softcap: None,
+                    window: None,
+                    causal: true,
+                };
+                let mut cb = h.be.new_kv(spec, 16, nkv, hd, hd);
+                let mut cr = h.r.new_kv(spec, 16, nkv, hd, hd);
+                let mut pos0 = 0;
+                for n in [5usize, 1, 1] {
+                    let case =
+                        format!("{kind:?} {nh}/{nkv} heads {hd} rot {n_rot} {t:?} step of {n}");
+                    let pos: Vec<usize> = (pos0..pos0 + n).collect();
+                    let span = SeqSpan { row0: 0, n, pos0 };
+                    let q = h.rng.vec(n * nh * hd, 3.0);
+                    let k = h.rng.vec(n * nkv * hd, 1.0);
+                    let v = h.rng.vec(n * nkv * hd, 1.0);
+                    let (mut qt, mut qr) = h.up(&q, n, nh * hd);
+                    let (mut kt, mut kr) = h.up(&k, n, nkv * hd);
+                    let (vt, vr) = h.up(&v, n, nkv * hd);
+                    h.be.rope_qk_store(
+                        &mut h.cx, &mut qt, nh, &mut kt, &vt, &mut cb, span, hd, &pos, &cfg,
+                    );
+                    h.r.rope_qk(&mut (), &mut qr, nh, &mut kr, nkv, hd, &pos, &cfg);
+                    h.r.kv_store(&mut (), &mut cr, &kr, &vr, span);
+                    h.check("rope_qk_store q", &case, &qt, &qr, bounds::ROPE);
+                    let (mut o, mut or) = h.garbage();
+                    h.be.attention(&mut h.cx, &qt, &[&cb], &[span], &p, &mut o);
+                    h.r.attention(&mut (), &qr, &[&cr], &[span], &p, &mut or);
+                    h.check(
+                        "attention after rope_qk_store",
+                        &case,
+                        &o,
+                        &or,
+                        bounds::attention(t, t),
+                    );
+                    pos0 += n;
+                }
+            }
+        }
     }
 }
