@@ -3,11 +3,18 @@
 # package.json) from a clean checkout: the wasm32 target and wasm-bindgen-cli (the version the
 # crate pins, under target/tools) are installed when missing. The module is built with WASM
 # SIMD (`simd128`, every current browser and Node has it).
+#
+# Beside it, the threads build: the same crate for `wasm32-wasip1-threads` (stable Rust's one
+# target whose standard library has threads over shared memory; wasm-bindgen does not build
+# there, so `crates/cera-wasm/js/cera-threads.js` wraps its exports in the same classes) as
+# cera_threads.wasm, with its kernel-thread worker and WASI shim. Its memory may grow to 4 GiB
+# (the target's default maximum is 1 GiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T0=$SECONDS
-rustup target list --installed | grep -q '^wasm32-unknown-unknown$' ||
-  rustup target add wasm32-unknown-unknown
+for t in wasm32-unknown-unknown wasm32-wasip1-threads; do
+  rustup target list --installed | grep -q "^$t\$" || rustup target add "$t"
+done
 WB_VERSION=$(sed -n 's/^wasm-bindgen = "=\(.*\)"$/\1/p' crates/cera-wasm/Cargo.toml)
 WB=target/tools/bin/wasm-bindgen
 if ! [ -x "$WB" ] || [ "$("$WB" --version | awk '{print $2}')" != "$WB_VERSION" ]; then
@@ -21,10 +28,17 @@ echo "-- cargo build (wasm32-unknown-unknown, simd128) at $((SECONDS - T0)) s"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128" \
   CARGO_PROFILE_RELEASE_DEBUG=0 \
   cargo build --release --locked -p cera-wasm --target wasm32-unknown-unknown
+echo "-- cargo build (wasm32-wasip1-threads, simd128) at $((SECONDS - T0)) s"
+CARGO_TARGET_WASM32_WASIP1_THREADS_RUSTFLAGS="-C target-feature=+simd128 -C link-arg=--max-memory=4294967296" \
+  CARGO_PROFILE_RELEASE_DEBUG=0 \
+  cargo build --release --locked -p cera-wasm --target wasm32-wasip1-threads
 out=crates/cera-wasm/pkg
 rm -rf "$out"
 "$WB" --target web --out-dir "$out" --out-name cera \
   target/wasm32-unknown-unknown/release/cera_wasm.wasm
+cp target/wasm32-wasip1-threads/release/cera_wasm.wasm "$out/cera_threads.wasm"
+cp crates/cera-wasm/js/cera-threads.js crates/cera-wasm/js/cera-threads.d.ts \
+  crates/cera-wasm/js/thread-worker.js crates/cera-wasm/js/wasi.js "$out/"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 cat > "$out/package.json" <<JSON
 {
@@ -35,8 +49,14 @@ cat > "$out/package.json" <<JSON
   "type": "module",
   "main": "cera.js",
   "types": "cera.d.ts",
-  "files": ["cera.js", "cera.d.ts", "cera_bg.wasm", "cera_bg.wasm.d.ts"],
+  "exports": {
+    ".": { "types": "./cera.d.ts", "default": "./cera.js" },
+    "./threads": { "types": "./cera-threads.d.ts", "default": "./cera-threads.js" },
+    "./*": "./*"
+  },
+  "files": ["cera.js", "cera.d.ts", "cera_bg.wasm", "cera_bg.wasm.d.ts", "cera-threads.js",
+    "cera-threads.d.ts", "cera_threads.wasm", "thread-worker.js", "wasi.js"],
   "sideEffects": false
 }
 JSON
-echo "-- $out: $(du -h "$out/cera_bg.wasm" | cut -f1) module, built in $((SECONDS - T0)) s"
+echo "-- $out: $(du -h "$out/cera_bg.wasm" | cut -f1) module, $(du -h "$out/cera_threads.wasm" | cut -f1) threads build, built in $((SECONDS - T0)) s"

@@ -133,6 +133,9 @@ bash scripts/build-wasm.sh
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128" \
   cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
 cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
+# the threads build's exports (abi.rs) compile only there
+CARGO_TARGET_WASM32_WASIP1_THREADS_RUSTFLAGS="-C target-feature=+simd128 -C link-arg=--max-memory=4294967296" \
+  cargo clippy -p cera-wasm --target wasm32-wasip1-threads --locked -- -D warnings
 command -v node >/dev/null || {
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo=sudo
@@ -141,6 +144,11 @@ command -v node >/dev/null || {
 }
 model_path() { ./target/release/cera models | awk -v m="$1" '$1 == m { print $NF; exit }'; }
 CERA_BIN="$PWD/target/release/cera" CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
+  CERA_TEST_TOOLS_MODEL="$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)" \
+  node --test crates/cera-wasm/tests/node.test.mjs
+# the same tests on the threads build, its kernels on two threads
+CERA_WASM_THREADS=2 CERA_BIN="$PWD/target/release/cera" \
+  CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
   CERA_TEST_TOOLS_MODEL="$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)" \
   node --test crates/cera-wasm/tests/node.test.mjs
 step "browser: the cera-wasm page in headless Chromium (puppeteer-core), screenshot in target/browser"

@@ -1,16 +1,31 @@
-//! Errors cross into JavaScript as `Error` objects whose message names what is wrong (the
-//! core's message, or which option or argument was invalid).
+//! Errors of both JavaScript faces: a message naming what is wrong (the core's message, or
+//! which option or argument was invalid). wasm-bindgen's classes throw it as an `Error`; the
+//! threads build's functions hand it to their JavaScript wrapper, which throws it the same way.
 
-use wasm_bindgen::JsError;
+/// A message for JavaScript's `Error`.
+#[derive(Debug)]
+pub struct Error(pub String);
 
-pub type Result<T> = std::result::Result<T, JsError>;
+pub type Result<T> = std::result::Result<T, Error>;
 
 /// An invalid argument or option.
-pub fn invalid(msg: impl std::fmt::Display) -> JsError {
-    JsError::new(&msg.to_string())
+pub fn invalid(msg: impl std::fmt::Display) -> Error {
+    Error(msg.to_string())
 }
 
 /// The core's error, with its message.
-pub fn core(e: cera::Error) -> JsError {
-    JsError::new(&e.to_string())
+pub fn core(e: cera::Error) -> Error {
+    Error(e.to_string())
+}
+
+impl From<Error> for wasm_bindgen::JsValue {
+    fn from(e: Error) -> Self {
+        wasm_bindgen::JsError::new(&e.0).into()
+    }
+}
+
+impl From<cera::Error> for Error {
+    fn from(e: cera::Error) -> Self {
+        core(e)
+    }
 }

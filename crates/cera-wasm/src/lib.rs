@@ -12,19 +12,25 @@
 //! ```
 //!
 //! Models arrive as bytes (no file system): whole, or in chunks through [`ModelLoader`] for
-//! files too large for one JavaScript buffer. Everything runs on the calling thread (a page
+//! files too large for one JavaScript buffer. This module runs on the calling thread (a page
 //! runs it in a Web Worker); WebAssembly memory holds at most 4 GiB, model included.
+//!
+//! The threads build (`cera-threads.js`, the same API) is this crate compiled for
+//! `wasm32-wasip1-threads`, whose standard library has threads over shared memory (the
+//! `wasm32-unknown-unknown` one of stable Rust has none): wasm-bindgen does not build for WASI
+//! targets, so there the functions of `abi.rs` are exported and `js/cera-threads.js` wraps
+//! them, starting the kernels' threads as Web Workers (or Node workers).
 
+#[cfg(target_os = "wasi")]
+mod abi;
+mod api;
 mod error;
 mod options;
 
 use wasm_bindgen::prelude::*;
 
-use error::{Result, core, invalid};
+use error::{Result, invalid};
 use options::{GenerateConfig, SessionConfig, TurnConfig, from_js};
-
-/// The largest model a 32-bit WebAssembly memory can hold next to the engine's own buffers.
-const MAX_MODEL_BYTES: f64 = 3.5 * (1u64 << 30) as f64;
 
 /// A GGUF file received in chunks (`push` each, then `finish`): the memory is reserved once,
 /// up front, so a model too large for WebAssembly fails at once with its size named.
@@ -39,27 +45,11 @@ impl ModelLoader {
     /// A loader for a file of `total_bytes`.
     #[wasm_bindgen(constructor)]
     pub fn new(total_bytes: f64) -> Result<ModelLoader> {
-        if !(total_bytes.is_finite() && total_bytes >= 0.0 && total_bytes.fract() == 0.0) {
-            return Err(invalid(format!(
-                "ModelLoader: the size must be a whole number of bytes (got {total_bytes})"
-            )));
-        }
-        if total_bytes > MAX_MODEL_BYTES {
-            return Err(invalid(format!(
-                "the model is {:.2} GiB: WebAssembly's 4 GiB memory holds models up to {:.1} GiB \
-                 (pick a smaller quantization)",
-                total_bytes / (1u64 << 30) as f64,
-                MAX_MODEL_BYTES / (1u64 << 30) as f64
-            )));
-        }
-        let total = total_bytes as usize;
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(total).map_err(|_| {
-            invalid(format!(
-                "cannot reserve {total} bytes for the model: the WebAssembly memory is full"
-            ))
-        })?;
-        Ok(ModelLoader { bytes, total })
+        let bytes = api::reserve_model(total_bytes)?;
+        Ok(ModelLoader {
+            bytes,
+            total: total_bytes as usize,
+        })
     }
 
     /// Appends the next chunk of the file.
@@ -102,9 +92,8 @@ pub struct Engine {
 
 impl Engine {
     fn load(bytes: Vec<u8>) -> Result<Engine> {
-        let mut o = cera::engine::EngineOptions::default();
-        o.n_threads = Some(1);
-        let inner = cera::engine::Engine::from_bytes(bytes, o).map_err(core)?;
+        // (this build has no threads)
+        let inner = api::load(bytes, 1)?;
         Ok(Engine { inner })
     }
 }
@@ -120,9 +109,8 @@ impl Engine {
     /// A new session (its own context): `{ nCtx, cacheTypeK, cacheTypeV }`.
     pub fn session(&self, opts: JsValue) -> Result<Session> {
         let cfg: SessionConfig = from_js("session options", opts)?;
-        let s = self.inner.session(cfg.to_core()?);
         Ok(Session {
-            inner: s,
+            inner: api::session(&self.inner, &cfg)?,
             engine: self.inner.clone(),
         })
     }
@@ -130,12 +118,9 @@ impl Engine {
     /// A conversation with the model's chat template over a new session (same options).
     pub fn chat(&self, opts: JsValue) -> Result<Chat> {
         let cfg: SessionConfig = from_js("session options", opts)?;
-        let c = self
-            .inner
-            .session(cfg.to_core()?)
-            .into_chat()
-            .map_err(core)?;
-        Ok(Chat { inner: c })
+        Ok(Chat {
+            inner: api::chat(&self.inner, &cfg)?,
+        })
     }
 
     /// Token ids of `text` (BOS/EOS as the model asks when `addSpecial`; special tokens written
@@ -148,26 +133,14 @@ impl Engine {
 
     /// The text of token ids.
     pub fn detokenize(&self, ids: Vec<u32>) -> Result<String> {
-        let n = self.inner.n_vocab();
-        if let Some(bad) = ids.iter().find(|&&t| t as usize >= n) {
-            return Err(invalid(format!(
-                "token id {bad} is past the vocabulary ({n} tokens)"
-            )));
-        }
-        Ok(self.inner.tokenizer().decode(&ids))
+        api::detokenize(&self.inner, &ids)
     }
 
     /// One pooled, normalized embedding per text (the model's own pooling), as `Float32Array`s.
     pub fn embed(&self, texts: Vec<String>) -> Result<Vec<js_sys::Float32Array>> {
-        let o = cera::embed::EmbedOptions::default();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let e = self.inner.embed(&refs, &o).map_err(core)?;
-        Ok(e.items
-            .into_iter()
-            .map(|i| {
-                let v = i.vectors.into_iter().next().unwrap_or_default();
-                js_sys::Float32Array::from(&v[..])
-            })
+        Ok(api::embed(&self.inner, &texts)?
+            .iter()
+            .map(|v| js_sys::Float32Array::from(&v[..]))
             .collect())
     }
 
@@ -184,17 +157,19 @@ impl Engine {
     /// The model's architecture (`llama`, `qwen2`, `lfm2`, …).
     #[wasm_bindgen(getter)]
     pub fn architecture(&self) -> String {
-        self.inner
-            .gguf()
-            .architecture()
-            .map(str::to_owned)
-            .unwrap_or_default()
+        api::architecture(&self.inner)
     }
 
     /// Where the model runs (`CPU` here).
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
         self.inner.backend_name().to_owned()
+    }
+
+    /// Threads the kernels run on (1 in this build).
+    #[wasm_bindgen(getter)]
+    pub fn threads(&self) -> u32 {
+        1
     }
 }
 
@@ -209,19 +184,6 @@ fn emit_to(f: &Option<js_sys::Function>) -> impl FnMut(&str) -> bool + '_ {
     }
 }
 
-/// What a finished generation returns: `{ text, tokens, finishReason, promptTokens, promptMs,
-/// decodeMs }` (the prompt's prefill and the generation's times, in milliseconds).
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Generation {
-    text: String,
-    tokens: Vec<u32>,
-    finish_reason: String,
-    prompt_tokens: usize,
-    prompt_ms: f64,
-    decode_ms: f64,
-}
-
 /// A sequence's context: append text, generate.
 #[wasm_bindgen]
 pub struct Session {
@@ -234,7 +196,8 @@ impl Session {
     /// Continues the context with `prompt` (with BOS when the context is empty, as the model
     /// asks; no chat template: see `Chat`) and generates, calling `onToken(piece)` with each
     /// piece of text (`false` from it stops). Options: `{ maxTokens, temperature, topK, topP,
-    /// minP, repeatPenalty, seed, stop, ignoreEos, grammar, jsonSchema }`.
+    /// minP, repeatPenalty, seed, stop, ignoreEos, grammar, jsonSchema }`. Returns `{ text,
+    /// tokens, finishReason, promptTokens, promptMs, decodeMs }`.
     pub fn generate(
         &mut self,
         prompt: &str,
@@ -242,34 +205,7 @@ impl Session {
         on_token: Option<js_sys::Function>,
     ) -> Result<JsValue> {
         let cfg: GenerateConfig = from_js("generate options", opts)?;
-        let o = cfg.to_core()?;
-        let before = self.inner.tokens().len();
-        // (BOS as the model asks when the context is empty; special tokens stay text)
-        self.inner.append_text(prompt, false).map_err(core)?;
-        let prompt_tokens = self.inner.tokens().len() - before;
-        let mut emit = emit_to(&on_token);
-        let mut text = String::new();
-        let mut tokens = Vec::new();
-        let summary = self
-            .inner
-            .generate(&o, &mut |t: u32, piece: &str| {
-                tokens.push(t);
-                text.push_str(piece);
-                if piece.is_empty() || emit(piece) {
-                    cera::session::Control::Continue
-                } else {
-                    cera::session::Control::Stop
-                }
-            })
-            .map_err(core)?;
-        let g = Generation {
-            text,
-            tokens,
-            finish_reason: summary.finish.as_str().to_owned(),
-            prompt_tokens,
-            prompt_ms: summary.prefill.as_secs_f64() * 1e3,
-            decode_ms: summary.decode.as_secs_f64() * 1e3,
-        };
+        let g = api::generate(&mut self.inner, prompt, &cfg, &mut emit_to(&on_token))?;
         serde_wasm_bindgen::to_value(&g).map_err(|e| invalid(e.to_string()))
     }
 
@@ -290,12 +226,12 @@ impl Session {
 
     /// The session's state as bytes (tokens, KV cache, recurrent state).
     pub fn checkpoint(&mut self) -> Result<Vec<u8>> {
-        self.inner.checkpoint().map_err(core)
+        Ok(self.inner.checkpoint()?)
     }
 
     /// Back to a state from `checkpoint` (of this model).
     pub fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        self.inner.restore(bytes).map_err(core)
+        Ok(self.inner.restore(bytes)?)
     }
 
     /// The model this session runs.
@@ -305,27 +241,6 @@ impl Session {
             inner: self.engine.clone(),
         }
     }
-}
-
-/// What a chat turn returns: `{ text, toolCalls: [{ id, name, arguments }], finishReason,
-/// promptTokens, completionTokens, reusedTokens }`.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Turn {
-    text: String,
-    tool_calls: Vec<ToolCall>,
-    finish_reason: String,
-    prompt_tokens: usize,
-    completion_tokens: usize,
-    reused_tokens: usize,
-}
-
-#[derive(serde::Serialize)]
-struct ToolCall {
-    id: String,
-    name: String,
-    /// The arguments object.
-    arguments: serde_json::Value,
 }
 
 /// A conversation with the model's chat template: messages in, a reply out, tool calls
@@ -339,25 +254,13 @@ pub struct Chat {
 impl Chat {
     /// Adds a message (`system`, `user`, `assistant`).
     pub fn ingest(&mut self, role: &str, content: &str) -> Result<()> {
-        if role == "tool" {
-            return Err(invalid(
-                "a tool result needs its call's id: use ingestToolResult(id, content)",
-            ));
-        }
-        self.inner
-            .ingest(cera::chat::Message::new(
-                role.to_owned(),
-                content.to_owned(),
-            ))
-            .map_err(core)
+        api::ingest(&mut self.inner, role, content)
     }
 
     /// The result of tool call `id`.
     #[wasm_bindgen(js_name = ingestToolResult)]
     pub fn ingest_tool_result(&mut self, id: &str, content: &str) -> Result<()> {
-        self.inner
-            .ingest_tool_result(id, content.to_owned())
-            .map_err(core)
+        Ok(self.inner.ingest_tool_result(id, content.to_owned())?)
     }
 
     /// The tools the model may call, as OpenAI's `tools` array (`[{ type: "function",
@@ -365,48 +268,20 @@ impl Chat {
     #[wasm_bindgen(js_name = setTools)]
     pub fn set_tools(&mut self, tools: JsValue) -> Result<()> {
         let v: serde_json::Value = from_js("tools", tools)?;
-        let t = cera::tools::parse_tools(&v).map_err(core)?;
-        self.inner.set_tools(t);
-        Ok(())
+        api::set_tools(&mut self.inner, &v)
     }
 
     /// The assistant's reply to the messages so far (added to the conversation), streamed to
     /// `onToken(piece)` (`false` from it stops). Options: those of `Session.generate` (but
-    /// `grammar`), `jsonObject`, `toolChoice`.
+    /// `grammar`), `jsonObject`, `toolChoice`. Returns `{ text, toolCalls: [{ id, name,
+    /// arguments }], finishReason, promptTokens, completionTokens, reusedTokens }`.
     pub fn complete(
         &mut self,
         opts: JsValue,
         on_token: Option<js_sys::Function>,
     ) -> Result<JsValue> {
         let cfg = TurnConfig::from_js(opts)?;
-        let o = cfg.to_core()?;
-        let mut emit = emit_to(&on_token);
-        let r = self
-            .inner
-            .complete_streaming(&o, &mut |t: &str| {
-                if t.is_empty() || emit(t) {
-                    cera::session::Control::Continue
-                } else {
-                    cera::session::Control::Stop
-                }
-            })
-            .map_err(core)?;
-        let turn = Turn {
-            text: r.text.clone(),
-            tool_calls: r
-                .tool_calls
-                .iter()
-                .map(|c| ToolCall {
-                    id: c.id.clone().unwrap_or_default(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
-                .collect(),
-            finish_reason: r.finish.as_str().to_owned(),
-            prompt_tokens: r.summary.prompt_tokens,
-            completion_tokens: r.summary.generated_tokens,
-            reused_tokens: r.prefill.kept + r.prefill.from_cache,
-        };
+        let turn = api::complete(&mut self.inner, &cfg, &mut emit_to(&on_token))?;
         turn.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
             .map_err(|e| invalid(e.to_string()))
     }
@@ -418,12 +293,12 @@ impl Chat {
 
     /// The whole conversation's state as bytes.
     pub fn checkpoint(&mut self) -> Result<Vec<u8>> {
-        self.inner.checkpoint().map_err(core)
+        Ok(self.inner.checkpoint()?)
     }
 
     /// Back to a conversation from `checkpoint`.
     pub fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        self.inner.restore(bytes).map_err(core)
+        Ok(self.inner.restore(bytes)?)
     }
 }
 

@@ -68,7 +68,11 @@ pub struct TurnConfig {
 
 impl TurnConfig {
     pub fn from_js(value: JsValue) -> Result<TurnConfig> {
-        let mut map: serde_json::Map<String, serde_json::Value> = from_js("turn options", value)?;
+        TurnConfig::from_map(from_js("turn options", value)?)
+    }
+
+    /// From the options object's fields.
+    pub fn from_map(mut map: serde_json::Map<String, serde_json::Value>) -> Result<TurnConfig> {
         let json_object = match map.remove("jsonObject") {
             None | Some(serde_json::Value::Null) => false,
             Some(serde_json::Value::Bool(b)) => b,
@@ -98,7 +102,18 @@ pub fn from_js<T: for<'de> Deserialize<'de> + Default>(what: &str, value: JsValu
     // would never see a misspelt key, which serde_json's `deny_unknown_fields` then names
     let v: serde_json::Value =
         serde_wasm_bindgen::from_value(value).map_err(|e| invalid(format!("{what}: {e}")))?;
-    serde_json::from_value(v).map_err(|e| invalid(format!("{what}: {e}")))
+    from_json(what, v)
+}
+
+/// `value` (null: the defaults) as `T`, naming `what` in the error.
+pub fn from_json<T: for<'de> Deserialize<'de> + Default>(
+    what: &str,
+    value: serde_json::Value,
+) -> Result<T> {
+    if value.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(value).map_err(|e| invalid(format!("{what}: {e}")))
 }
 
 impl SessionConfig {

@@ -5,12 +5,18 @@
 //   CERA_BIN=target/release/cera CERA_TEST_MODEL=SmolLM2.gguf CERA_TEST_TOOLS_MODEL=Qwen2.5.gguf \
 //     node --test crates/cera-wasm/tests/
 //
+// With CERA_WASM_THREADS=N the same tests run on the threads build (`cera-threads.js`, the
+// kernels on N threads), which must give the same results.
+//
 // (the tool call takes Qwen2.5-Coder-0.5B: SmolLM2 keeps calling tools until its budget ends)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
-import { initSync, Engine, ModelLoader } from "../pkg/cera.js";
+
+const threads = Number(process.env.CERA_WASM_THREADS || 0);
+const lib = threads ? await import("../pkg/cera-threads.js") : await import("../pkg/cera.js");
+const { Engine, ModelLoader } = lib;
 
 const model = process.env.CERA_TEST_MODEL;
 const toolsModel = process.env.CERA_TEST_TOOLS_MODEL;
@@ -18,9 +24,18 @@ const cli = process.env.CERA_BIN;
 if (!model || !toolsModel || !cli) {
   throw new Error("set CERA_TEST_MODEL, CERA_TEST_TOOLS_MODEL (GGUF files) and CERA_BIN (the cera binary)");
 }
-initSync({ module: readFileSync(new URL("../pkg/cera_bg.wasm", import.meta.url)) });
+if (threads) {
+  await lib.default({ threads });
+} else {
+  lib.initSync({ module: readFileSync(new URL("../pkg/cera_bg.wasm", import.meta.url)) });
+}
 const bytes = readFileSync(model);
 const engine = Engine.fromBytes(bytes);
+
+test("the kernels run on the threads asked for", () => {
+  assert.equal(engine.threads, threads || 1);
+  assert.equal(engine.backend, "CPU");
+});
 
 test("greedy completion equals the CLI's (scalar tier)", () => {
   const prompt = "The capital of France is";

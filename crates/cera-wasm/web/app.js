@@ -30,7 +30,8 @@ worker.onmessage = (e) => {
   if (m.type === "progress") {
     status(`loading… ${(m.received / 2 ** 20).toFixed(1)} of ${(m.total / 2 ** 20).toFixed(1)} MiB`);
   } else if (m.type === "loaded") {
-    status(`${m.architecture}, ${m.nVocab} tokens, loaded in ${(m.ms / 1000).toFixed(1)} s`);
+    const threads = `${m.threads} thread${m.threads === 1 ? "" : "s"}`;
+    status(`${m.architecture}, ${m.nVocab} tokens, ${threads}, loaded in ${(m.ms / 1000).toFixed(1)} s`);
     document.body.dataset.state = "loaded";
     busy(false);
   } else if (m.type === "piece") {
@@ -58,7 +59,7 @@ $("load").onclick = () => {
   busy(true);
   $("stop").disabled = true;
   status("loading…");
-  worker.postMessage(file ? { type: "load", file, stop } : { type: "load", url, stop });
+  worker.postMessage(file ? { type: "load", file, stop, threads } : { type: "load", url, stop, threads });
 };
 
 $("send").onclick = () => {
@@ -86,8 +87,11 @@ $("reset").onclick = () => {
   worker.postMessage({ type: "reset" });
 };
 
-// ?model=URL loads it at once (links and the browser test)
+// ?model=URL loads it at once (links and the browser test); ?threads=N sets the kernels'
+// threads (default: the cores; 1 runs the one-thread build, as does a page that is not
+// cross-origin isolated)
 const params = new URLSearchParams(location.search);
+const threads = Number(params.get("threads")) || navigator.hardwareConcurrency || 1;
 if (params.get("model")) {
   $("url").value = params.get("model");
   $("load").click();

@@ -2,7 +2,10 @@
 // and { type: "reset" }; this worker answers with progress, pieces of text, and the result.
 // A stop from the page sets a flag in shared memory that the token callback reads (the page is
 // cross-origin isolated, so SharedArrayBuffer exists); without it, stop waits for the reply.
-import init, { Engine, ModelLoader } from "../pkg/cera.js";
+// A cross-origin isolated page asking for more than one thread gets the threads build
+// (cera-threads.js: the kernels on several workers), any other the one-thread build.
+
+let lib = null;
 
 let engine = null;
 let chat = null;
@@ -24,7 +27,7 @@ async function readAll(source) {
     reader = source.file.stream().getReader();
   }
   if (!(total > 0)) throw new Error("the model's size is unknown (no Content-Length)");
-  const loader = new ModelLoader(total);
+  const loader = new lib.ModelLoader(total);
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
@@ -38,7 +41,16 @@ self.onmessage = async (e) => {
   const m = e.data;
   try {
     if (m.type === "load") {
-      await init();
+      if (!lib) {
+        const threads = Math.max(1, Math.min(m.threads || 1, 16));
+        if (self.crossOriginIsolated && threads > 1) {
+          lib = await import("../pkg/cera-threads.js");
+          await lib.default({ threads });
+        } else {
+          lib = await import("../pkg/cera.js");
+          await lib.default();
+        }
+      }
       stopFlag = m.stop ? new Int32Array(m.stop) : null;
       const t0 = performance.now();
       engine = await readAll(m);
@@ -46,6 +58,7 @@ self.onmessage = async (e) => {
       post({
         type: "loaded",
         architecture: engine.architecture,
+        threads: engine.threads,
         nVocab: engine.nVocab,
         ms: performance.now() - t0,
       });

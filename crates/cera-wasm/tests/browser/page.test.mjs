@@ -55,6 +55,10 @@ test("the page loads the model in its worker, cross-origin isolated", { timeout:
   assert.equal(state[0], "loaded", state[1]);
   assert.match(state[1], /^llama, 49152 tokens/);
   assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
+  // cross-origin isolated on a machine with several cores: the threads build, on all of them
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+  const want = Math.min(cores, 16);
+  assert.match(state[1], new RegExp(`, ${want} threads?,`), `${cores} cores`);
 });
 
 async function send(prompt, { raw, temp, max }) {

@@ -1,0 +1,380 @@
+// cera-wasm's threads build: the same classes as `cera.js` (the one-thread build that
+// wasm-bindgen makes), over the module built for `wasm32-wasip1-threads`, whose kernels run on
+// several threads through shared memory and WebAssembly atomics.
+//
+//   import init, { Engine } from "cera-wasm/cera-threads.js";
+//   await init({ threads: navigator.hardwareConcurrency });   // once, before anything else
+//   const engine = Engine.fromBytes(bytes);
+//
+// Needs SharedArrayBuffer: in a browser a cross-origin isolated page (COOP/COEP headers), and
+// the engine called from a Web Worker (its thread waits on the kernel threads with
+// Atomics.wait, which a page's main thread may not do). Node needs nothing. The kernel threads
+// are workers started by `init` (`threads` − 1 of them, plus spares for more engines): a
+// browser starts a worker only when the thread creating it is idle, so they cannot be started
+// on demand while the engine's thread waits for them.
+import { wasiImports } from "./wasi.js";
+
+const isNode = typeof process === "object" && typeof process.versions?.node === "string";
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+let W = null; // the instance, once `init` is done
+let emitTo = null; // the running call's onToken
+let emitError = null; // what it threw
+
+/// The module's memory import limits (pages), read from its import section: the memory the
+/// instances share must be created with them.
+function memoryLimits(bytes) {
+  let at = 8;
+  const leb = () => {
+    let v = 0;
+    let shift = 0;
+    for (;;) {
+      const b = bytes[at++];
+      v += (b & 0x7f) * 2 ** shift;
+      shift += 7;
+      if (b < 0x80) return v;
+    }
+  };
+  const name = () => {
+    const n = leb();
+    at += n;
+  };
+  while (at < bytes.length) {
+    const id = bytes[at++];
+    const size = leb();
+    const end = at + size;
+    if (id === 2) {
+      for (let n = leb(); n > 0; n--) {
+        name();
+        name();
+        const kind = bytes[at++];
+        if (kind === 0) leb();
+        else if (kind === 1) {
+          at++;
+          const f = bytes[at++];
+          leb();
+          if (f & 1) leb();
+        } else if (kind === 2) {
+          const flags = bytes[at++];
+          const initial = leb();
+          const maximum = flags & 1 ? leb() : undefined;
+          return { initial, maximum };
+        } else if (kind === 3) at += 2;
+        else break;
+      }
+    }
+    at = end;
+  }
+  throw new Error("cera: the module imports no memory (is it the threads build?)");
+}
+
+async function moduleBytes(source) {
+  if (source instanceof Uint8Array || source instanceof ArrayBuffer) return new Uint8Array(source);
+  if (typeof Response !== "undefined" && source instanceof Response) {
+    return new Uint8Array(await source.arrayBuffer());
+  }
+  const url = source instanceof URL ? source : new URL(source, import.meta.url);
+  if (isNode && url.protocol === "file:") {
+    const { readFile } = await import("node:fs/promises");
+    return new Uint8Array(await readFile(url));
+  }
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`cera: ${url}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+function defaultThreads() {
+  const n = typeof navigator !== "undefined" ? navigator.hardwareConcurrency : undefined;
+  return Math.max(1, Math.min(n || 4, 16));
+}
+
+/// Loads the module and starts its kernel threads. Options: `module_or_path` (the .wasm's
+/// bytes, a Response or a URL; default `cera_threads.wasm` beside this file), `threads` (the
+/// kernels' threads, the engine's own included; default the machine's cores, at most 16),
+/// `spares` (workers for further engines' threads, default `threads`), `env` (environment
+/// variables the library reads, such as CERA_CPU_TIER).
+export default async function init(options = {}) {
+  if (W) return W.info;
+  if (typeof SharedArrayBuffer === "undefined") {
+    throw new Error(
+      "cera: the threads build needs SharedArrayBuffer (serve the page cross-origin isolated: " +
+        "COOP same-origin and COEP require-corp), or use cera.js",
+    );
+  }
+  const { module_or_path, env = {} } = options;
+  const threads = Math.max(1, Math.floor(options.threads ?? defaultThreads()));
+  const spares = Math.max(0, Math.floor(options.spares ?? threads));
+  const bytes = await moduleBytes(module_or_path ?? new URL("./cera_threads.wasm", import.meta.url));
+  const limits = memoryLimits(bytes);
+  const module = await WebAssembly.compile(bytes);
+  const memory = new WebAssembly.Memory({ ...limits, shared: true });
+  const NodeWorker = isNode ? (await import("node:worker_threads")).Worker : null;
+  const workerUrl = new URL("./thread-worker.js", import.meta.url);
+  const n = threads - 1 + spares;
+  const busy = new Int32Array(new SharedArrayBuffer(4 * 64));
+  const workers = [];
+  const startWorker = () => {
+    const index = workers.length;
+    if (index >= busy.length) throw new Error("cera: more than 64 kernel threads");
+    const w = isNode ? new NodeWorker(workerUrl) : new Worker(workerUrl, { type: "module" });
+    if (isNode) w.unref(); // the threads wait forever for work; they must not keep Node alive
+    const ready = new Promise((resolve, reject) => {
+      const onMessage = (m) => (m.type === "ready" ? resolve() : undefined);
+      if (isNode) {
+        w.once("message", onMessage);
+        w.once("error", reject);
+      } else {
+        w.addEventListener("message", (e) => onMessage(e.data));
+        w.addEventListener("error", (e) => reject(new Error(`cera: a kernel thread's worker failed: ${e.message}`)));
+      }
+    });
+    w.postMessage({ type: "init", module, memory, env, busy: busy.buffer, index });
+    workers.push(w);
+    return ready;
+  };
+  let nextTid = 1;
+  const spawn = (arg) => {
+    let i = workers.findIndex((_, j) => Atomics.compareExchange(busy, j, 0, 1) === 0);
+    if (i < 0) {
+      // none free: a new worker, which Node starts at once (a browser only once this thread
+      // is idle: there the spares of `init` are what count)
+      try {
+        startWorker();
+      } catch {
+        return -6; // EAGAIN: the library reports the failed spawn
+      }
+      i = workers.length - 1;
+      Atomics.store(busy, i, 1);
+    }
+    const tid = nextTid++;
+    workers[i].postMessage({ type: "run", tid, arg });
+    return tid;
+  };
+  const wasiNames = WebAssembly.Module.imports(module)
+    .filter((i) => i.module === "wasi_snapshot_preview1")
+    .map((i) => i.name);
+  const instance = await WebAssembly.instantiate(module, {
+    env: { memory },
+    wasi_snapshot_preview1: wasiImports(memory, wasiNames, env),
+    wasi: { "thread-spawn": spawn },
+    cera: {
+      emit(ptr, len) {
+        if (!emitTo) return 1;
+        const piece = dec.decode(new Uint8Array(memory.buffer, ptr >>> 0, len >>> 0).slice());
+        try {
+          return emitTo(piece) === false ? 0 : 1;
+        } catch (e) {
+          emitError = e; // stops the generation; thrown once the call returns
+          return 0;
+        }
+      },
+    },
+  });
+  instance.exports.cera_init();
+  await Promise.all(Array.from({ length: n }, startWorker));
+  W = { exports: instance.exports, memory, threads, info: { threads, workers: n } };
+  return W.info;
+}
+
+function check() {
+  if (!W) throw new Error("cera: call `await init()` from cera-threads.js first");
+  return W;
+}
+
+/// Calls `method` of object `h` (0: none) with `args` (JSON-encoded) or `raw` bytes.
+function call(h, method, args, raw, onToken) {
+  const { exports: x, memory } = check();
+  const m = enc.encode(method);
+  const a = raw ?? (args === undefined ? new Uint8Array(0) : enc.encode(JSON.stringify(args)));
+  const mp = x.cera_alloc(m.length) >>> 0;
+  const ap = x.cera_alloc(a.length) >>> 0;
+  let code;
+  try {
+    new Uint8Array(memory.buffer, mp, m.length).set(m);
+    new Uint8Array(memory.buffer, ap, a.length).set(a);
+    emitTo = onToken ?? null;
+    emitError = null;
+    code = x.cera_call(h, mp, m.length, ap, a.length);
+  } finally {
+    emitTo = null;
+    x.cera_dealloc(mp, m.length);
+    x.cera_dealloc(ap, a.length);
+  }
+  const p = x.cera_result_ptr() >>> 0;
+  const len = x.cera_result_len() >>> 0;
+  const bytes = new Uint8Array(memory.buffer, p, len).slice();
+  if (emitError) {
+    const e = emitError;
+    emitError = null;
+    throw e;
+  }
+  if (code === 1) throw new Error(dec.decode(bytes));
+  if (code === 2) return bytes;
+  return len ? JSON.parse(dec.decode(bytes)) : null;
+}
+
+const registry = new FinalizationRegistry((h) => {
+  try {
+    call(h, "free");
+  } catch {
+    // already freed, or the instance is gone
+  }
+});
+
+class Handle {
+  constructor(h) {
+    this.__h = h;
+    registry.register(this, h, this);
+  }
+  get __handle() {
+    if (!this.__h) throw new Error("cera: this object was freed");
+    return this.__h;
+  }
+  /// Frees the object now (the garbage collector would, later).
+  free() {
+    if (!this.__h) return;
+    registry.unregister(this);
+    const h = this.__h;
+    this.__h = 0;
+    call(h, "free");
+  }
+}
+
+/// A GGUF file received in chunks (`push` each, then `finish`): the memory is reserved once,
+/// up front, and each chunk is copied straight into it.
+export class ModelLoader extends Handle {
+  constructor(totalBytes) {
+    const r = call(0, "loaderNew", [totalBytes]);
+    super(r.handle);
+    this.__ptr = r.ptr;
+    this.__total = totalBytes;
+    this.__received = 0;
+  }
+  /// Appends the next chunk of the file.
+  push(chunk) {
+    void this.__handle; // (throws once finished or freed)
+    if (this.__received + chunk.length > this.__total) {
+      throw new Error(
+        `ModelLoader: ${this.__received + chunk.length} bytes pushed, more than the ${this.__total} announced`,
+      );
+    }
+    new Uint8Array(W.memory.buffer, this.__ptr + this.__received, chunk.length).set(chunk);
+    this.__received += chunk.length;
+  }
+  /// Bytes received so far.
+  get received() {
+    return this.__received;
+  }
+  /// The engine on the whole file (the loader is used up).
+  finish() {
+    const h = this.__handle;
+    registry.unregister(this);
+    this.__h = 0;
+    return new Engine(call(h, "finish", [this.__received, W.threads]));
+  }
+}
+
+/// A loaded model.
+export class Engine extends Handle {
+  /// The engine on a whole GGUF file's bytes (copied into WebAssembly memory).
+  static fromBytes(bytes) {
+    const l = new ModelLoader(bytes.length);
+    l.push(bytes);
+    return l.finish();
+  }
+  get __info() {
+    this.__i ??= call(this.__handle, "info");
+    return this.__i;
+  }
+  /// A new session (its own context): `{ nCtx, cacheTypeK, cacheTypeV }`.
+  session(opts) {
+    return new Session(call(this.__handle, "session", [opts]));
+  }
+  /// A conversation with the model's chat template over a new session (same options).
+  chat(opts) {
+    return new Chat(call(this.__handle, "chat", [opts]));
+  }
+  tokenize(text, addSpecial, parseSpecial) {
+    return Uint32Array.from(call(this.__handle, "tokenize", [text, addSpecial, parseSpecial]));
+  }
+  detokenize(ids) {
+    return call(this.__handle, "detokenize", [Array.from(ids)]);
+  }
+  /// One pooled, normalized embedding per text, as Float32Arrays.
+  embed(texts) {
+    return call(this.__handle, "embed", [texts]).map((v) => Float32Array.from(v));
+  }
+  get nVocab() {
+    return this.__info.nVocab;
+  }
+  get nCtxTrain() {
+    return this.__info.nCtxTrain;
+  }
+  get architecture() {
+    return this.__info.architecture;
+  }
+  get backend() {
+    return this.__info.backend;
+  }
+  /// Threads the kernels run on.
+  get threads() {
+    return this.__info.threads;
+  }
+}
+
+/// A sequence's context: append text, generate.
+export class Session extends Handle {
+  /// As cera.js: `generate(prompt, { maxTokens, temperature, … }, (piece) => …)`; `false`
+  /// from the callback stops, and what it throws stops generation and is rethrown here.
+  generate(prompt, opts, onToken) {
+    return call(this.__handle, "generate", [prompt, opts], undefined, onToken);
+  }
+  tokens() {
+    return Uint32Array.from(call(this.__handle, "tokens"));
+  }
+  get nCtx() {
+    return call(this.__handle, "nCtx");
+  }
+  reset() {
+    call(this.__handle, "reset");
+  }
+  checkpoint() {
+    return call(this.__handle, "checkpoint");
+  }
+  restore(bytes) {
+    call(this.__handle, "restore", undefined, bytes);
+  }
+  get engine() {
+    return new Engine(call(this.__handle, "engine"));
+  }
+}
+
+/// A conversation with the model's chat template.
+export class Chat extends Handle {
+  ingest(role, content) {
+    call(this.__handle, "ingest", [role, content]);
+  }
+  ingestToolResult(id, content) {
+    call(this.__handle, "ingestToolResult", [id, content]);
+  }
+  setTools(tools) {
+    call(this.__handle, "setTools", [tools]);
+  }
+  complete(opts, onToken) {
+    return call(this.__handle, "complete", [opts], undefined, onToken);
+  }
+  reset() {
+    call(this.__handle, "reset");
+  }
+  checkpoint() {
+    return call(this.__handle, "checkpoint");
+  }
+  restore(bytes) {
+    call(this.__handle, "restore", undefined, bytes);
+  }
+}
+
+export function version() {
+  return call(0, "version");
+}
