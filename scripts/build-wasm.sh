@@ -8,7 +8,9 @@
 # target whose standard library has threads over shared memory; wasm-bindgen does not build
 # there, so `crates/cera-wasm/js/cera-threads.js` wraps its exports in the same classes) as
 # cera_threads.wasm, with its kernel-thread worker and WASI shim. Its memory may grow to 4 GiB
-# (the target's default maximum is 1 GiB).
+# (the target's default maximum is 1 GiB). And that once more with relaxed SIMD
+# (cera_threads_relaxed.wasm: exact 8-bit dot products in one instruction), which
+# cera-threads.js loads where the engine validates relaxed SIMD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T0=$SECONDS
@@ -36,7 +38,13 @@ out=crates/cera-wasm/pkg
 rm -rf "$out"
 "$WB" --target web --out-dir "$out" --out-name cera \
   target/wasm32-unknown-unknown/release/cera_wasm.wasm
+echo "-- cargo build (wasm32-wasip1-threads, simd128 + relaxed-simd) at $((SECONDS - T0)) s"
+# (its own target dir: other flags, and switching one dir between them rebuilds everything)
+CARGO_TARGET_WASM32_WASIP1_THREADS_RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd -C link-arg=--max-memory=4294967296" \
+  CARGO_PROFILE_RELEASE_DEBUG=0 \
+  cargo build --release --locked -p cera-wasm --target wasm32-wasip1-threads --target-dir target/wasm-relaxed
 cp target/wasm32-wasip1-threads/release/cera_wasm.wasm "$out/cera_threads.wasm"
+cp target/wasm-relaxed/wasm32-wasip1-threads/release/cera_wasm.wasm "$out/cera_threads_relaxed.wasm"
 cp crates/cera-wasm/js/cera-threads.js crates/cera-wasm/js/cera-threads.d.ts \
   crates/cera-wasm/js/thread-worker.js crates/cera-wasm/js/wasi.js "$out/"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
@@ -55,7 +63,8 @@ cat > "$out/package.json" <<JSON
     "./*": "./*"
   },
   "files": ["cera.js", "cera.d.ts", "cera_bg.wasm", "cera_bg.wasm.d.ts", "cera-threads.js",
-    "cera-threads.d.ts", "cera_threads.wasm", "thread-worker.js", "wasi.js"],
+    "cera-threads.d.ts", "cera_threads.wasm", "cera_threads_relaxed.wasm", "thread-worker.js",
+    "wasi.js"],
   "sideEffects": false
 }
 JSON

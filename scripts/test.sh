@@ -146,7 +146,8 @@ model_path() { ./target/release/cera models | awk -v m="$1" '$1 == m { print $NF
 CERA_BIN="$PWD/target/release/cera" CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
   CERA_TEST_TOOLS_MODEL="$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)" \
   node --test crates/cera-wasm/tests/node.test.mjs
-# the same tests on the threads build, its kernels on two threads
+# the same tests on the threads build, its kernels on two threads (the simd128 module: Node 20
+# has no relaxed SIMD to speak of, so the loader picks that one; Chromium's turn is below)
 CERA_WASM_THREADS=2 CERA_BIN="$PWD/target/release/cera" \
   CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
   CERA_TEST_TOOLS_MODEL="$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)" \
@@ -159,6 +160,14 @@ command -v chromium >/dev/null || {
   $sudo apt-get install -y -qq chromium
 }
 (cd crates/cera-wasm/tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+# the simd128 tier built with relaxed SIMD (the threads build's second module, which the page
+# loads in Chromium), bit for bit against the scalar tier, in Chromium's engine: Node 20 has
+# relaxed SIMD only behind a flag, and there its 8-bit dot product is twice the sum. (Without
+# the model file: no file system in a page.)
+CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
+  CARGO_TARGET_WASM32_WASIP1_RUNNER="node $PWD/crates/cera-wasm/tests/browser/wasi-run.mjs" \
+  CERA_EXPECT_TIERS=scalar,simd128 cargo test -p cera --no-default-features --locked \
+  --target wasm32-wasip1 --target-dir target/wasm-relaxed --test kernels -- --skip real_model_tensors
 CERA_BIN="$PWD/target/release/cera" CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
   node --test crates/cera-wasm/tests/browser/page.test.mjs
 step "kotlin: UniFFI bindings generated, compiled with kotlinc, tests/kotlin/bindings.kts"

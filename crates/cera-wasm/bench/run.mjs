@@ -1,7 +1,7 @@
 // cera-wasm against wllama (@wllama/wllama, llama.cpp in WebAssembly) in the same headless
 // Chromium, same model, greedy, interleaved rounds: prefill and decode tokens/s, medians.
-// wllama runs single-threaded (n_threads 1, as cera-wasm) and multi-threaded (the page is
-// cross-origin isolated).
+// Each runs on one thread and on THREADS (the page is cross-origin isolated): cera-wasm's
+// one-thread build (cera.js) and its threads build (cera-threads.js), wllama with n_threads.
 //
 //   cd crates/cera-wasm/bench && npm ci && node run.mjs MODEL.gguf [ROUNDS] [THREADS]
 import { spawn } from "node:child_process";
@@ -38,11 +38,12 @@ async function one(engine, threads) {
   if (r.error) throw new Error(`${engine}: ${r.error}`);
   return r;
 }
-const runs = { cera: [], "wllama-1": [], [`wllama-${mt}`]: [] };
+const runs = { "cera-1": [], [`cera-${mt}`]: [], "wllama-1": [], [`wllama-${mt}`]: [] };
 for (let i = 0; i < rounds; i++) {
-  runs.cera.push(await one("cera", 1));
-  runs["wllama-1"].push(await one("wllama", 1));
-  runs[`wllama-${mt}`].push(await one("wllama", mt));
+  for (const k of Object.keys(runs)) {
+    const [engine, t] = k.split("-");
+    runs[k].push(await one(engine, Number(t)));
+  }
   console.error(`round ${i + 1}: ` + Object.entries(runs).map(([k, v]) => `${k} pp ${v.at(-1).promptTps.toFixed(1)} tg ${v.at(-1).decodeTps.toFixed(1)}`).join(", "));
 }
 const median = (a) => {
@@ -53,8 +54,8 @@ const median = (a) => {
 console.log(`| engine | threads | prompt tokens | prefill t/s | decode t/s |`);
 console.log(`| --- | ---: | ---: | ---: | ---: |`);
 for (const [k, v] of Object.entries(runs)) {
-  const t = k === "cera" ? 1 : Number(k.split("-")[1]);
-  console.log(`| ${k === "cera" ? "cera-wasm" : "wllama"} | ${t} | ${v[0].promptTokens} | ${median(v.map((r) => r.promptTps)).toFixed(1)} | ${median(v.map((r) => r.decodeTps)).toFixed(1)} |`);
+  const [engine, t] = k.split("-");
+  console.log(`| ${engine === "cera" ? "cera-wasm" : "wllama"} | ${t} | ${v[0].promptTokens} | ${median(v.map((r) => r.promptTps)).toFixed(1)} | ${median(v.map((r) => r.decodeTps)).toFixed(1)} |`);
 }
 await browser.close();
 server.kill();

@@ -6,6 +6,8 @@ export interface InitOptions {
   module_or_path?: Uint8Array | ArrayBuffer | Response | URL | string;
   /** Threads the kernels run on, the engine's own included (default: the cores, at most 16). */
   threads?: number;
+  /** false: the plain simd128 module even where the engine has relaxed SIMD. */
+  relaxed?: boolean;
   /** Idle workers kept for further engines' threads (default: `threads`). */
   spares?: number;
   /** Environment variables the library reads (CERA_CPU_TIER, …). */
@@ -13,4 +15,6 @@ export interface InitOptions {
 }
 
 /** Loads the module and starts the kernel threads' workers; call once, before anything else. */
-export default function init(options?: InitOptions): Promise<{ threads: number; workers: number }>;
+export default function init(
+  options?: InitOptions,
+): Promise<{ threads: number; workers: number; module: string }>;

@@ -84,13 +84,49 @@ async function moduleBytes(source) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
+/// Whether the engine has relaxed SIMD with an exact 8-bit dot product: a module of one
+/// function computing `i32x4.relaxed_dot_i8x16_i7x16_add_s` of known bytes, run. (Validating
+/// alone is not enough: Node 20's experimental relaxed SIMD, `--experimental-wasm-relaxed-simd`,
+/// returns twice the dot product.)
+export function hasRelaxedSimd() {
+  const section = (id, bytes) => [id, bytes.length, ...bytes];
+  const zero = [0xfd, 0x0c, ...new Array(16).fill(0)];
+  const load = (at) => [0x41, at, 0xfd, 0x00, 0x00, 0x00];
+  // mem[32..48] = relaxed_dot(mem[0..16], mem[16..32], 0)
+  const body = [0x00, 0x41, 32, ...load(0), ...load(16), ...zero, 0xfd, 0x93, 0x02, 0xfd, 0x0b, 0x00, 0x00, 0x0b];
+  const bytes = new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [1, 0x60, 0, 0]), // a type: () -> ()
+    ...section(3, [1, 0]), // one function of it
+    ...section(5, [1, 0, 1]), // one page of memory
+    ...section(7, [2, 1, 0x66, 0, 0, 1, 0x6d, 2, 0]), // exports "f", "m"
+    ...section(10, [1, body.length, ...body]),
+  ]);
+  if (!WebAssembly.validate(bytes)) return false;
+  try {
+    const { exports } = new WebAssembly.Instance(new WebAssembly.Module(bytes));
+    const a = [-128, 127, -3, 5, 1, 2, 3, 4, -1, -2, -3, -4, 10, -10, 20, -20];
+    const b = [127, 127, 7, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+    const m = new Int8Array(exports.m.buffer);
+    m.set(a, 0);
+    m.set(b, 16);
+    exports.f();
+    const got = Array.from(new Int32Array(exports.m.buffer, 32, 4));
+    const want = [0, 1, 2, 3].map((i) => [0, 1, 2, 3].reduce((s, j) => s + a[4 * i + j] * b[4 * i + j], 0));
+    return got.join() === want.join();
+  } catch {
+    return false;
+  }
+}
+
 function defaultThreads() {
   const n = typeof navigator !== "undefined" ? navigator.hardwareConcurrency : undefined;
   return Math.max(1, Math.min(n || 4, 16));
 }
 
 /// Loads the module and starts its kernel threads. Options: `module_or_path` (the .wasm's
-/// bytes, a Response or a URL; default `cera_threads.wasm` beside this file), `threads` (the
+/// bytes, a Response or a URL; default beside this file `cera_threads_relaxed.wasm` where the
+/// engine has relaxed SIMD, else `cera_threads.wasm`; `relaxed: false` picks the latter), `threads` (the
 /// kernels' threads, the engine's own included; default the machine's cores, at most 16),
 /// `spares` (workers for further engines' threads, default `threads`), `env` (environment
 /// variables the library reads, such as CERA_CPU_TIER).
@@ -105,7 +141,9 @@ export default async function init(options = {}) {
   const { module_or_path, env = {} } = options;
   const threads = Math.max(1, Math.floor(options.threads ?? defaultThreads()));
   const spares = Math.max(0, Math.floor(options.spares ?? threads));
-  const bytes = await moduleBytes(module_or_path ?? new URL("./cera_threads.wasm", import.meta.url));
+  const relaxed = (options.relaxed ?? true) && hasRelaxedSimd();
+  const file = relaxed ? "./cera_threads_relaxed.wasm" : "./cera_threads.wasm";
+  const bytes = await moduleBytes(module_or_path ?? new URL(file, import.meta.url));
   const limits = memoryLimits(bytes);
   const module = await WebAssembly.compile(bytes);
   const memory = new WebAssembly.Memory({ ...limits, shared: true });
@@ -173,7 +211,8 @@ export default async function init(options = {}) {
   });
   instance.exports.cera_init();
   await Promise.all(Array.from({ length: n }, startWorker));
-  W = { exports: instance.exports, memory, threads, info: { threads, workers: n } };
+  const info = { threads, workers: n, module: module_or_path ? "given" : file.slice(2) };
+  W = { exports: instance.exports, memory, threads, info };
   return W.info;
 }
 

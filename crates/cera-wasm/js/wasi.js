@@ -17,37 +17,40 @@ export class WasiExit extends Error {
   }
 }
 
-/// `names`: the module's imports from `wasi_snapshot_preview1` (all get a function: the ones
-/// below, ENOSYS for the rest). `env`: an object of environment variables.
-export function wasiImports(memory, names, env = {}) {
-  const u8 = () => new Uint8Array(memory.buffer);
-  const dv = () => new DataView(memory.buffer);
+/// `memory`: the instance's memory, or a function returning it (for a module that exports its
+/// own, known only once instantiated). `names`: the module's imports from
+/// `wasi_snapshot_preview1` (all get a function: the ones below, ENOSYS for the rest). `env`:
+/// an object of environment variables; `args`: the program's arguments (a test runner's).
+export function wasiImports(memory, names, env = {}, args = []) {
+  const mem = typeof memory === "function" ? memory : () => memory;
+  const u8 = () => new Uint8Array(mem().buffer);
+  const dv = () => new DataView(mem().buffer);
   const enc = new TextEncoder();
   const dec = new TextDecoder();
-  const envBytes = Object.entries(env).map(([k, v]) => enc.encode(`${k}=${v}\0`));
+  const strings = (list) => list.map((s) => enc.encode(`${s}\0`));
+  const sizes = (list) => (count, bufSize) => {
+    dv().setUint32(count, list.length, true);
+    dv().setUint32(bufSize, list.reduce((n, b) => n + b.length, 0), true);
+    return ESUCCESS;
+  };
+  const fill = (list) => (ptrs, buf) => {
+    let at = buf;
+    list.forEach((b, i) => {
+      dv().setUint32(ptrs + 4 * i, at, true);
+      u8().set(b, at);
+      at += b.length;
+    });
+    return ESUCCESS;
+  };
+  const envBytes = strings(Object.entries(env).map(([k, v]) => `${k}=${v}`));
+  const argBytes = strings(args);
   const lines = { 1: [], 2: [] };
   const flush = (fd, text) => (fd === 1 ? console.log(text) : console.error(text));
   const impl = {
-    args_sizes_get(argc, bufSize) {
-      dv().setUint32(argc, 0, true);
-      dv().setUint32(bufSize, 0, true);
-      return ESUCCESS;
-    },
-    args_get: () => ESUCCESS,
-    environ_sizes_get(count, bufSize) {
-      dv().setUint32(count, envBytes.length, true);
-      dv().setUint32(bufSize, envBytes.reduce((n, b) => n + b.length, 0), true);
-      return ESUCCESS;
-    },
-    environ_get(ptrs, buf) {
-      let at = buf;
-      envBytes.forEach((b, i) => {
-        dv().setUint32(ptrs + 4 * i, at, true);
-        u8().set(b, at);
-        at += b.length;
-      });
-      return ESUCCESS;
-    },
+    args_sizes_get: sizes(argBytes),
+    args_get: fill(argBytes),
+    environ_sizes_get: sizes(envBytes),
+    environ_get: fill(envBytes),
     clock_time_get(id, _precision, out) {
       // realtime from Date; monotonic from performance.timeOrigin + now, which is the same
       // clock in every worker (each worker's performance.now() alone starts at its own origin)

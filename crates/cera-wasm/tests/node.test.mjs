@@ -24,8 +24,9 @@ const cli = process.env.CERA_BIN;
 if (!model || !toolsModel || !cli) {
   throw new Error("set CERA_TEST_MODEL, CERA_TEST_TOOLS_MODEL (GGUF files) and CERA_BIN (the cera binary)");
 }
+let loaded = null;
 if (threads) {
-  await lib.default({ threads });
+  loaded = await lib.default({ threads });
 } else {
   lib.initSync({ module: readFileSync(new URL("../pkg/cera_bg.wasm", import.meta.url)) });
 }
@@ -35,6 +36,11 @@ const engine = Engine.fromBytes(bytes);
 test("the kernels run on the threads asked for", () => {
   assert.equal(engine.threads, threads || 1);
   assert.equal(engine.backend, "CPU");
+  if (threads) {
+    // the loader's choice of module follows the engine's (exact) relaxed SIMD
+    const relaxed = lib.hasRelaxedSimd();
+    assert.equal(loaded.module, relaxed ? "cera_threads_relaxed.wasm" : "cera_threads.wasm");
+  }
 });
 
 test("greedy completion equals the CLI's (scalar tier)", () => {

@@ -31,7 +31,8 @@ worker.onmessage = (e) => {
     status(`loading… ${(m.received / 2 ** 20).toFixed(1)} of ${(m.total / 2 ** 20).toFixed(1)} MiB`);
   } else if (m.type === "loaded") {
     const threads = `${m.threads} thread${m.threads === 1 ? "" : "s"}`;
-    status(`${m.architecture}, ${m.nVocab} tokens, ${threads}, loaded in ${(m.ms / 1000).toFixed(1)} s`);
+    const what = `${m.architecture}, ${m.nVocab} tokens, ${threads} (${m.kernels})`;
+    status(`${what}, loaded in ${(m.ms / 1000).toFixed(1)} s`);
     document.body.dataset.state = "loaded";
     busy(false);
   } else if (m.type === "piece") {

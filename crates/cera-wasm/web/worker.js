@@ -6,6 +6,7 @@
 // (cera-threads.js: the kernels on several workers), any other the one-thread build.
 
 let lib = null;
+let kernels = "SIMD"; // the module's kernels: simd128, or with relaxed SIMD as well
 
 let engine = null;
 let chat = null;
@@ -45,7 +46,7 @@ self.onmessage = async (e) => {
         const threads = Math.max(1, Math.min(m.threads || 1, 16));
         if (self.crossOriginIsolated && threads > 1) {
           lib = await import("../pkg/cera-threads.js");
-          await lib.default({ threads });
+          kernels = (await lib.default({ threads })).module.includes("relaxed") ? "relaxed SIMD" : "SIMD";
         } else {
           lib = await import("../pkg/cera.js");
           await lib.default();
@@ -59,6 +60,7 @@ self.onmessage = async (e) => {
         type: "loaded",
         architecture: engine.architecture,
         threads: engine.threads,
+        kernels,
         nVocab: engine.nVocab,
         ms: performance.now() - t0,
       });

@@ -5,12 +5,20 @@
 //! `kernels::cpu`): an engine without SIMD refuses the whole module, so there is nothing to
 //! detect at run time, and these are plain safe functions that the compiler inlines anywhere.
 //!
-//! simd128 has no 8-bit dot product (relaxed SIMD's is not exact for every input and not in
-//! every engine), so the dot step widens both operands to i16 and multiplies-adds pairs into
-//! i32 lanes (`i32x4.dot_i16x8_s`, one `pmaddwd` on x86 and `smull`+`addp` on Arm): exact,
-//! since every product of two i8 fits in 15 bits. Operands known to be non-negative (the
-//! unsigned 4-bit codes) widen with a zero extension, which costs engines one instruction less
-//! than a sign extension of the high half.
+//! simd128 has no 8-bit dot product, so the dot step widens both operands to i16 and
+//! multiplies-adds pairs into i32 lanes (`i32x4.dot_i16x8_s`, one `pmaddwd` on x86 and
+//! `smull`+`addp` on Arm): exact, since every product of two i8 fits in 15 bits. Operands known
+//! to be non-negative (the unsigned 4-bit codes) widen with a zero extension, which costs
+//! engines one instruction less than a sign extension of the high half.
+//!
+//! A module built with `+relaxed-simd` as well (the threads build's second module, which its
+//! loader picks where the engine validates relaxed SIMD) does the unsigned codes' dot products
+//! with `i32x4.relaxed_dot_i8x16_i7x16_add`: relaxed SIMD leaves its result to the engine only
+//! where the second operand's top bit is set (signed or unsigned) or a pair's 16-bit sum
+//! overflows (saturating or wrapping); codes in 0..128 against signed bytes avoid both (a
+//! pair's sum is within ±32512), so every engine gives the exact sum, the same integers as the
+//! widening path. Signed codes (Q4_0, Q5_0) go through it with their offset added back:
+//! `Σ(c − k)·a = Σc·a − k·Σa`.
 //!
 //! Integer sums are reduced per block (or per super-block) and then weighted in the scalar
 //! reference's float order, so the quantized kernels give the scalar tier's bits.
@@ -82,12 +90,20 @@ pub(crate) fn dot_i8(acc: v128, a: v128, b: v128) -> v128 {
     i32x4_add(acc, i32x4_add(lo, hi))
 }
 
-/// [`dot_i8`] for codes `c` in 0..128 (zero extension widens them as sign extension would).
+/// [`dot_i8`] for codes `c` in 0..128 (zero extension widens them as sign extension would; relaxed
+/// SIMD's dot product is exact for them).
 #[inline(always)]
 pub(crate) fn dot_u7(acc: v128, c: v128, b: v128) -> v128 {
-    let lo = i32x4_dot_i16x8(u16x8_extend_low_u8x16(c), i16x8_extend_low_i8x16(b));
-    let hi = i32x4_dot_i16x8(u16x8_extend_high_u8x16(c), i16x8_extend_high_i8x16(b));
-    i32x4_add(acc, i32x4_add(lo, hi))
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        i32x4_relaxed_dot_i8x16_i7x16_add(b, c, acc)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let lo = i32x4_dot_i16x8(u16x8_extend_low_u8x16(c), i16x8_extend_low_i8x16(b));
+        let hi = i32x4_dot_i16x8(u16x8_extend_high_u8x16(c), i16x8_extend_high_i8x16(b));
+        i32x4_add(acc, i32x4_add(lo, hi))
+    }
 }
 
 /// `Σ c·a` over one 32-element block of signed codes (elements 0..16, 16..32) against 32
@@ -101,6 +117,26 @@ pub(crate) fn dot32_i8(c: [v128; 2], a: &[u8]) -> v128 {
 #[inline(always)]
 pub(crate) fn dot32_u7(c: [v128; 2], a: &[u8]) -> v128 {
     dot_u7(dot_u7(i32x4_splat(0), c[0], ld(a)), c[1], ld(&a[16..]))
+}
+
+/// `Σ (c − 2^K)·a` over one 32-element block, for unsigned codes `c` in 0..128 stored with an
+/// offset of `2^K` (Q4_0's 8, Q5_0's 16), in i32 lanes.
+#[inline(always)]
+pub(crate) fn dot32_offset<const K: u32>(c: [v128; 2], a: &[u8]) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        // Σc·a − 2^K·Σa, Σa by the same instruction against ones
+        let (a0, a1) = (ld(a), ld(&a[16..]));
+        let one = i8x16_splat(1);
+        let sum = dot_u7(dot_u7(i32x4_splat(0), one, a0), one, a1);
+        let dot = dot_u7(dot_u7(i32x4_splat(0), c[0], a0), c[1], a1);
+        i32x4_sub(dot, i32x4_shl(sum, K))
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let k = i8x16_splat(1 << K);
+        dot32_i8([i8x16_sub(c[0], k), i8x16_sub(c[1], k)], a)
+    }
 }
 
 /// Sum of the i32 lanes.

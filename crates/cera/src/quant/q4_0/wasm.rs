@@ -1,8 +1,6 @@
 //! Q4_0 × Q8_0 dot products on wasm32 `simd128`: the codes as i8, an exact integer sum per
 //! block, then the scalar reference's float step (the scalar bits).
 
-use core::arch::wasm32::*;
-
 use super::{BlockQ4_0, QK};
 use crate::quant::q8_0::BlockQ8_0;
 use crate::quant::{dot_blocks, f16_to_f32_fast};
@@ -11,11 +9,7 @@ use crate::simd::wasm::*;
 /// `simd128` tier `Σ w·a`.
 pub(crate) fn vec_dot(n: usize, w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
-    let dot = |b: &BlockQ4_0, y: &BlockQ8_0| {
-        let [lo, hi] = nibbles(&b.qs);
-        let eight = i8x16_splat(8);
-        dot32_i8([i8x16_sub(lo, eight), i8x16_sub(hi, eight)], &y.qs)
-    };
+    let dot = |b: &BlockQ4_0, y: &BlockQ8_0| dot32_offset::<3>(nibbles(&b.qs), &y.qs);
     let term = |b: &BlockQ4_0, y: &BlockQ8_0, sumi: i32| {
         sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d))
     };

@@ -10,7 +10,7 @@ use crate::simd::wasm::*;
 /// `simd128` tier `Σ w·a`.
 pub(crate) fn vec_dot(n: usize, w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
-    let dot = |b: &BlockQ4_1, y: &BlockQ8_1| dot32_i8(nibbles(&b.qs), &y.qs);
+    let dot = |b: &BlockQ4_1, y: &BlockQ8_1| dot32_u7(nibbles(&b.qs), &y.qs);
     let term = |b: &BlockQ4_1, y: &BlockQ8_1, sumi: i32| {
         sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d))
             + f16_to_f32_fast(b.m) * f16_to_f32_fast(y.s)

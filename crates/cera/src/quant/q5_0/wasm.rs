@@ -14,12 +14,7 @@ pub(crate) fn vec_dot(n: usize, w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let nb = dot_blocks(n, QK, w.len(), a.len());
     let dot = |b: &BlockQ5_0, y: &BlockQ8_0| {
         let ([lo, hi], [h0, h1]) = (nibbles(&b.qs), fifth_bits(b.qh));
-        let sixteen = i8x16_splat(16);
-        let c = [
-            i8x16_sub(v128_or(lo, h0), sixteen),
-            i8x16_sub(v128_or(hi, h1), sixteen),
-        ];
-        dot32_i8(c, &y.qs)
+        dot32_offset::<4>([v128_or(lo, h0), v128_or(hi, h1)], &y.qs)
     };
     let term = |b: &BlockQ5_0, y: &BlockQ8_0, sumi: i32| {
         sumi as f32 * (f16_to_f32_fast(b.d) * f16_to_f32_fast(y.d))
