@@ -1,11 +1,12 @@
 // cera-wasm's side of bench.html, in a Web Worker (the threads build's engine thread waits on
-// its kernel threads, which a page's main thread may not do): { url, threads, prompt, n } in,
-// the timings out. One thread runs the one-thread build (cera.js), more the threads build.
+// its kernel threads, which a page's main thread may not do): { url, threads, relaxed, prompt,
+// n } in, the timings out. One thread runs the one-thread build (cera.js), more the threads
+// build (its relaxed-SIMD module where the engine has it, unless `relaxed` is false).
 self.onmessage = async (e) => {
-  const { url, threads, prompt, n } = e.data;
+  const { url, threads, relaxed, prompt, n } = e.data;
   try {
     const lib = threads > 1 ? await import("../pkg/cera-threads.js") : await import("../pkg/cera.js");
-    await (threads > 1 ? lib.default({ threads }) : lib.default());
+    const info = await (threads > 1 ? lib.default({ threads, relaxed }) : lib.default());
     const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
     const engine = lib.Engine.fromBytes(bytes);
     engine.session({ nCtx: 1024 }).generate(prompt, { maxTokens: 4, temperature: 0 });
@@ -17,6 +18,7 @@ self.onmessage = async (e) => {
       decodeTps: r.tokens.length / (r.decodeMs / 1000),
       text: r.text,
       threads: engine.threads,
+      module: info?.module ?? "cera_bg.wasm",
     });
   } catch (err) {
     self.postMessage({ error: String(err && err.stack ? err.stack : err) });

@@ -28,9 +28,9 @@ const browser = await puppeteer.launch({
 });
 // ~128 prompt tokens
 const prompt = "The history of the lighthouse begins in the ancient world, where fires were lit on hills to guide ships. ".repeat(6);
-async function one(engine, threads) {
+async function one(engine, threads, relaxed) {
   const page = await browser.newPage();
-  const q = new URLSearchParams({ engine, model: `/models/${basename(model)}`, threads, prompt, n: 64 });
+  const q = new URLSearchParams({ engine, model: `/models/${basename(model)}`, threads, relaxed, prompt, n: 64 });
   await page.goto(`${base}/bench/bench.html?${q}`);
   await page.waitForFunction(() => window.result, { timeout: 600_000 });
   const r = await page.evaluate(() => window.result);
@@ -38,11 +38,12 @@ async function one(engine, threads) {
   if (r.error) throw new Error(`${engine}: ${r.error}`);
   return r;
 }
-const runs = { "cera-1": [], [`cera-${mt}`]: [], "wllama-1": [], [`wllama-${mt}`]: [] };
+// cera-N-plain: the threads build's simd128 module where the engine has relaxed SIMD as well
+const runs = { "cera-1": [], [`cera-${mt}`]: [], [`cera-${mt}-plain`]: [], "wllama-1": [], [`wllama-${mt}`]: [] };
 for (let i = 0; i < rounds; i++) {
   for (const k of Object.keys(runs)) {
-    const [engine, t] = k.split("-");
-    runs[k].push(await one(engine, Number(t)));
+    const [engine, t, plain] = k.split("-");
+    runs[k].push(await one(engine, Number(t), plain ? "0" : "1"));
   }
   console.error(`round ${i + 1}: ` + Object.entries(runs).map(([k, v]) => `${k} pp ${v.at(-1).promptTps.toFixed(1)} tg ${v.at(-1).decodeTps.toFixed(1)}`).join(", "));
 }
@@ -55,7 +56,8 @@ console.log(`| engine | threads | prompt tokens | prefill t/s | decode t/s |`);
 console.log(`| --- | ---: | ---: | ---: | ---: |`);
 for (const [k, v] of Object.entries(runs)) {
   const [engine, t] = k.split("-");
-  console.log(`| ${engine === "cera" ? "cera-wasm" : "wllama"} | ${t} | ${v[0].promptTokens} | ${median(v.map((r) => r.promptTps)).toFixed(1)} | ${median(v.map((r) => r.decodeTps)).toFixed(1)} |`);
+  const name = engine === "cera" ? `cera-wasm (${v[0].module})` : "wllama";
+  console.log(`| ${name} | ${t} | ${v[0].promptTokens} | ${median(v.map((r) => r.promptTps)).toFixed(1)} | ${median(v.map((r) => r.decodeTps)).toFixed(1)} |`);
 }
 await browser.close();
 server.kill();

@@ -212,7 +212,7 @@ export default async function init(options = {}) {
   instance.exports.cera_init();
   await Promise.all(Array.from({ length: n }, startWorker));
   const info = { threads, workers: n, module: module_or_path ? "given" : file.slice(2) };
-  W = { exports: instance.exports, memory, threads, info };
+  W = { exports: instance.exports, memory, threads, info, trapped: null };
   return W.info;
 }
 
@@ -221,33 +221,44 @@ function check() {
   return W;
 }
 
-/// Calls `method` of object `h` (0: none) with `args` (JSON-encoded) or `raw` bytes.
+/// Calls `method` of object `h` (0: none) with `args` (JSON-encoded) or `raw` bytes. A call
+/// made from inside a callback (a token callback asking `engine.tokenize`) keeps the outer
+/// call's callback for the rest of it.
 function call(h, method, args, raw, onToken) {
-  const { exports: x, memory } = check();
+  const w = check();
+  if (w.trapped) {
+    throw new Error(`cera: the module stopped at an earlier failure (${w.trapped}); load it again`);
+  }
+  const { exports: x, memory } = w;
   const m = enc.encode(method);
   const a = raw ?? (args === undefined ? new Uint8Array(0) : enc.encode(JSON.stringify(args)));
   const mp = x.cera_alloc(m.length) >>> 0;
   const ap = x.cera_alloc(a.length) >>> 0;
+  const [outerEmit, outerError] = [emitTo, emitError];
   let code;
+  let thrown = null;
   try {
     new Uint8Array(memory.buffer, mp, m.length).set(m);
     new Uint8Array(memory.buffer, ap, a.length).set(a);
     emitTo = onToken ?? null;
     emitError = null;
     code = x.cera_call(h, mp, m.length, ap, a.length);
+  } catch (e) {
+    // a trap (a panic aborts in WebAssembly): the library's state is lost
+    w.trapped = String(e && e.message ? e.message : e);
+    throw new Error(`cera: ${method} failed inside the module (${w.trapped}); load it again`);
   } finally {
-    emitTo = null;
-    x.cera_dealloc(mp, m.length);
-    x.cera_dealloc(ap, a.length);
+    thrown = emitError;
+    [emitTo, emitError] = [outerEmit, outerError];
+    if (!w.trapped) {
+      x.cera_dealloc(mp, m.length);
+      x.cera_dealloc(ap, a.length);
+    }
   }
   const p = x.cera_result_ptr() >>> 0;
   const len = x.cera_result_len() >>> 0;
   const bytes = new Uint8Array(memory.buffer, p, len).slice();
-  if (emitError) {
-    const e = emitError;
-    emitError = null;
-    throw e;
-  }
+  if (thrown) throw thrown;
   if (code === 1) throw new Error(dec.decode(bytes));
   if (code === 2) return bytes;
   return len ? JSON.parse(dec.decode(bytes)) : null;

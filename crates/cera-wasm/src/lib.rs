@@ -173,14 +173,32 @@ impl Engine {
     }
 }
 
-/// Calls `f(piece)` for each piece of generated text; `false` from it stops generation.
-fn emit_to(f: &Option<js_sys::Function>) -> impl FnMut(&str) -> bool + '_ {
+/// Calls `f(piece)` for each piece of generated text; `false` from it stops generation, and so
+/// does an exception, kept in `thrown` to be rethrown once generation has stopped.
+fn emit_to<'a>(
+    f: &'a Option<js_sys::Function>,
+    thrown: &'a std::cell::RefCell<Option<JsValue>>,
+) -> impl FnMut(&str) -> bool + 'a {
     move |piece: &str| match f {
         None => true,
-        Some(f) => !matches!(
-            f.call1(&JsValue::NULL, &JsValue::from_str(piece)),
-            Ok(v) if v.as_bool() == Some(false)
-        ),
+        Some(f) => match f.call1(&JsValue::NULL, &JsValue::from_str(piece)) {
+            Ok(v) => v.as_bool() != Some(false),
+            Err(e) => {
+                *thrown.borrow_mut() = Some(e);
+                false
+            }
+        },
+    }
+}
+
+/// `r`, unless the token callback threw: then what it threw.
+fn rethrow<T>(
+    r: Result<T>,
+    thrown: std::cell::RefCell<Option<JsValue>>,
+) -> std::result::Result<T, JsValue> {
+    match thrown.into_inner() {
+        Some(e) => Err(e),
+        None => r.map_err(JsValue::from),
     }
 }
 
@@ -195,7 +213,8 @@ pub struct Session {
 impl Session {
     /// Continues the context with `prompt` (with BOS when the context is empty, as the model
     /// asks; no chat template: see `Chat`) and generates, calling `onToken(piece)` with each
-    /// piece of text (`false` from it stops). Options: `{ maxTokens, temperature, topK, topP,
+    /// piece of text (`false` from it stops; what it throws stops and is rethrown). Options:
+    /// `{ maxTokens, temperature, topK, topP,
     /// minP, repeatPenalty, seed, stop, ignoreEos, grammar, jsonSchema }`. Returns `{ text,
     /// tokens, finishReason, promptTokens, promptMs, decodeMs }`.
     pub fn generate(
@@ -203,10 +222,17 @@ impl Session {
         prompt: &str,
         opts: JsValue,
         on_token: Option<js_sys::Function>,
-    ) -> Result<JsValue> {
+    ) -> std::result::Result<JsValue, JsValue> {
         let cfg: GenerateConfig = from_js("generate options", opts)?;
-        let g = api::generate(&mut self.inner, prompt, &cfg, &mut emit_to(&on_token))?;
-        serde_wasm_bindgen::to_value(&g).map_err(|e| invalid(e.to_string()))
+        let thrown = Default::default();
+        let g = api::generate(
+            &mut self.inner,
+            prompt,
+            &cfg,
+            &mut emit_to(&on_token, &thrown),
+        );
+        let g = rethrow(g, thrown)?;
+        Ok(serde_wasm_bindgen::to_value(&g).map_err(|e| invalid(e.to_string()))?)
     }
 
     /// Token ids in the context.
@@ -279,11 +305,14 @@ impl Chat {
         &mut self,
         opts: JsValue,
         on_token: Option<js_sys::Function>,
-    ) -> Result<JsValue> {
+    ) -> std::result::Result<JsValue, JsValue> {
         let cfg = TurnConfig::from_js(opts)?;
-        let turn = api::complete(&mut self.inner, &cfg, &mut emit_to(&on_token))?;
-        turn.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-            .map_err(|e| invalid(e.to_string()))
+        let thrown = Default::default();
+        let turn = api::complete(&mut self.inner, &cfg, &mut emit_to(&on_token, &thrown));
+        let turn = rethrow(turn, thrown)?;
+        Ok(turn
+            .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+            .map_err(|e| invalid(e.to_string()))?)
     }
 
     /// Forgets the conversation.

@@ -83,6 +83,27 @@ test("a chunked load equals a whole one; the callback can stop", () => {
   assert.equal(engine.detokenize(engine.tokenize("Hello world", false, false)), "Hello world");
 });
 
+test("a callback's exception stops generation and is rethrown; a callback may call the engine", () => {
+  let calls = 0;
+  assert.throws(
+    () =>
+      engine.session({ nCtx: 256 }).generate("Once upon a time", { maxTokens: 20, temperature: 0 }, () => {
+        if (++calls === 2) throw new Error("stop here");
+      }),
+    /stop here/,
+  );
+  assert.equal(calls, 2);
+  const pieces = [];
+  const counts = [];
+  const r = engine.session({ nCtx: 256 }).generate("Once upon a time", { maxTokens: 6, temperature: 0 }, (p) => {
+    pieces.push(p);
+    counts.push(engine.tokenize(p, false, false).length);
+  });
+  // the outer generation kept streaming after each inner call
+  assert.equal(pieces.join(""), r.text);
+  assert.ok(pieces.length >= 5 && counts.every((n) => n >= 1), JSON.stringify(counts));
+});
+
 test("a JSON Schema reply validates", () => {
   const schema = {
     type: "object",
