@@ -373,8 +373,24 @@ export class Engine extends Handle {
   }
 }
 
+/// What sessions and chats share: emptying them, and their state as bytes and back.
+class Stateful extends Handle {
+  /// Empties the context (forgets the conversation).
+  reset() {
+    call(this.__handle, "reset");
+  }
+  /// The state as bytes (tokens, KV cache, recurrent state; a chat's messages too).
+  checkpoint() {
+    return call(this.__handle, "checkpoint");
+  }
+  /// Back to a state from `checkpoint` (of this model).
+  restore(bytes) {
+    call(this.__handle, "restore", undefined, bytes);
+  }
+}
+
 /// A sequence's context: append text, generate.
-export class Session extends Handle {
+export class Session extends Stateful {
   /// As cera.js: `generate(prompt, { maxTokens, temperature, … }, (piece) => …)`; `false`
   /// from the callback stops, and what it throws stops generation and is rethrown here.
   generate(prompt, opts, onToken) {
@@ -386,22 +402,13 @@ export class Session extends Handle {
   get nCtx() {
     return call(this.__handle, "nCtx");
   }
-  reset() {
-    call(this.__handle, "reset");
-  }
-  checkpoint() {
-    return call(this.__handle, "checkpoint");
-  }
-  restore(bytes) {
-    call(this.__handle, "restore", undefined, bytes);
-  }
   get engine() {
     return new Engine(call(this.__handle, "engine"));
   }
 }
 
 /// A conversation with the model's chat template.
-export class Chat extends Handle {
+export class Chat extends Stateful {
   ingest(role, content) {
     call(this.__handle, "ingest", [role, content]);
   }
@@ -413,15 +420,6 @@ export class Chat extends Handle {
   }
   complete(opts, onToken) {
     return call(this.__handle, "complete", [opts], undefined, onToken);
-  }
-  reset() {
-    call(this.__handle, "reset");
-  }
-  checkpoint() {
-    return call(this.__handle, "checkpoint");
-  }
-  restore(bytes) {
-    call(this.__handle, "restore", undefined, bytes);
   }
 }
 

@@ -104,6 +104,20 @@ test("a callback's exception stops generation and is rethrown; a callback may ca
   assert.ok(pieces.length >= 5 && counts.every((n) => n >= 1), JSON.stringify(counts));
 });
 
+test("a checkpoint brings a session back; reset empties it", () => {
+  const s = engine.session({ nCtx: 256 });
+  s.generate("Once upon a time", { maxTokens: 4, temperature: 0 });
+  const saved = s.checkpoint();
+  const before = Array.from(s.tokens());
+  const next = s.generate(" and", { maxTokens: 4, temperature: 0 }).text;
+  s.restore(saved);
+  assert.deepEqual(Array.from(s.tokens()), before);
+  assert.equal(s.generate(" and", { maxTokens: 4, temperature: 0 }).text, next);
+  s.reset();
+  assert.equal(s.tokens().length, 0);
+  assert.throws(() => s.restore(new Uint8Array([1, 2, 3])), /checkpoint|short|magic|truncated/i);
+});
+
 test("a JSON Schema reply validates", () => {
   const schema = {
     type: "object",
