@@ -224,26 +224,22 @@ fn call_chat(c: &mut cera::chat::Chat, method: &str, args: &[Value], raw: &[u8])
     }
 }
 
-/// Loader methods: `finish [receivedBytes, threads]` (consumes the loader).
-fn call_loader(mut bytes: Vec<u8>, method: &str, args: &[Value]) -> Result<(Option<Obj>, Out)> {
-    match method {
-        "finish" => {
-            let received: usize = arg(args, 0, "received bytes")?;
-            let threads: usize = arg(args, 1, "threads")?;
-            if received != bytes.capacity() {
-                return Err(invalid(format!(
-                    "ModelLoader: {received} of {} bytes received",
-                    bytes.capacity()
-                )));
-            }
-            // SAFETY: JavaScript wrote all `received` bytes of the reserved buffer (at the
-            // pointer `loaderNew` returned; the Vec was never grown, so it did not move).
-            unsafe { bytes.set_len(received) };
-            let e = api::load(bytes, threads)?;
-            Ok((None, Out::Json(json!(insert(Obj::Engine(e))))))
-        }
-        _ => Ok((Some(Obj::Loader(bytes)), Out::Json(Value::Null))),
+/// A loader's one method, `finish [receivedBytes, threads]`: the engine on its bytes (the
+/// loader is used up, whatever the outcome).
+fn finish_loader(mut bytes: Vec<u8>, args: &[Value]) -> Result<Out> {
+    let received: usize = arg(args, 0, "received bytes")?;
+    let threads: usize = arg(args, 1, "threads")?;
+    if received != bytes.capacity() {
+        return Err(invalid(format!(
+            "ModelLoader: {received} of {} bytes received",
+            bytes.capacity()
+        )));
     }
+    // SAFETY: JavaScript wrote all `received` bytes of the reserved buffer (at the pointer
+    // `loaderNew` returned; the Vec was never grown, so it did not move).
+    unsafe { bytes.set_len(received) };
+    let e = api::load(bytes, threads)?;
+    Ok(Out::Json(json!(insert(Obj::Engine(e)))))
 }
 
 fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
@@ -278,18 +274,13 @@ fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
             put_back(h, Obj::Chat(c));
             r
         }
+        Obj::Loader(bytes) if method == "finish" => finish_loader(bytes, &args),
         Obj::Loader(bytes) => {
             let cap = bytes.capacity();
-            let (back, out) = call_loader(bytes, method, &args)?;
-            match back {
-                Some(o) => {
-                    put_back(h, o);
-                    Err(invalid(format!(
-                        "ModelLoader ({cap} bytes) has no method {method}"
-                    )))
-                }
-                None => Ok(out),
-            }
+            put_back(h, Obj::Loader(bytes));
+            Err(invalid(format!(
+                "ModelLoader ({cap} bytes) has no method {method}"
+            )))
         }
     }
 }
