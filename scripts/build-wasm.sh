@@ -4,6 +4,9 @@
 # crate pins, under target/tools) are installed when missing. The module is built with WASM
 # SIMD (`simd128`, every current browser and Node has it).
 #
+# The one-thread module also runs models on WebGPU through `cera-webgpu.js` (the core's GPU
+# backend; see that file).
+#
 # Beside it, the threads build: the same crate for `wasm32-wasip1-threads` (stable Rust's one
 # target whose standard library has threads over shared memory; wasm-bindgen does not build
 # there, so `crates/cera-wasm/js/cera-threads.js` wraps its exports in the same classes) as
@@ -46,7 +49,8 @@ CARGO_TARGET_WASM32_WASIP1_THREADS_RUSTFLAGS="-C target-feature=+simd128,+relaxe
 cp target/wasm32-wasip1-threads/release/cera_wasm.wasm "$out/cera_threads.wasm"
 cp target/wasm-relaxed/wasm32-wasip1-threads/release/cera_wasm.wasm "$out/cera_threads_relaxed.wasm"
 cp crates/cera-wasm/js/cera-threads.js crates/cera-wasm/js/cera-threads.d.ts \
-  crates/cera-wasm/js/thread-worker.js crates/cera-wasm/js/wasi.js "$out/"
+  crates/cera-wasm/js/thread-worker.js crates/cera-wasm/js/wasi.js crates/cera-wasm/js/classes.js \
+  crates/cera-wasm/js/cera-webgpu.js crates/cera-wasm/js/cera-webgpu.d.ts "$out/"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 cat > "$out/package.json" <<JSON
 {
@@ -60,11 +64,12 @@ cat > "$out/package.json" <<JSON
   "exports": {
     ".": { "types": "./cera.d.ts", "default": "./cera.js" },
     "./threads": { "types": "./cera-threads.d.ts", "default": "./cera-threads.js" },
+    "./webgpu": { "types": "./cera-webgpu.d.ts", "default": "./cera-webgpu.js" },
     "./*": "./*"
   },
   "files": ["cera.js", "cera.d.ts", "cera_bg.wasm", "cera_bg.wasm.d.ts", "cera-threads.js",
     "cera-threads.d.ts", "cera_threads.wasm", "cera_threads_relaxed.wasm", "thread-worker.js",
-    "wasi.js"],
+    "wasi.js", "classes.js", "cera-webgpu.js", "cera-webgpu.d.ts"],
   "sideEffects": false
 }
 JSON

@@ -1,8 +1,13 @@
-//! The threads build's exports (`wasm32-wasip1-threads`, where wasm-bindgen does not build):
-//! one entry point, `cera_call(handle, method, args)`, over a table of objects (loaders,
-//! engines, sessions, chats), with arguments and results as JSON (bytes for checkpoints), and
-//! `cera.emit(piece)` imported for streaming. `js/cera-threads.js` wraps it in the same classes
-//! wasm-bindgen makes for the one-thread build, so a page picks either without other changes.
+//! The JSON call interface: one entry point, `cera_call(handle, method, args)`, over a table of
+//! objects (loaders, engines, sessions, chats), with arguments and results as JSON (bytes for
+//! checkpoints), and an imported `emit(piece)` for streaming. Two builds export it:
+//! - the threads build (`wasm32-wasip1-threads`, where wasm-bindgen does not build):
+//!   `js/cera-threads.js` wraps it in the same classes wasm-bindgen makes for the one-thread
+//!   build, so a page picks either without other changes;
+//! - the one-thread build, beside wasm-bindgen's classes, for WebGPU: a GPU step waits for
+//!   the browser (a mapped buffer, the adapter), which answers only through the event loop, so
+//!   `js/cera-webgpu.js` enters through `WebAssembly.promising(cera_call)` and the backend's
+//!   waits suspend the call (an imported `WebAssembly.Suspending` function) until it has run.
 //!
 //! Results wait in one buffer (`cera_result_ptr/len`) until the next call: JavaScript calls
 //! from one thread (the engine's worker), and the kernels' threads never call these.
@@ -16,11 +21,26 @@ use crate::api;
 use crate::error::{Error, Result, invalid};
 use crate::options::{GenerateConfig, SessionConfig, TurnConfig, from_json};
 
+#[cfg(target_os = "wasi")]
 #[link(wasm_import_module = "cera")]
 unsafe extern "C" {
     /// Hands a piece of generated text to the caller's callback; 0 asks to stop.
     #[link_name = "emit"]
     fn emit_piece(ptr: *const u8, len: usize) -> i32;
+}
+
+#[cfg(not(target_os = "wasi"))]
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// Hands a piece of generated text to the caller's callback (set by `cera-webgpu.js`); 0
+    /// asks to stop.
+    #[wasm_bindgen(js_namespace = globalThis, js_name = __ceraEmit)]
+    fn emit_js(piece: &str) -> i32;
+    /// Returns once the page's event loop has run: `cera-webgpu.js` instantiates the module
+    /// with this import as a `WebAssembly.Suspending` function, which suspends the calling
+    /// WebAssembly stack until a promise settles.
+    #[wasm_bindgen(js_namespace = globalThis, js_name = __ceraHostYield)]
+    fn host_yield_js() -> i32;
 }
 
 enum Obj {
@@ -86,8 +106,11 @@ fn opts<T: serde::de::DeserializeOwned + Default>(
 }
 
 fn emit(piece: &str) -> bool {
+    #[cfg(target_os = "wasi")]
     // SAFETY: the import reads `len` bytes at `ptr`, valid for the call.
-    unsafe { emit_piece(piece.as_ptr(), piece.len()) != 0 }
+    return unsafe { emit_piece(piece.as_ptr(), piece.len()) != 0 };
+    #[cfg(not(target_os = "wasi"))]
+    return emit_js(piece) != 0;
 }
 
 fn json<T: serde::Serialize>(v: &T) -> Result<Out> {
@@ -224,11 +247,12 @@ fn call_chat(c: &mut cera::chat::Chat, method: &str, args: &[Value], raw: &[u8])
     }
 }
 
-/// A loader's one method, `finish [receivedBytes, threads]`: the engine on its bytes (the
-/// loader is used up, whatever the outcome).
+/// A loader's one method, `finish [receivedBytes, threads, device]`: the engine on its bytes
+/// (the loader is used up, whatever the outcome); `device` `cpu` (or absent), `gpu`, `auto`.
 fn finish_loader(mut bytes: Vec<u8>, args: &[Value]) -> Result<Out> {
     let received: usize = arg(args, 0, "received bytes")?;
     let threads: usize = arg(args, 1, "threads")?;
+    let device: Option<String> = arg(args, 2, "device")?;
     if received != bytes.capacity() {
         return Err(invalid(format!(
             "ModelLoader: {received} of {} bytes received",
@@ -238,7 +262,7 @@ fn finish_loader(mut bytes: Vec<u8>, args: &[Value]) -> Result<Out> {
     // SAFETY: JavaScript wrote all `received` bytes of the reserved buffer (at the pointer
     // `loaderNew` returned; the Vec was never grown, so it did not move).
     unsafe { bytes.set_len(received) };
-    let e = api::load(bytes, threads)?;
+    let e = api::load(bytes, threads, device.as_deref().unwrap_or("cpu"))?;
     Ok(Out::Json(json!(insert(Obj::Engine(e)))))
 }
 
@@ -285,6 +309,7 @@ fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
     }
 }
 
+#[cfg(target_os = "wasi")]
 unsafe extern "C" {
     /// wasi-libc's set-up of the calling thread's `pthread` record (its thread list, its id);
     /// a command module's `_start` or a reactor's `_initialize` calls it, and a Rust cdylib
@@ -301,11 +326,16 @@ unsafe extern "C" {
 pub extern "C" fn cera_init() {
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        #[cfg(target_os = "wasi")]
         // SAFETY: once, on the main instance's thread, before any thread exists.
         unsafe {
             __wasi_init_tp();
             __wasm_call_ctors();
         }
+        #[cfg(not(target_os = "wasi"))]
+        cera::backend::gpu::set_host_yield(|| {
+            host_yield_js();
+        });
     }
 }
 

@@ -35,10 +35,12 @@ pub fn reserve_model(total_bytes: f64) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The engine on a whole GGUF file, its kernels on `n_threads` threads.
-pub fn load(bytes: Vec<u8>, n_threads: usize) -> Result<cera::engine::Engine> {
+/// The engine on a whole GGUF file, its kernels on `n_threads` threads, on `device` (`cpu`,
+/// `gpu`: WebGPU, through `cera-webgpu.js`; `auto`).
+pub fn load(bytes: Vec<u8>, n_threads: usize, device: &str) -> Result<cera::engine::Engine> {
     let mut o = cera::engine::EngineOptions::default();
     o.n_threads = Some(n_threads.max(1));
+    o.device = device.parse().map_err(core)?;
     cera::engine::Engine::from_bytes(bytes, o).map_err(core)
 }
 

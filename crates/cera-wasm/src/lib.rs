@@ -21,7 +21,7 @@
 //! targets, so there the functions of `abi.rs` are exported and `js/cera-threads.js` wraps
 //! them, starting the kernels' threads as Web Workers (or Node workers).
 
-#[cfg(target_os = "wasi")]
+#[cfg(target_arch = "wasm32")]
 mod abi;
 mod api;
 mod error;
@@ -93,7 +93,7 @@ pub struct Engine {
 impl Engine {
     fn load(bytes: Vec<u8>) -> Result<Engine> {
         // (this build has no threads)
-        let inner = api::load(bytes, 1)?;
+        let inner = api::load(bytes, 1, "cpu")?;
         Ok(Engine { inner })
     }
 }

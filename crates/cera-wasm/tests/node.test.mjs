@@ -43,6 +43,13 @@ test("the kernels run on the threads asked for", () => {
   }
 });
 
+test("the WebGPU loader says what this engine lacks", async () => {
+  // Node has neither JavaScript Promise Integration (unflagged) nor navigator.gpu; the browser
+  // test runs the WebGPU build itself
+  const gpu = await import("../pkg/cera-webgpu.js");
+  await assert.rejects(gpu.default(), /needs JavaScript Promise Integration|has no WebGPU/);
+});
+
 test("greedy completion equals the CLI's (scalar tier)", () => {
   const prompt = "The capital of France is";
   const n = 12;

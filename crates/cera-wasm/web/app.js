@@ -30,7 +30,7 @@ worker.onmessage = (e) => {
   if (m.type === "progress") {
     status(`loading… ${(m.received / 2 ** 20).toFixed(1)} of ${(m.total / 2 ** 20).toFixed(1)} MiB`);
   } else if (m.type === "loaded") {
-    const threads = `${m.threads} thread${m.threads === 1 ? "" : "s"}`;
+    const threads = m.kernels === "WebGPU" ? "GPU" : `${m.threads} thread${m.threads === 1 ? "" : "s"}`;
     const what = `${m.architecture}, ${m.nVocab} tokens, ${threads} (${m.kernels})`;
     status(`${what}, loaded in ${(m.ms / 1000).toFixed(1)} s`);
     document.body.dataset.state = "loaded";
@@ -60,7 +60,8 @@ $("load").onclick = () => {
   busy(true);
   $("stop").disabled = true;
   status("loading…");
-  worker.postMessage(file ? { type: "load", file, stop, threads } : { type: "load", url, stop, threads });
+  const src = file ? { file } : { url };
+  worker.postMessage({ type: "load", ...src, stop, threads, device });
 };
 
 $("send").onclick = () => {
@@ -90,9 +91,10 @@ $("reset").onclick = () => {
 
 // ?model=URL loads it at once (links and the browser test); ?threads=N sets the kernels'
 // threads (default: the cores; 1 runs the one-thread build, as does a page that is not
-// cross-origin isolated)
+// cross-origin isolated); ?device=gpu runs the model on WebGPU
 const params = new URLSearchParams(location.search);
 const threads = Number(params.get("threads")) || navigator.hardwareConcurrency || 1;
+const device = params.get("device") === "gpu" ? "gpu" : "cpu";
 if (params.get("model")) {
   $("url").value = params.get("model");
   $("load").click();

@@ -3,7 +3,9 @@
 // A stop from the page sets a flag in shared memory that the token callback reads (the page is
 // cross-origin isolated, so SharedArrayBuffer exists); without it, stop waits for the reply.
 // A cross-origin isolated page asking for more than one thread gets the threads build
-// (cera-threads.js: the kernels on several workers), any other the one-thread build.
+// (cera-threads.js: the kernels on several workers), any other the one-thread build; asked for
+// the GPU, the one-thread build on WebGPU (cera-webgpu.js, whose waiting methods return
+// promises: every call below is awaited, which the other builds' plain values allow).
 
 let lib = null;
 let kernels = "SIMD"; // the module's kernels: simd128, or with relaxed SIMD as well
@@ -35,7 +37,7 @@ async function readAll(source) {
     loader.push(value);
     post({ type: "progress", received: loader.received, total });
   }
-  return loader.finish();
+  return await loader.finish();
 }
 
 self.onmessage = async (e) => {
@@ -44,7 +46,11 @@ self.onmessage = async (e) => {
     if (m.type === "load") {
       if (!lib) {
         const threads = Math.max(1, Math.min(m.threads || 1, 16));
-        if (self.crossOriginIsolated && threads > 1) {
+        if (m.device === "gpu") {
+          lib = await import("../pkg/cera-webgpu.js");
+          await lib.default({ device: "gpu" });
+          kernels = "WebGPU";
+        } else if (self.crossOriginIsolated && threads > 1) {
           lib = await import("../pkg/cera-threads.js");
           kernels = (await lib.default({ threads })).module.includes("relaxed") ? "relaxed SIMD" : "SIMD";
         } else {
@@ -76,16 +82,16 @@ self.onmessage = async (e) => {
       if (m.raw) {
         // a raw completion of the prompt alone (no chat template), as `cera run --raw`
         const s = engine.session({ nCtx: 2048 });
-        result = s.generate(m.prompt, m.opts, onToken);
+        result = await s.generate(m.prompt, m.opts, onToken);
         s.free();
         result.completionTokens = result.tokens.length;
       } else {
-        chat.ingest("user", m.prompt);
-        result = chat.complete(m.opts, onToken);
+        await chat.ingest("user", m.prompt);
+        result = await chat.complete(m.opts, onToken);
       }
       post({ type: "done", result, ms: performance.now() - t0 });
     } else if (m.type === "reset") {
-      if (chat) chat.reset();
+      if (chat) await chat.reset();
       post({ type: "reset" });
     }
   } catch (err) {

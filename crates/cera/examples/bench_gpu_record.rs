@@ -1,19 +1,29 @@
-//! Host cost of recording GPU work: records many small ops (add, RMSNorm, scale) into one
-//! step and reports microseconds per dispatch spent recording and submitting, apart from the
-//! device's execution (`CERA_GPU_PROFILE=1` prints the backend's own split too).
+//! Host and device cost of GPU dispatches. Without a model: records many small ops (add,
+//! RMSNorm, scale) into one step and reports microseconds per dispatch spent recording and
+//! submitting, apart from the device's execution (`CERA_GPU_PROFILE=1` prints the backend's
+//! own split too). With a model: the decode GEMV (one token) of each of block 0's weights,
+//! `DISPATCHES` times back to back in one step, microseconds per GEMV.
 //!
-//!   cargo run --release --features gpu --example bench_gpu_record [DISPATCHES]
+//!   cargo run --release --features gpu --example bench_gpu_record [DISPATCHES] [MODEL.gguf]
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use cera::backend::Backend;
 use cera::backend::gpu::Gpu;
+use cera::backend::{Backend, Weight};
+use cera::gguf::GgufFile;
+
+fn us(d: std::time::Duration, n: usize) -> f64 {
+    d.as_secs_f64() * 1e6 / n as f64
+}
 
 fn main() -> cera::Result<()> {
-    let n: usize = std::env::args()
-        .nth(1)
-        .map_or(3000, |s| s.parse().expect("a count"));
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().map_or(3000, |s| s.parse().expect("a count"));
     let be = Gpu::new()?;
+    if let Some(model) = args.next() {
+        return gemvs(&be, n, &model);
+    }
     let mut cx = Default::default();
     let cols = 576;
     let data: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.01).sin()).collect();
@@ -35,13 +45,53 @@ fn main() -> cera::Result<()> {
         let sub = t.elapsed();
         be.download(&mut cx, &x, &mut out);
         let all = t.elapsed();
-        let us = |d: std::time::Duration| d.as_secs_f64() * 1e6 / n as f64;
         println!(
             "round {round}: {n} dispatches; us each: recording {:.2}, to submitted {:.2}, \
              to executed {:.2}",
-            us(rec),
-            us(sub),
-            us(all)
+            us(rec, n),
+            us(sub, n),
+            us(all, n)
+        );
+    }
+    Ok(())
+}
+
+/// Each weight of block 0 as a one-token GEMV, `n` times in one step.
+fn gemvs(be: &Gpu, n: usize, model: &str) -> cera::Result<()> {
+    let file = Arc::new(GgufFile::open(model)?);
+    let names: Vec<String> = file
+        .tensors
+        .iter()
+        .filter(|t| t.name.starts_with("blk.0.") && t.name.ends_with(".weight"))
+        .filter(|t| t.shape.len() == 2 && t.shape[1] > 1)
+        .map(|t| t.name.clone())
+        .collect();
+    let mut cx = Default::default();
+    for name in names {
+        let w = Weight::new(&file, file.tensor(&name).expect("listed"));
+        let data: Vec<f32> = (0..w.cols).map(|i| (i as f32 * 0.01).sin()).collect();
+        let mut x = be.zeros(1, w.cols);
+        let mut y = be.zeros(1, w.rows);
+        be.upload(&mut cx, &data, 1, w.cols, &mut x);
+        let mut out = Vec::new();
+        // warm: weights resident, pipeline compiled
+        be.matmul(&mut cx, &mut [(&w, &mut y)], &x)?;
+        be.download(&mut cx, &y, &mut out);
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            for _ in 0..n {
+                be.matmul(&mut cx, &mut [(&w, &mut y)], &x)?;
+            }
+            let sub = t.elapsed();
+            be.download(&mut cx, &y, &mut out);
+            let all = t.elapsed();
+            best = best.min(us(all, n));
+            let _ = sub;
+        }
+        println!(
+            "{name} {} [{} x {}]: {best:.2} us per GEMV ({n} in a step)",
+            w.ty, w.rows, w.cols
         );
     }
     Ok(())

@@ -1,7 +1,9 @@
 // The page in headless Chromium (Debian's `chromium`, driven by puppeteer-core): served with
 // COOP/COEP by web/serve.mjs on loopback, it loads SmolLM2 from a URL in its worker, streams a
 // raw greedy completion equal to the CLI's, stops a generation with the stop button, and leaves
-// a screenshot (target/browser/page.png) showing the reply.
+// a screenshot (target/browser/page.png) showing the reply. Then the page on WebGPU
+// (`?device=gpu`: Chromium's software adapter, SwiftShader, headless) streams the completion
+// the CLI's GPU backend gives (`--device gpu`, on Mesa's lavapipe here): the same kernels.
 //
 //   CERA_BIN=target/release/cera CERA_TEST_MODEL=SmolLM2.gguf node --test crates/cera-wasm/tests/browser/
 import { test, after } from "node:test";
@@ -36,7 +38,8 @@ const base = await new Promise((ok, fail) => {
 const browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  // (WebGPU on the software adapter: headless Chromium's GPU process runs SwiftShader)
+  args: ["--no-sandbox", "--disable-dev-shm-usage", "--enable-unsafe-webgpu"],
 });
 after(async () => {
   await browser.close();
@@ -121,4 +124,49 @@ test("the stop button stops a generation", { timeout: 180_000 }, async () => {
   const speed = await page.evaluate(() => document.getElementById("speed").textContent);
   assert.match(speed, /\(cancelled\)$/);
   assert.deepEqual(errors, []);
+});
+
+test("on WebGPU the page streams the CLI's GPU completion", { timeout: 300_000 }, async () => {
+  const prompt = "The capital of France is";
+  // few tokens: SwiftShader runs a SmolLM2 token in seconds on two cores
+  const n = 6;
+  const want = execFileSync(
+    cli,
+    ["run", "-m", model, "--device", "gpu", "--raw", "--temp", "0", "-n", String(n), "-p", prompt],
+    { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const gpu = await browser.newPage();
+  const gpuErrors = [];
+  gpu.on("pageerror", (e) => gpuErrors.push(String(e)));
+  await gpu.goto(`${base}/web/?device=gpu&model=/models/${encodeURIComponent(basename(model))}`);
+  await gpu.waitForFunction(() => ["loaded", "error"].includes(document.body.dataset.state), { timeout: 120_000 });
+  const status = await gpu.evaluate(() => [document.body.dataset.state, document.getElementById("status").textContent]);
+  assert.equal(status[0], "loaded", status[1]);
+  assert.match(status[1], /^llama, 49152 tokens, GPU \(WebGPU\)/);
+  await gpu.evaluate((n) => {
+    document.getElementById("raw").checked = true;
+    document.getElementById("temp").value = "0";
+    document.getElementById("max").value = String(n);
+  }, n);
+  await gpu.type("#prompt", prompt);
+  await gpu.click("#send");
+  // the text streams: a piece is on screen before the reply is done
+  await gpu.waitForFunction(() => [...document.querySelectorAll(".assistant")].pop()?.textContent.length > 0, {
+    timeout: 240_000,
+  });
+  const streamed = await gpu.evaluate(() => document.body.dataset.state);
+  await gpu.waitForFunction(() => ["done", "error"].includes(document.body.dataset.state), { timeout: 240_000 });
+  const [state, reply, speed] = await gpu.evaluate(() => [
+    document.body.dataset.state,
+    [...document.querySelectorAll(".assistant")].pop().textContent,
+    document.getElementById("speed").textContent,
+  ]);
+  assert.equal(state, "done", await gpu.evaluate(() => document.getElementById("status").textContent));
+  assert.equal(streamed, "generating");
+  assert.equal(reply, want);
+  assert.match(speed, new RegExp(`^${n} tokens, [0-9.]+ tokens/s \\(length\\)`));
+  console.log(`browser, WebGPU (SwiftShader): ${speed}`);
+  await gpu.screenshot({ path: resolve(shots, "page-webgpu.png") });
+  assert.deepEqual(gpuErrors, []);
+  await gpu.close();
 });

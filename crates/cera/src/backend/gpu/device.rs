@@ -128,13 +128,15 @@ fn describe(index: usize, a: &wgpu::Adapter) -> AdapterInfo {
     }
 }
 
-fn enumerate(inst: &wgpu::Instance) -> Vec<wgpu::Adapter> {
-    pollster::block_on(inst.enumerate_adapters(backends()))
+fn enumerate(inst: &wgpu::Instance) -> Result<Vec<wgpu::Adapter>> {
+    super::host::block_on(inst.enumerate_adapters(backends()))
 }
 
 /// Every adapter wgpu finds, in its order.
 pub fn adapters() -> Vec<AdapterInfo> {
+    // (on the web without a way to wait for WebGPU: none listed; opening one says why)
     enumerate(&instance())
+        .unwrap_or_default()
         .iter()
         .enumerate()
         .map(|(i, a)| describe(i, a))
@@ -144,13 +146,17 @@ pub fn adapters() -> Vec<AdapterInfo> {
 /// The adapter to use: `CERA_GPU=N` picks the N-th of [`adapters`]; otherwise the first
 /// discrete GPU, then integrated, then virtual, then a software one (lavapipe).
 pub(super) fn pick(inst: &wgpu::Instance) -> Result<(wgpu::Adapter, AdapterInfo)> {
-    let all = enumerate(inst);
+    let all = enumerate(inst)?;
     if all.is_empty() {
-        return Err(Error::Gpu(
+        return Err(Error::Gpu(if cfg!(target_arch = "wasm32") {
+            "no WebGPU adapter (navigator.gpu.requestAdapter() gave none: WebGPU is off in \
+             this browser, or it has no usable GPU)"
+                .into()
+        } else {
             "no GPU adapter found (wgpu saw no Vulkan, Metal or DX12 device; on Linux install \
              a Vulkan driver, e.g. Mesa's mesa-vulkan-drivers)"
-                .into(),
-        ));
+                .into()
+        }));
     }
     if let Ok(v) = std::env::var("CERA_GPU") {
         let i: usize = v

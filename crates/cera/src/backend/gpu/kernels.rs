@@ -308,7 +308,10 @@ impl Gpu {
                 layout: None,
                 module: &module,
                 entry_point: Some("main"),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    zero_initialize_workgroup_memory: self.zero_workgroup_memory,
+                    ..Default::default()
+                },
                 cache: None,
             });
         let p = Arc::new(p);
@@ -470,7 +473,10 @@ impl Gpu {
         binds: &[Bind<'_>],
         groups: u32,
     ) {
-        let t_in = self.profile.as_ref().map(|_| std::time::Instant::now());
+        let t_in = self
+            .profile
+            .as_ref()
+            .map(|_| crate::runtime::time::Instant::now());
         let pipe = self.pipeline(Key { op, defs, ty });
         // a step's dispatches bind the same buffers at the same offsets every step (tensors
         // are reused, the arena fills in the same order), so bind groups are made once
@@ -702,7 +708,7 @@ impl Gpu {
             }
         }
         cx.pass = None;
-        let t_sub = std::time::Instant::now();
+        let t_sub = crate::runtime::time::Instant::now();
         if let Some(enc) = cx.enc.take() {
             self.queue.submit([enc.finish()]);
         }
@@ -757,16 +763,14 @@ impl Gpu {
         self.encoder(cx)
             .copy_buffer_to_buffer(src, off, &staging, 0, size4);
         self.flush(cx);
-        let t0 = std::time::Instant::now();
+        let t0 = crate::runtime::time::Instant::now();
         let (tx, rx) = std::sync::mpsc::channel();
         staging
             .slice(..size4)
             .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .expect("GPU device lost while waiting for a read back");
-        rx.recv()
-            .expect("map callback")
+        // (the device was opened through the same waits, so they work here)
+        super::host::wait_for(&self.device, || rx.try_recv().ok())
+            .expect("waiting for a GPU read back")
             .expect("GPU read back failed");
         if let Some(p) = &self.profile {
             p.lock().expect("profile").wait += t0.elapsed();

@@ -23,6 +23,7 @@
 //!   backends.
 
 mod device;
+mod host;
 mod kernels;
 mod kv;
 mod lora;
@@ -35,6 +36,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub use device::{AdapterInfo, adapters};
+#[cfg(target_arch = "wasm32")]
+pub use host::set_host_yield;
 pub use kv::GpuKv;
 pub use weights::GemvKind;
 
@@ -45,6 +48,11 @@ use super::{
 use crate::error::{Error, Result};
 use kernels::Pipelines;
 use weights::GpuWeight;
+
+/// Slots of the dummy output buffer (an op's absent outputs bind one each) and their stride
+/// (WebGPU's largest storage offset alignment).
+const UNUSED_SLOTS: u64 = 4;
+const UNUSED_SLOT: u64 = 256;
 
 /// Whether the GPU kernels read weights of type `ty`.
 pub fn reads_type(ty: crate::quant::GgmlType) -> bool {
@@ -95,6 +103,10 @@ pub struct Gpu {
     /// counters, guarded divisions), as untrusted WGSL gets; off by default (see
     /// `Gpu::pipeline`).
     checked_shaders: bool,
+    /// Whether pipelines zero their workgroup memory at the start of each workgroup (WebGPU's
+    /// rule, wgpu's default): off, as every shader writes its workgroup arrays before reading
+    /// them; `CERA_GPU_ZERO_WG=1` puts it back.
+    zero_workgroup_memory: bool,
     /// Dispatches after which a step's recording so far is submitted: (the first part, the
     /// later ones); `CERA_GPU_SUBMIT=FIRST,EVERY` sets them.
     submit_after: (u32, u32),
@@ -256,7 +268,7 @@ pub struct GpuCtx {
     /// Bind groups by (pipeline, bindings), reused from step to step.
     bind_groups: kernels::BindGroups,
     /// When the unsubmitted recording began and its dispatches (for the profile).
-    recording: Option<(std::time::Instant, u64)>,
+    recording: Option<(crate::runtime::time::Instant, u64)>,
     /// With `Gpu::timing`: the query set and the ops stamped since the last submit.
     #[allow(clippy::type_complexity)]
     stamps: Option<(
@@ -288,7 +300,7 @@ impl Gpu {
         } else {
             wgpu::Features::empty()
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        let (device, queue) = host::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cera"),
             required_features: (if timing {
                 stamps
@@ -310,12 +322,12 @@ impl Gpu {
                 wgpu::ExperimentalFeatures::disabled()
             },
             ..Default::default()
-        }))
+        }))?
         .map_err(|e| Error::Gpu(format!("{}: cannot open the device: {e}", info.name)))?;
         let unused = || {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("unused binding"),
-                size: 16,
+                size: UNUSED_SLOTS * UNUSED_SLOT,
                 usage: wgpu::BufferUsages::STORAGE,
                 mapped_at_creation: false,
             })
@@ -326,6 +338,7 @@ impl Gpu {
             gemv: weights::GemvKind::pick(&info),
             coop,
             checked_shaders: std::env::var("CERA_GPU_CHECKS").is_ok_and(|v| v == "1"),
+            zero_workgroup_memory: std::env::var("CERA_GPU_ZERO_WG").is_ok_and(|v| v == "1"),
             submit_after: kernels::submit_after_from_env(),
             immediates,
             device,
@@ -342,6 +355,13 @@ impl Gpu {
 
     /// The backend with the GEMV variant chosen, whatever the adapter picked: tests run each
     /// variant the adapter can on one adapter.
+    /// Where an op writes an output it does not have: slot `i` of the dummy buffer (two
+    /// writable bindings of one range in a dispatch are a WebGPU validation error).
+    fn unused_out(&self, i: usize) -> kernels::Bind<'_> {
+        let i = i as u64 % UNUSED_SLOTS;
+        kernels::Bind::Range(&self.dummy, i * UNUSED_SLOT, 16)
+    }
+
     pub fn with_gemv(mut self, kind: GemvKind) -> Gpu {
         self.gemv = kind;
         self

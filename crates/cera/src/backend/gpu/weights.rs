@@ -397,7 +397,12 @@ pub(super) fn matmul_bias(
     let n = |i: usize| ws.get(i).map_or(0, |w| w.rows);
     let w0 = ws[0];
     for part in &gw.parts {
-        let o = |i: usize| outs.get(i).map_or(&gpu.dummy, |o| o.buf());
+        // (an absent output binds its own slot of the dummy: WebGPU rejects two writable
+        // bindings of one range in a dispatch)
+        let o = |i: usize| {
+            outs.get(i)
+                .map_or(gpu.unused_out(i), |o| Bind::Whole(o.buf()))
+        };
         let mut head = [
             w0.cols as u32,
             part.rows as u32,
@@ -417,9 +422,9 @@ pub(super) fn matmul_bias(
                 Bind::Whole(&part.buf),
                 Bind::Whole(x.buf()),
                 Bind::Whole(aux),
-                Bind::Whole(o(0)),
-                Bind::Whole(o(1)),
-                Bind::Whole(o(2)),
+                o(0),
+                o(1),
+                o(2),
                 Bind::Whole(bias.unwrap_or(&gpu.dummy_in)),
             ];
             let (defs, per) = gpu.gemv.defs(w0.ty, t);
@@ -440,9 +445,9 @@ pub(super) fn matmul_bias(
             let binds = [
                 Bind::Whole(&part.buf),
                 Bind::Whole(x.buf()),
-                Bind::Whole(o(0)),
-                Bind::Whole(o(1)),
-                Bind::Whole(o(2)),
+                o(0),
+                o(1),
+                o(2),
             ];
             head[9] = 1;
             head[10] = w0.cols as u32;
@@ -466,14 +471,14 @@ pub(super) fn matmul_bias(
             let binds = [
                 Bind::Whole(&part.buf),
                 Bind::Whole(x.buf()),
-                Bind::Whole(o(0)),
-                Bind::Whole(o(1)),
-                Bind::Whole(o(2)),
-                Bind::Whole(if splits > 1 {
-                    partial.buf()
+                o(0),
+                o(1),
+                o(2),
+                if splits > 1 {
+                    Bind::Whole(partial.buf())
                 } else {
-                    &gpu.dummy
-                }),
+                    gpu.unused_out(3)
+                },
             ];
             head[9] = splits as u32;
             head[10] = kchunk as u32;
@@ -506,12 +511,7 @@ pub(super) fn matmul_bias(
                     n(2) as u32,
                     splits as u32,
                 ];
-                let binds = [
-                    Bind::Whole(partial.buf()),
-                    Bind::Whole(o(0)),
-                    Bind::Whole(o(1)),
-                    Bind::Whole(o(2)),
-                ];
+                let binds = [Bind::Whole(partial.buf()), o(0), o(1), o(2)];
                 let groups = (t * part.rows).div_ceil(256) as u32;
                 gpu.dispatch(cx, "gemm_reduce", "", None, &params, &binds, groups);
             }
