@@ -20,6 +20,11 @@
 //! `wasm32-unknown-unknown` one of stable Rust has none): wasm-bindgen does not build for WASI
 //! targets, so there the functions of `abi.rs` are exported and `js/cera-threads.js` wraps
 //! them, starting the kernels' threads as Web Workers (or Node workers).
+//!
+//! On WebGPU (`js/cera-webgpu.js`): this module, built with the core's GPU backend, exports
+//! `abi.rs`'s functions too; the loader instantiates it with the backend's wait (an import that
+//! returns after a turn of the event loop) as a `WebAssembly.Suspending` function and enters
+//! through `WebAssembly.promising`, so a synchronous step can wait for the browser's GPU.
 
 #[cfg(target_arch = "wasm32")]
 mod abi;
