@@ -53,28 +53,27 @@ pub(super) fn block_on<F: Future>(fut: F) -> Result<F::Output> {
     }
 }
 
-/// Waits until `ready` gives a value: natively `device` is polled until its queue is idle
-/// first (the callbacks behind `ready` run inside that poll); on the web the host's event
-/// loop runs between tries.
-pub(super) fn wait_for<T>(
-    device: &wgpu::Device,
-    mut ready: impl FnMut() -> Option<T>,
-) -> Result<T> {
+/// Waits for what a device callback sends on `rx`: natively `device` is polled until its queue
+/// is idle, then the callback's message awaited (another thread's poll of a shared device may
+/// be the one running it); on the web the host's event loop runs between tries.
+pub(super) fn wait_for<T>(device: &wgpu::Device, rx: &std::sync::mpsc::Receiver<T>) -> Result<T> {
+    let gone = || Error::Gpu("the GPU dropped a callback without running it".into());
     #[cfg(not(target_arch = "wasm32"))]
     {
         device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("GPU device lost while waiting for it: {e}")))?;
-        ready().ok_or_else(|| Error::Gpu("the GPU's callback did not run".into()))
+        rx.recv().map_err(|_| gone())
     }
     #[cfg(target_arch = "wasm32")]
     {
         let _ = device;
         loop {
-            if let Some(v) = ready() {
-                return Ok(v);
+            match rx.try_recv() {
+                Ok(v) => return Ok(v),
+                Err(std::sync::mpsc::TryRecvError::Empty) => host_yield()?,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(gone()),
             }
-            host_yield()?;
         }
     }
 }

@@ -769,7 +769,7 @@ impl Gpu {
             .slice(..size4)
             .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
         // (the device was opened through the same waits, so they work here)
-        super::host::wait_for(&self.device, || rx.try_recv().ok())
+        super::host::wait_for(&self.device, &rx)
             .expect("waiting for a GPU read back")
             .expect("GPU read back failed");
         if let Some(p) = &self.profile {

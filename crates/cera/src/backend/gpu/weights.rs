@@ -206,7 +206,7 @@ macro_rules! gemv_defs {
             $per_row,
             ";\nconst TEAMS: u32 = ",
             $teams,
-            ";\n",
+            ";\nconst SPAN: u32 = 1u;\n",
             $sum!()
         )
     };
@@ -244,7 +244,8 @@ pub enum GemvKind {
     /// An invocation per weight row, no barriers: for CPU adapters (lavapipe), where each of
     /// a workgroup's barriers costs a pass through all its invocations.
     PerRow,
-    /// A workgroup of 64 per row, summed through workgroup memory (any GPU).
+    /// A workgroup per row (128 invocations for one token, 64 for several), summed through
+    /// workgroup memory (any GPU).
     Workgroup,
     /// Teams of 32 invocations per row, four rows per workgroup, summed by subgroup shuffles
     /// (no barriers): adapters with subgroups of 32 or 64, when asked for.
@@ -288,10 +289,16 @@ impl GemvKind {
             Some(256) if self == GemvKind::Subgroup => GemvKind::Workgroup,
             _ => self,
         };
+        if let (GemvKind::Workgroup, true, Some(defs)) = (kind, t == 1, decode_override()) {
+            return (defs, 1);
+        }
         match (kind, t == 1) {
             (GemvKind::PerRow, true) => (gemv_defs!("1u", "64u", "true", "0u", PLAIN_SUM), 64),
             (GemvKind::PerRow, false) => (gemv_defs!("8u", "64u", "true", "0u", PLAIN_SUM), 64),
-            (GemvKind::Workgroup, true) => (gemv_defs!("1u", "64u", "false", "0u", PLAIN_SUM), 1),
+            // (decode's: 128 invocations a row, measured on the H200 against 64 and 256, tg128
+            // two rounds: SmolLM2 Q4_1 593, 571 against 579, 565 and 533, 528; Qwen2.5 433, 430
+            // against 411, 416 and 338, 318; LFM2 545, 538 against 550, 537 and 485, 491)
+            (GemvKind::Workgroup, true) => (gemv_defs!("1u", "128u", "false", "0u", PLAIN_SUM), 1),
             (GemvKind::Workgroup, false) => (gemv_defs!("8u", "64u", "false", "0u", PLAIN_SUM), 1),
             (GemvKind::Subgroup, true) => {
                 (gemv_defs!("1u", "128u", "false", "4u", SUBGROUP_SUM), 4)
@@ -301,6 +308,28 @@ impl GemvKind {
             }
         }
     }
+}
+
+/// For measuring the decode GEMV's shape (a workgroup per row): `CERA_GPU_GEMV_WG=N` its
+/// workgroup size, `CERA_GPU_GEMV_SPAN=N` the runs of four elements each invocation takes in a
+/// row (contiguous: N = 8 is a whole 32-element block). None: the default (64, 1).
+fn decode_override() -> Option<&'static str> {
+    static DEFS: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *DEFS.get_or_init(|| {
+        let get = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+        let (wg, span) = (get("CERA_GPU_GEMV_WG"), get("CERA_GPU_GEMV_SPAN"));
+        if wg.is_none() && span.is_none() {
+            return None;
+        }
+        let defs = format!(
+            "const MAX_T: u32 = 1u;\nconst WG: u32 = {}u;\nconst PER_ROW: bool = false;\n\
+             const TEAMS: u32 = 0u;\nconst SPAN: u32 = {}u;\n{}",
+            wg.unwrap_or(64).clamp(32, 256).next_power_of_two(),
+            span.unwrap_or(1).clamp(1, 16),
+            PLAIN_SUM!()
+        );
+        Some(&*Box::leak(defs.into_boxed_str()))
+    })
 }
 
 /// What a product reads: `x` itself, or an op of it done as it is read (GEMV only).

@@ -4,8 +4,9 @@
 // `mode`: 0 x itself; 1 RMSNorm(x) · g with g = aux (the block's input norm, done here: each
 // workgroup sums x² as it reads x, which costs nothing next to the weight row); 2 act(x) · aux
 // (the GLU of gate x and up aux; `act` 0 SiLU, 1 GELU).
-// The variant's defs declare `WG`, `PER_ROW`, `TEAMS`, `team_sum` and `MAX_T`, the most tokens
-// it takes (see `GemvKind`). Loops over tokens run MAX_T times with `t < p.t` inside, never to
+// The variant's defs declare `WG`, `PER_ROW`, `TEAMS`, `team_sum`, `SPAN` (the runs of four
+// elements an invocation takes together) and `MAX_T`, the most tokens it takes (see
+// `GemvKind`). Loops over tokens run MAX_T times with `t < p.t` inside, never to
 // `p.t`: a constant trip count lets the compiler unroll them and keep `acc` and `ss` in
 // registers (a loop to `p.t` indexes them dynamically, which puts them in local memory); the
 // one-token variant (MAX_T = 1) is decode's.
@@ -84,7 +85,9 @@ fn partial(row: u32, e0: u32, step: u32) {
     // (four chunks per pass, for more loads in flight, measured slower on the H200: SmolLM2's
     // Q4_1 GEMVs 13.0 -> 14.6 us, the masked chunks' work outweighing it)
     for (var e = e0; e < p.k; e += step) {
-        chunk(rb, e, true);
+        for (var c = 0u; c < SPAN; c++) {
+            chunk(rb, e + 4u * c, true);
+        }
     }
 }
 
@@ -104,7 +107,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // each barrier costs a switch through every invocation of the workgroup
         let row = g * WG + li;
         if (row < p.n) {
-            partial(row, 0u, 4u);
+            partial(row, 0u, 4u * SPAN);
             for (var t = 0u; t < MAX_T; t++) {
                 if (t >= p.t) {
                     break;
@@ -127,7 +130,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let lane = li % 32u;
         let row = g * TEAMS + team;
         let live = row < p.n;
-        partial(select(0u, row, live), lane * 4u, 128u);
+        partial(select(0u, row, live), lane * 4u * SPAN, 128u * SPAN);
         for (var t = 0u; t < MAX_T; t++) {
             if (t >= p.t) {
                 break;
@@ -144,7 +147,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     // a workgroup per row
     let row = g;
-    partial(row, li * 4u, WG * 4u);
+    partial(row, li * 4u * SPAN, WG * 4u * SPAN);
     for (var t = 0u; t < MAX_T; t++) {
         if (t >= p.t) {
             break;
