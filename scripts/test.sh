@@ -6,6 +6,17 @@ cd "$(dirname "$0")/.."
 T0=$SECONDS
 # each step's header says how long the run has taken so far
 step() { echo "== $* (at $((SECONDS - T0)) s)"; }
+# Disk: a CI machine may have only a few GiB free. A one-off build gains nothing from
+# incremental state (1.7 GiB of it), and debug info is four fifths of every test binary
+# (75 MB against 14 MB, ~45 of them) and of the release builds; symbols stay, so backtraces
+# still name functions. Each target folder a step alone uses goes once the step is done
+# (CERA_KEEP_TARGETS=1 keeps them, for re-running this script on a machine with room).
+export CARGO_INCREMENTAL=0 CARGO_PROFILE_TEST_DEBUG=false CARGO_PROFILE_RELEASE_DEBUG=false
+done_with() {
+  [ -n "${CERA_KEEP_TARGETS:-}" ] && return
+  echo "-- freeing $* ($(du -sh "$@" 2>/dev/null | awk '{print $1}' | paste -sd+), $(df -h . | awk 'NR == 2 { print $4 }') free before)"
+  rm -rf "$@"
+}
 
 command -v cargo >/dev/null || { echo "error: cargo (Rust 1.95+) is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "error: python3 with pip is required to fetch models" >&2; exit 1; }
@@ -59,6 +70,7 @@ for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; 
   fi
 done
 unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT_TIERS
+done_with target/aarch64-unknown-linux-gnu
 
 step "wasm32: clippy, then the simd128 kernel tests under Node's WASI"
 # The simd128 tier is built for wasm32-wasip1 and run by Node (scripts/wasi-run.mjs): the kernel
@@ -83,6 +95,7 @@ for t in scalar simd128; do
     cargo test "${wasi[@]}" --test kernels -- --exact cpu_tier_env_override
 done
 unset CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS CARGO_TARGET_WASM32_WASIP1_RUNNER
+done_with target/wasm32-wasip1
 
 step "python venv (numpy and gguf also make the conversion tests' checkpoints), cargo test"
 # a virtual environment of its own under target/, so the system Python is left alone
@@ -107,6 +120,8 @@ if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
 fi
 # (the GPU parity list of arch_parity runs in its own step below, four models of it)
 CERA_TEST_PYTHON="$PWD/$venv/bin/python" cargo test --workspace --locked -- --skip gpu::
+# (nothing below builds the test profile: the GPU parity step and the rest are release builds)
+done_with target/debug
 step "gpu: llama.cpp parity of the architectures through the GPU kernels (lavapipe)"
 # one model per feature the kernels add (quantized GEMM, soft-capping, sliding windows,
 # convolution and experts); the whole list is `arch_parity gpu::` (minutes each on lavapipe)
@@ -170,6 +185,7 @@ CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" 
   --target wasm32-wasip1 --target-dir target/wasm-relaxed --test kernels -- --skip real_model_tensors
 CERA_BIN="$PWD/target/release/cera" CERA_TEST_MODEL="$(model_path smollm2-135m-instruct-q4_1)" \
   node --test crates/cera-wasm/tests/browser/page.test.mjs
+done_with target/wasm-relaxed target/wasm32-wasip1-threads target/wasm32-unknown-unknown
 step "kotlin: UniFFI bindings generated, compiled with kotlinc, tests/kotlin/bindings.kts"
 bash scripts/kotlin-test.sh
 step "parity: the same greedy tokens through Rust, the CLI, Python, Kotlin and WebAssembly (Node)"
