@@ -61,17 +61,21 @@ fn gpu_matmul_every_format() {
 
 /// The GEMV's variants other than the adapter's own that it can run (on lavapipe, which picks
 /// an invocation per row and has no subgroup shuffles: a workgroup per row), so CI checks the
-/// one GPUs without subgroups run.
+/// one GPUs without subgroups run; each with the super-block formats read in fours and in
+/// sixteens (`wload16`: GPUs' default and lavapipe's).
 #[test]
 fn gpu_matmul_other_gemv_variants() {
     use cera::backend::gpu::GemvKind;
     let own = gpu().gemv();
     let mut checked = 0;
     for kind in [GemvKind::PerRow, GemvKind::Workgroup, GemvKind::Subgroup] {
-        let g = gpu();
-        if kind != own && kind.runs_on(g.info()) {
-            check_on(g.with_gemv(kind), &["matmul"]);
-            checked += 1;
+        for w16 in [false, true] {
+            let g = gpu();
+            if kind != own && kind.runs_on(g.info()) {
+                eprintln!("GEMV {kind:?}, sixteens {w16}");
+                check_on(g.with_gemv(kind).with_wload16(w16), &["matmul"]);
+                checked += 1;
+            }
         }
     }
     assert!(checked >= 1, "no other GEMV variant to check than {own:?}");

@@ -262,27 +262,38 @@ pub(super) fn submit_after_from_env() -> (u32, u32) {
     }
 }
 
+/// The WGSL of a variant: its defs, the shared functions, the weight format's dequantization,
+/// the op; parameters as immediates where the device takes them.
+fn module_source(key: Key, immediates: bool) -> String {
+    let mut src = String::new();
+    src.push_str(key.defs);
+    src.push('\n');
+    src.push_str(COMMON);
+    if let Some(ty) = key.ty {
+        src.push_str(QUANT_COMMON);
+        let q = quant_source(ty).expect("checked by the caller");
+        src.push_str(q);
+        if !q.contains("HAS_WLOAD16") {
+            src.push_str(include_str!("shaders/quant/wload16.wgsl"));
+        }
+    }
+    if matches!(key.op, "gemv" | "gemm" | "gemm_coop" | "gemm_reduce") {
+        src.push_str(include_str!("shaders/out.wgsl"));
+    }
+    src.push_str(op_source(key.op));
+    if immediates {
+        src = immediate_params(&src);
+    }
+    src
+}
+
 impl Gpu {
     fn pipeline(&self, key: Key) -> Arc<wgpu::ComputePipeline> {
         let mut map = self.pipelines.map.lock().expect("pipeline cache");
         if let Some(p) = map.get(&key.id()) {
             return Arc::clone(p);
         }
-        let mut src = String::new();
-        src.push_str(key.defs);
-        src.push('\n');
-        src.push_str(COMMON);
-        if let Some(ty) = key.ty {
-            src.push_str(QUANT_COMMON);
-            src.push_str(quant_source(ty).expect("checked by the caller"));
-        }
-        if matches!(key.op, "gemv" | "gemm" | "gemm_coop" | "gemm_reduce") {
-            src.push_str(include_str!("shaders/out.wgsl"));
-        }
-        src.push_str(op_source(key.op));
-        if self.immediates {
-            src = immediate_params(&src);
-        }
+        let src = module_source(key, self.immediates);
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some(key.op),
             source: wgpu::ShaderSource::Wgsl(src.into()),
@@ -790,4 +801,23 @@ pub(super) fn fbits(v: f32) -> u32 {
 pub(super) fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
     // SAFETY: T is a plain number type (u32, f32); any byte pattern of it is valid to read.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// Parses and validates a variant's WGSL with naga, every capability on, with its parameters
+/// as a uniform and as immediates; panics with naga's report.
+#[cfg(test)]
+pub(super) fn check_wgsl(op: &'static str, defs: &'static str, ty: Option<GgmlType>) {
+    use wgpu::naga::valid::{
+        Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator,
+    };
+    for immediates in [false, true] {
+        let src = module_source(Key { op, defs, ty }, immediates);
+        let module = wgpu::naga::front::wgsl::parse_str(&src)
+            .unwrap_or_else(|e| panic!("{op} {ty:?} {defs:?}:\n{}", e.emit_to_string(&src)));
+        Validator::new(ValidationFlags::all(), Capabilities::all())
+            .subgroup_stages(ShaderStages::COMPUTE)
+            .subgroup_operations(SubgroupOperationSet::all())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{op} {ty:?} {defs:?}:\n{}", e.emit_to_string(&src)));
+    }
 }

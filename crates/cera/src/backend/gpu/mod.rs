@@ -95,6 +95,12 @@ pub struct Gpu {
     /// per row; on GPUs a workgroup per row (teams of 32 lanes summing by subgroup shuffles,
     /// `CERA_GPU_GEMV=subgroup`, measured slower there).
     gemv: weights::GemvKind,
+    /// Whether the GEMV reads formats of 256-element super-blocks in sixteens (`wload16`:
+    /// each invocation decodes a sub-block's scale once for 16 elements, not once per 4): on
+    /// CPU adapters (lavapipe: Qwen2.5's Q6_K FFN-down GEMV 23 -> 20 ms), off on GPUs until
+    /// measured there (runs of 16 contiguous elements an invocation were slower on the H200
+    /// with per-four decoding); `CERA_GPU_WLOAD16=1|0` chooses.
+    wload16: bool,
     /// The prefill GEMM's cooperative-matrix variant's defs (its `enable` directives and
     /// workgroup size), where the adapter multiplies 16 × 16 × 16 f16 matrices into f32 and
     /// has one subgroup size; `CERA_GPU_COOP=0` turns it off.
@@ -336,6 +342,11 @@ impl Gpu {
             dummy: unused(),
             dummy_in: unused(),
             gemv: weights::GemvKind::pick(&info),
+            wload16: match std::env::var("CERA_GPU_WLOAD16").as_deref() {
+                Ok("1") => true,
+                Ok("0") => false,
+                _ => weights::GemvKind::pick(&info) == weights::GemvKind::PerRow,
+            },
             coop,
             checked_shaders: std::env::var("CERA_GPU_CHECKS").is_ok_and(|v| v == "1"),
             zero_workgroup_memory: std::env::var("CERA_GPU_ZERO_WG").is_ok_and(|v| v == "1"),
@@ -353,8 +364,6 @@ impl Gpu {
         })
     }
 
-    /// The backend with the GEMV variant chosen, whatever the adapter picked: tests run each
-    /// variant the adapter can on one adapter.
     /// Where an op writes an output it does not have: slot `i` of the dummy buffer (two
     /// writable bindings of one range in a dispatch are a WebGPU validation error).
     fn unused_out(&self, i: usize) -> kernels::Bind<'_> {
@@ -362,9 +371,24 @@ impl Gpu {
         kernels::Bind::Range(&self.dummy, i * UNUSED_SLOT, 16)
     }
 
+    /// The backend with the GEMV variant chosen, whatever the adapter picked: tests run each
+    /// variant the adapter can on one adapter.
     pub fn with_gemv(mut self, kind: GemvKind) -> Gpu {
         self.gemv = kind;
         self
+    }
+
+    /// The backend with the GEMV's sixteens for super-block formats on or off (see
+    /// [`Gpu::uses_wload16`]), whatever the adapter's default.
+    pub fn with_wload16(mut self, on: bool) -> Gpu {
+        self.wload16 = on;
+        self
+    }
+
+    /// Whether the GEMV reads formats of 256-element super-blocks 16 elements an invocation,
+    /// their sub-block's scale decoded once for them.
+    pub fn uses_wload16(&self) -> bool {
+        self.wload16
     }
 
     /// The GEMV variant in use.

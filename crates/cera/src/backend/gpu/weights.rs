@@ -161,7 +161,9 @@ fn split_k(tiles: usize, k: usize) -> (usize, usize) {
 
 /// The cooperative-matrix GEMM's defs for an adapter that multiplies 16 × 16 × 16 f16 into
 /// f32 and runs one subgroup size (its workgroup is four subgroups), unless
-/// `CERA_GPU_COOP=0`.
+/// `CERA_GPU_COOP=0`. `CERA_GPU_COOP16=1` has it read super-block weights in sixteens
+/// (`wload16`): off until run and measured on a GPU with cooperative matrices (naga validates
+/// it; lavapipe has none).
 pub(super) fn coop_defs(info: &super::AdapterInfo) -> Option<&'static str> {
     if std::env::var("CERA_GPU_COOP").is_ok_and(|v| v == "0")
         || !info.f16
@@ -170,21 +172,32 @@ pub(super) fn coop_defs(info: &super::AdapterInfo) -> Option<&'static str> {
     {
         return None;
     }
-    match info.subgroup_min {
-        32 => Some(concat!(
-            "enable f16;\nenable wgpu_cooperative_matrix;\n",
-            "const WG: u32 = 128u;"
-        )),
-        64 => Some(concat!(
-            "enable f16;\nenable wgpu_cooperative_matrix;\n",
-            "const WG: u32 = 256u;"
-        )),
-        16 => Some(concat!(
-            "enable f16;\nenable wgpu_cooperative_matrix;\n",
-            "const WG: u32 = 64u;"
-        )),
-        _ => None,
+    let w16 = std::env::var("CERA_GPU_COOP16").is_ok_and(|v| v == "1");
+    coop_defs_for(info.subgroup_min, w16)
+}
+
+/// The cooperative-matrix GEMM's defs for a subgroup size, with or without sixteens.
+fn coop_defs_for(subgroup: u32, w16: bool) -> Option<&'static str> {
+    macro_rules! defs {
+        ($wg:literal, $w16:literal) => {
+            concat!(
+                "enable f16;\nenable wgpu_cooperative_matrix;\nconst WG: u32 = ",
+                $wg,
+                ";\nconst COOP_WLOAD16: bool = ",
+                $w16,
+                ";"
+            )
+        };
     }
+    Some(match (subgroup, w16) {
+        (32, false) => defs!("128u", "false"),
+        (32, true) => defs!("128u", "true"),
+        (64, false) => defs!("256u", "false"),
+        (64, true) => defs!("256u", "true"),
+        (16, false) => defs!("64u", "false"),
+        (16, true) => defs!("64u", "true"),
+        _ => return None,
+    })
 }
 
 /// Whether `a` and `b` can be one product (same format and width).
@@ -197,6 +210,9 @@ pub(super) fn fusable(a: &Weight, b: &Weight) -> bool {
 /// workgroup and their sum.
 macro_rules! gemv_defs {
     ($max_t:literal, $wg:literal, $per_row:literal, $teams:literal, $sum:ident) => {
+        gemv_defs!($max_t, $wg, $per_row, $teams, $sum, "1u")
+    };
+    ($max_t:literal, $wg:literal, $per_row:literal, $teams:literal, $sum:ident, $span:literal) => {
         concat!(
             "const MAX_T: u32 = ",
             $max_t,
@@ -206,7 +222,9 @@ macro_rules! gemv_defs {
             $per_row,
             ";\nconst TEAMS: u32 = ",
             $teams,
-            ";\nconst SPAN: u32 = 1u;\n",
+            ";\nconst SPAN: u32 = ",
+            $span,
+            ";\n",
             $sum!()
         )
     };
@@ -284,13 +302,42 @@ impl GemvKind {
     /// subgroup variant only for formats of small blocks (on the H200 it took a Q4_K or Q6_K
     /// row of 896 from 30 to 46 us, its 32 lanes each decoding twice the 256-element blocks'
     /// scales a workgroup's 64 do; Q5_0 went from 25 to 22.5, the Q8_0 LM head from 123 to 83).
-    fn defs(self, ty: crate::quant::GgmlType, t: usize) -> (&'static str, usize) {
-        let kind = match ty.block_elems() {
-            Some(256) if self == GemvKind::Subgroup => GemvKind::Workgroup,
+    fn defs(self, ty: crate::quant::GgmlType, t: usize, w16: bool) -> (&'static str, usize) {
+        let super_blocks = ty.block_elems() == Some(256);
+        let sixteens = super_blocks && w16;
+        let kind = match (super_blocks, sixteens) {
+            (true, false) if self == GemvKind::Subgroup => GemvKind::Workgroup,
             _ => self,
         };
         if let (GemvKind::Workgroup, true, Some(defs)) = (kind, t == 1, decode_override()) {
             return (defs, 1);
+        }
+        if sixteens {
+            // Super-block formats in sixteens (see `Gpu::wload16`): runs of 16 elements an
+            // invocation, each decoding its sub-block's scale once. A workgroup per row is
+            // then 64 invocations, 1024 elements a pass: the hidden width of the LFM2-350M.
+            return match (kind, t == 1) {
+                (GemvKind::PerRow, true) => {
+                    (gemv_defs!("1u", "64u", "true", "0u", PLAIN_SUM, "4u"), 64)
+                }
+                (GemvKind::PerRow, false) => {
+                    (gemv_defs!("8u", "64u", "true", "0u", PLAIN_SUM, "4u"), 64)
+                }
+                (GemvKind::Workgroup, true) => {
+                    (gemv_defs!("1u", "64u", "false", "0u", PLAIN_SUM, "4u"), 1)
+                }
+                (GemvKind::Workgroup, false) => {
+                    (gemv_defs!("8u", "64u", "false", "0u", PLAIN_SUM, "4u"), 1)
+                }
+                (GemvKind::Subgroup, true) => (
+                    gemv_defs!("1u", "128u", "false", "4u", SUBGROUP_SUM, "4u"),
+                    4,
+                ),
+                (GemvKind::Subgroup, false) => (
+                    gemv_defs!("8u", "128u", "false", "4u", SUBGROUP_SUM, "4u"),
+                    4,
+                ),
+            };
         }
         match (kind, t == 1) {
             (GemvKind::PerRow, true) => (gemv_defs!("1u", "64u", "true", "0u", PLAIN_SUM), 64),
@@ -456,7 +503,7 @@ pub(super) fn matmul_bias(
                 o(2),
                 Bind::Whole(bias.unwrap_or(&gpu.dummy_in)),
             ];
-            let (defs, per) = gpu.gemv.defs(w0.ty, t);
+            let (defs, per) = gpu.gemv.defs(w0.ty, t, gpu.wload16);
             let groups = part.rows.div_ceil(per) as u32;
             let mut params = head.to_vec();
             params.push(u32::from(bias.is_some()));
@@ -595,4 +642,61 @@ pub(super) fn embed(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kernels::check_wgsl;
+    use super::*;
+    use crate::quant::GgmlType as T;
+
+    /// Every product variant of every weight format compiles and validates (naga, every
+    /// capability on): CI's lavapipe runs only the per-row GEMV, the workgroup and subgroup
+    /// ones and the plain GEMM, never the cooperative-matrix GEMM, which a GPU alone takes.
+    #[test]
+    fn every_product_variant_validates() {
+        let types = [
+            T::F32,
+            T::F16,
+            T::BF16,
+            T::Q4_0,
+            T::Q4_1,
+            T::Q5_0,
+            T::Q5_1,
+            T::Q8_0,
+            T::Q2_K,
+            T::Q3_K,
+            T::Q4_K,
+            T::Q5_K,
+            T::Q6_K,
+            T::IQ4_NL,
+            T::IQ4_XS,
+        ];
+        let mut checked = 0;
+        for ty in types {
+            for kind in [GemvKind::PerRow, GemvKind::Workgroup, GemvKind::Subgroup] {
+                for t in [1, 2] {
+                    for w16 in [false, true] {
+                        let (defs, _) = kind.defs(ty, t, w16);
+                        check_wgsl("gemv", defs, Some(ty));
+                        checked += 1;
+                    }
+                }
+            }
+            for sg in [16, 32, 64] {
+                for w16 in [false, true] {
+                    check_wgsl("gemm_coop", coop_defs_for(sg, w16).unwrap(), Some(ty));
+                    checked += 1;
+                }
+            }
+            for split in [
+                SPLIT_DEFS,
+                "const SPLIT: bool = false;\nvar<private> part: array<f32, 1>;",
+            ] {
+                check_wgsl("gemm", split, Some(ty));
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, types.len() * (12 + 6 + 2));
+    }
 }

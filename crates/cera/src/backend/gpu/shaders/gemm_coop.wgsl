@@ -4,7 +4,8 @@
 // dequantizes the weight tile and converts the input tile to f16 into workgroup memory (every
 // invocation a share), then the subgroups multiply from there; the results go through
 // workgroup memory to `store_out` (rows of up to three concatenated weights: see out.wgsl).
-// The constants (`WG`: four subgroups) and the `enable` directives come from the host.
+// The constants (`WG`: four subgroups, `COOP_WLOAD16`) and the `enable` directives come from
+// the host.
 const TM: u32 = 64u;
 const TN: u32 = 64u;
 const TK: u32 = 32u;
@@ -18,6 +19,9 @@ struct P {
 @group(0) @binding(3) var<storage, read_write> o0: array<f32>;
 @group(0) @binding(4) var<storage, read_write> o1: array<f32>;
 @group(0) @binding(5) var<storage, read_write> o2: array<f32>;
+
+// Sixteens where the format has them and the host asks (`COOP_WLOAD16`, from its defs).
+const W16: bool = HAS_WLOAD16 && COOP_WLOAD16;
 
 var<workgroup> xa: array<f16, 2048>; // A = the input tile, [TM][TK] row-major
 var<workgroup> wb: array<f16, 2048>; // B = the weight tile (k × rows), [TN][TK]: column-major
@@ -68,15 +72,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var c10 = c00;
     var c11 = c00;
     for (var k0 = 0u; k0 < p.k; k0 += TK) {
-        // the tiles: TM × TK inputs and TN × TK weights, in fours
+        // the tiles: TM × TK inputs and TN × TK weights, in fours; with W16, weights of
+        // super-block formats in sixteens (`wload16`: their sub-block's scale decoded once, not
+        // four times; their rows are whole blocks, so a sixteen is all inside or all past it)
         for (var v = li; v < TM * TK / 4u; v += WG) {
             let r = v / (TK / 4u);
             let c = (v % (TK / 4u)) * 4u;
             let xv = load_x(t0 + r, k0 + c);
-            let wv = load_w(n0 + r, k0 + c);
             for (var j = 0u; j < 4u; j++) {
                 xa[r * TK + c + j] = f16(xv[j]);
-                wb[r * TK + c + j] = f16(wv[j]);
+            }
+            if (!W16) {
+                let wv = load_w(n0 + r, k0 + c);
+                for (var j = 0u; j < 4u; j++) {
+                    wb[r * TK + c + j] = f16(wv[j]);
+                }
+            }
+        }
+        if (W16) {
+            for (var v = li; v < TN * TK / 16u; v += WG) {
+                let r = v / (TK / 16u);
+                let c = (v % (TK / 16u)) * 16u;
+                var wm = mat4x4<f32>();
+                if (n0 + r < p.n && k0 + c < p.k) {
+                    wm = wload16((n0 + r) * p.rb, k0 + c);
+                }
+                for (var q = 0u; q < 4u; q++) {
+                    let wv = wm[q];
+                    for (var j = 0u; j < 4u; j++) {
+                        wb[r * TK + c + 4u * q + j] = f16(wv[j]);
+                    }
+                }
             }
         }
         workgroupBarrier();

@@ -5,7 +5,8 @@
 // workgroup sums x² as it reads x, which costs nothing next to the weight row); 2 act(x) · aux
 // (the GLU of gate x and up aux; `act` 0 SiLU, 1 GELU).
 // The variant's defs declare `WG`, `PER_ROW`, `TEAMS`, `team_sum`, `SPAN` (the runs of four
-// elements an invocation takes together) and `MAX_T`, the most tokens it takes (see
+// elements an invocation takes together: with a multiple of four and a format of super-blocks,
+// sixteens through `wload16`, see `chunk16`) and `MAX_T`, the most tokens it takes (see
 // `GemvKind`). Loops over tokens run MAX_T times with `t < p.t` inside, never to
 // `p.t`: a constant trip count lets the compiler unroll them and keep `acc` and `ss` in
 // registers (a loop to `p.t` indexes them dynamically, which puts them in local memory); the
@@ -76,6 +77,43 @@ fn chunk(rb: u32, e: u32, live: bool) {
     }
 }
 
+// Adds the 16 elements at `e` (a multiple of 16, all inside the row: only formats of
+// 256-element super-blocks take this, whose rows are whole blocks) through `wload16`, which
+// decodes their block's header once.
+fn chunk16(rb: u32, e: u32) {
+    let wm = wload16(rb, e);
+    col4(wm[0], e);
+    col4(wm[1], e + 4u);
+    col4(wm[2], e + 8u);
+    col4(wm[3], e + 12u);
+}
+
+// Adds four decoded weights `wv`, elements `e`.. of the row (all inside it).
+fn col4(wv: vec4<f32>, e: u32) {
+    var g = vec4<f32>(1.0);
+    if (p.mode == 1u) {
+        g = aux4(e);
+    }
+    for (var t = 0u; t < MAX_T; t++) {
+        if (t >= p.t) {
+            break;
+        }
+        let xb = t * p.k + e;
+        var xv = ld4(xb);
+        if (p.mode == 1u) {
+            ss[t] += dot(xv, xv);
+            xv *= g;
+        } else if (p.mode == 2u) {
+            xv = act4(xv) * aux4(xb);
+        }
+        acc[t] += dot(wv, xv);
+    }
+}
+
+// Whether an invocation's runs are whole sixteens for `wload16`: SPAN a multiple of four and
+// a format with a `wload16` of its own.
+const UNIT16: bool = HAS_WLOAD16 && SPAN % 4u == 0u;
+
 fn partial(row: u32, e0: u32, step: u32) {
     let rb = row * p.rb;
     for (var t = 0u; t < MAX_T; t++) {
@@ -85,8 +123,16 @@ fn partial(row: u32, e0: u32, step: u32) {
     // (four chunks per pass, for more loads in flight, measured slower on the H200: SmolLM2's
     // Q4_1 GEMVs 13.0 -> 14.6 us, the masked chunks' work outweighing it)
     for (var e = e0; e < p.k; e += step) {
-        for (var c = 0u; c < SPAN; c++) {
-            chunk(rb, e + 4u * c, true);
+        if (UNIT16) {
+            for (var c = 0u; c < SPAN / 4u; c++) {
+                if (e + 16u * c < p.k) {
+                    chunk16(rb, e + 16u * c);
+                }
+            }
+        } else {
+            for (var c = 0u; c < SPAN; c++) {
+                chunk(rb, e + 4u * c, true);
+            }
         }
     }
 }

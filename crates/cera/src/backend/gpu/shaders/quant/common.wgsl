@@ -48,3 +48,14 @@ fn scale_min_k4(j: u32, s: u32) -> vec2<u32> {
     let a = rd8(s + j + 4u);
     return vec2<u32>((a & 15u) | ((rd8(s + j - 4u) >> 6u) << 4u), (a >> 4u) | ((rd8(s + j) >> 6u) << 4u));
 }
+
+// `wload16(row_base_byte, e) -> mat4x4<f32>`: the 16 elements from `e`, a multiple of 16, as
+// four columns. Formats of 256-element super-blocks define their own (`HAS_WLOAD16`): 16
+// aligned elements share one scale there and lie in whole words, so the block's header is
+// decoded once for them, not once per four (the GEMV's decode cost, not its bandwidth, is what
+// bounds it on a large GPU). Every other format gets `wload16.wgsl`, four `wload4`s.
+
+// The four bytes of word `v`, each shifted right by `sh` and masked by `m`, as floats.
+fn fields4(v: u32, sh: u32, m: u32) -> vec4<u32> {
+    return (bytes4(v) >> vec4<u32>(sh)) & vec4<u32>(m);
+}
