@@ -59,3 +59,31 @@ fn scale_min_k4(j: u32, s: u32) -> vec2<u32> {
 fn fields4(v: u32, sh: u32, m: u32) -> vec4<u32> {
     return (bytes4(v) >> vec4<u32>(sh)) & vec4<u32>(m);
 }
+
+// Where element e of a row lies in its 256-element super-block of `bytes` bytes, for the
+// formats laid out in halves of 128 elements and quarters of 32 (Q2_K, Q3_K, Q6_K): the block's
+// first byte, the half h, the quarter j, the place l in the quarter.
+struct Pos128 { blk: u32, h: u32, j: u32, l: u32 }
+
+fn pos128(rb: u32, e: u32, bytes: u32) -> Pos128 {
+    let i = e % 256u;
+    return Pos128(rb + (e / 256u) * bytes, i / 128u, (i % 128u) / 32u, i % 32u);
+}
+
+// The same for Q4_K and Q5_K, laid out in chunks of 64 (32 bytes of nibbles: sub-block 2c in
+// the low ones, 2c + 1 in the high): the block's first byte, the chunk c, the sub-block s, the
+// place l in the chunk's 32 bytes.
+struct Pos64 { blk: u32, c: u32, s: u32, l: u32 }
+
+fn pos64(rb: u32, e: u32, bytes: u32) -> Pos64 {
+    let i = e % 256u;
+    return Pos64(rb + (e / 256u) * bytes, i / 64u, 2u * (i / 64u) + (i % 64u) / 32u, i % 32u);
+}
+
+// Q4_K/Q5_K: the sub-block's (d · scale, dmin · min) for the element at `at` (the f16 d and
+// dmin lead the block, the 12 scale bytes follow).
+fn dmin_k(at: Pos64) -> vec2<f32> {
+    let sm = scale_min_k4(at.s, at.blk + 4u);
+    let dd = unpack2x16float(w[at.blk / 4u]);
+    return vec2<f32>(dd.x * f32(sm.x), dd.y * f32(sm.y));
+}
