@@ -68,7 +68,12 @@ fn gpu_matmul_other_gemv_variants() {
     use cera::backend::gpu::GemvKind;
     let own = gpu().gemv();
     let mut checked = 0;
-    for kind in [GemvKind::PerRow, GemvKind::Workgroup, GemvKind::Subgroup] {
+    for kind in [
+        GemvKind::PerRow,
+        GemvKind::Workgroup,
+        GemvKind::Subgroup,
+        GemvKind::WorkgroupTeams,
+    ] {
         for w16 in [false, true] {
             let g = gpu();
             if kind != own && kind.runs_on(g.info()) {

@@ -93,7 +93,8 @@ pub struct Gpu {
     /// a workgroup's barriers costs a pass through all its invocations; SmolLM2's LM head took
     /// 245 ms a token as a workgroup per row, 163 ms as an invocation per row) an invocation
     /// per row; on GPUs a workgroup per row (teams of 32 lanes summing by subgroup shuffles,
-    /// `CERA_GPU_GEMV=subgroup`, measured slower there).
+    /// `CERA_GPU_GEMV=subgroup`, measured slower there; `teams`, a workgroup per row summed
+    /// through shuffles and one exchange, not yet measured).
     gemv: weights::GemvKind,
     /// Whether the GEMV reads formats of 256-element super-blocks in sixteens (`wload16`:
     /// each invocation decodes a sub-block's scale once for 16 elements, not once per 4): on

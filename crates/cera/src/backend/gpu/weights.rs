@@ -233,7 +233,7 @@ macro_rules! gemv_defs {
 /// A team's sum where there are no teams.
 macro_rules! PLAIN_SUM {
     () => {
-        "fn team_sum(v: f32) -> f32 { return v; }"
+        "const SHUFFLES: bool = false;\nfn team_sum(v: f32) -> f32 { return v; }"
     };
 }
 
@@ -243,6 +243,7 @@ macro_rules! PLAIN_SUM {
 macro_rules! SUBGROUP_SUM {
     () => {
         concat!(
+            "const SHUFFLES: bool = true;\n",
             "fn team_sum(v: f32) -> f32 {\n",
             "    var s = v;\n",
             "    s += subgroupShuffleXor(s, 16u);\n",
@@ -268,10 +269,14 @@ pub enum GemvKind {
     /// Teams of 32 invocations per row, four rows per workgroup, summed by subgroup shuffles
     /// (no barriers): adapters with subgroups of 32 or 64, when asked for.
     Subgroup,
+    /// A workgroup per row as `Workgroup`, summed by shuffles within its teams of 32 and the
+    /// teams' sums through workgroup memory: two barriers a sum, not log2(WG) + 2 (adapters
+    /// with subgroups of 32 or 64, when asked for: `CERA_GPU_GEMV=teams`).
+    WorkgroupTeams,
 }
 
 impl GemvKind {
-    /// The variant for an adapter: `CERA_GPU_GEMV=row|workgroup|subgroup` chooses one (for
+    /// The variant for an adapter: `CERA_GPU_GEMV=row|workgroup|subgroup|teams` chooses one (for
     /// measuring them against each other; a subgroup variant the adapter lacks is not taken).
     pub(super) fn pick(info: &super::AdapterInfo) -> GemvKind {
         let subgroup_ok = GemvKind::Subgroup.runs_on(info);
@@ -279,6 +284,7 @@ impl GemvKind {
             Ok("row") => return GemvKind::PerRow,
             Ok("workgroup") => return GemvKind::Workgroup,
             Ok("subgroup") if subgroup_ok => return GemvKind::Subgroup,
+            Ok("teams") if subgroup_ok => return GemvKind::WorkgroupTeams,
             _ => {}
         }
         // (the subgroup variant, the default for small-block formats until the shaders lost
@@ -293,7 +299,7 @@ impl GemvKind {
 
     /// Whether the adapter can run the variant (the subgroup one needs subgroups of 32 or 64).
     pub fn runs_on(self, info: &super::AdapterInfo) -> bool {
-        self != GemvKind::Subgroup
+        !matches!(self, GemvKind::Subgroup | GemvKind::WorkgroupTeams)
             || (info.subgroups && info.subgroup_min >= 32 && info.subgroup_max <= 64)
     }
 
@@ -337,6 +343,14 @@ impl GemvKind {
                     gemv_defs!("8u", "128u", "false", "4u", SUBGROUP_SUM, "4u"),
                     4,
                 ),
+                (GemvKind::WorkgroupTeams, true) => (
+                    gemv_defs!("1u", "64u", "false", "0u", SUBGROUP_SUM, "4u"),
+                    1,
+                ),
+                (GemvKind::WorkgroupTeams, false) => (
+                    gemv_defs!("8u", "64u", "false", "0u", SUBGROUP_SUM, "4u"),
+                    1,
+                ),
             };
         }
         match (kind, t == 1) {
@@ -352,6 +366,12 @@ impl GemvKind {
             }
             (GemvKind::Subgroup, false) => {
                 (gemv_defs!("8u", "128u", "false", "4u", SUBGROUP_SUM), 4)
+            }
+            (GemvKind::WorkgroupTeams, true) => {
+                (gemv_defs!("1u", "128u", "false", "0u", SUBGROUP_SUM), 1)
+            }
+            (GemvKind::WorkgroupTeams, false) => {
+                (gemv_defs!("8u", "64u", "false", "0u", SUBGROUP_SUM), 1)
             }
         }
     }
@@ -674,7 +694,12 @@ mod tests {
         ];
         let mut checked = 0;
         for ty in types {
-            for kind in [GemvKind::PerRow, GemvKind::Workgroup, GemvKind::Subgroup] {
+            for kind in [
+                GemvKind::PerRow,
+                GemvKind::Workgroup,
+                GemvKind::Subgroup,
+                GemvKind::WorkgroupTeams,
+            ] {
                 for t in [1, 2] {
                     for w16 in [false, true] {
                         let (defs, _) = kind.defs(ty, t, w16);
@@ -697,6 +722,6 @@ mod tests {
                 checked += 1;
             }
         }
-        assert_eq!(checked, types.len() * (12 + 6 + 2));
+        assert_eq!(checked, types.len() * (16 + 6 + 2));
     }
 }

@@ -137,6 +137,23 @@ fn partial(row: u32, e0: u32, step: u32) {
     }
 }
 
+// The workgroup's sum of `v` for its row (uniform control flow): with SHUFFLES (the
+// WorkgroupTeams variant) each team of 32 sums by shuffles, then the teams' sums through
+// workgroup memory, two barriers; else the tree of `wg_sum`, log2(WG) + 2 of them.
+fn row_sum(li: u32, v: f32) -> f32 {
+    if (!SHUFFLES) {
+        return wg_sum(li, v);
+    }
+    red[li] = team_sum(v);
+    workgroupBarrier();
+    var s = 0.0;
+    for (var k = 0u; k < WG; k += 32u) {
+        s += red[k];
+    }
+    workgroupBarrier();
+    return s;
+}
+
 // The norm's scale from the sum of x² over the whole row.
 fn norm_scale(ssum: f32) -> f32 {
     return inverseSqrt(ssum / f32(p.k) + bitcast<f32>(p.eps));
@@ -198,9 +215,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (t >= p.t) {
             break;
         }
-        var s = wg_sum(li, acc[t]);
+        var s = row_sum(li, acc[t]);
         if (p.mode == 1u) {
-            s *= norm_scale(wg_sum(li, ss[t]));
+            s *= norm_scale(row_sum(li, ss[t]));
         }
         if (li == 0u) {
             store_out(t, p.row0 + row, biased(p.row0 + row, s));
