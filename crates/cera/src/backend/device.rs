@@ -440,6 +440,24 @@ impl Backend for Device {
         ))
     }
 
+    fn rope_store_attend(
+        &self,
+        cx: &mut DevCtx,
+        q: &mut DevTensor,
+        k: &mut DevTensor,
+        v: &DevTensor,
+        kv: &mut DevKv,
+        span: SeqSpan,
+        pos: &[usize],
+        cfg: &RopeConfig,
+        p: &AttentionParams,
+        out: &mut DevTensor,
+    ) {
+        on!(self, b, kvr, kvm => Backend::rope_store_attend(
+            b, cx.w(), q.w(), k.w(), v.r(), kvm!(kv), span, pos, cfg, p, out.w()
+        ))
+    }
+
     fn matmul_lora(
         &self,
         cx: &mut DevCtx,

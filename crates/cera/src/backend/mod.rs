@@ -298,6 +298,26 @@ pub trait Backend: Send + Sync {
         self.rope_qk(cx, q, n_head, k, n_kv_head, head_dim, pos, cfg);
         self.kv_store(cx, kv, k, v, span);
     }
+    /// [`Backend::rope_qk_store`] of one sequence's step, then [`Backend::attention`] of its
+    /// queries over its cache into `out`: a backend may do a decode step's all in one pass
+    /// (`q` and `k` may be left unrotated then; the cache is stored either way).
+    #[allow(clippy::too_many_arguments)]
+    fn rope_store_attend(
+        &self,
+        cx: &mut Self::Ctx,
+        q: &mut Self::Tensor,
+        k: &mut Self::Tensor,
+        v: &Self::Tensor,
+        kv: &mut Self::Kv,
+        span: SeqSpan,
+        pos: &[usize],
+        cfg: &RopeConfig,
+        p: &AttentionParams,
+        out: &mut Self::Tensor,
+    ) {
+        self.rope_qk_store(cx, q, p.n_head, k, v, kv, span, p.head_dim, pos, cfg);
+        self.attention(cx, q, &[&*kv], &[span], p, out);
+    }
     /// RMS norm of each `w.len()`-wide segment of every row, times `w` (a whole row, or each
     /// head of a row for per-head Q/K norms).
     fn rms_norm(

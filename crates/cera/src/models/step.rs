@@ -434,8 +434,8 @@ pub(crate) fn attend<B: Backend>(
 }
 
 /// RoPE of the step's queries and keys (`ws.q`, `ws.k`), then [`attend`]: one sequence's
-/// rotation and cache store go to the backend together ([`Backend::rope_qk_store`]: a GPU
-/// does them in one dispatch). With `CERA_DUMP` the rotated Q/K/V are dumped first.
+/// rotation, cache store and attention go to the backend together
+/// ([`Backend::rope_store_attend`]: a GPU decodes them in one dispatch). With `CERA_DUMP` the rotated Q/K/V are dumped first.
 pub(crate) fn rope_attend<B: Backend>(
     be: &B,
     il: usize,
@@ -445,22 +445,18 @@ pub(crate) fn rope_attend<B: Backend>(
     p: &AttentionParams,
 ) {
     if seqs.len() == 1 && !dumping() {
-        let cx = &mut ws.cx;
-        be.rope_qk_store(
-            cx,
+        be.rope_store_attend(
+            &mut ws.cx,
             &mut ws.q,
-            p.n_head,
             &mut ws.k,
             &ws.v,
             &mut seqs[0].state.kv[il],
             ws.spans[0],
-            p.head_dim,
             &ws.pos,
             rope,
+            p,
+            &mut ws.att,
         );
-        with_layer_kv(seqs, il, |kv| {
-            be.attention(cx, &ws.q, kv, &ws.spans, p, &mut ws.att)
-        });
         return;
     }
     let cx = &mut ws.cx;

@@ -131,7 +131,7 @@ pub struct SeqBinds(Mutex<BindGroups>);
 const MAX_SEQ_BIND_GROUPS: usize = 256;
 
 /// What a bind group binds: (buffer, offset, size) at bindings 0.. (the parameters first).
-type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 8];
+type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 9];
 
 /// Bind groups by what they bind, for reuse from step to step: keyed by a hash of the
 /// pipeline and bindings, each entry checked against its bindings on a hit (so a dispatch
@@ -491,7 +491,7 @@ impl Gpu {
         let pipe = self.pipeline(Key { op, defs, ty });
         // a step's dispatches bind the same buffers at the same offsets every step (tensors
         // are reused, the arena fills in the same order), so bind groups are made once
-        assert!(binds.len() < 8, "{op}: too many bindings");
+        assert!(binds.len() < 9, "{op}: too many bindings");
         let pipe_id = Arc::as_ptr(&pipe) as usize;
         // (binding number, buffer, offset, size): the parameters at 0 unless pushed
         let params_bind = match params {

@@ -388,27 +388,7 @@ pub(super) fn attention(
         if s.n == 0 {
             continue;
         }
-        // the parameters both attention shaders begin with (their `P`s' first 18 fields)
-        let common = [
-            s.row0 as u32,
-            s.n as u32,
-            s.pos0 as u32,
-            p.n_head as u32,
-            p.n_kv_head as u32,
-            p.head_dim as u32,
-            p.head_dim_v as u32,
-            c.kw() as u32,
-            c.vw() as u32,
-            type_code(c.spec.k),
-            type_code(c.spec.v),
-            c.n_ctx as u32,
-            fbits(p.scale),
-            fbits(p.softcap.unwrap_or(0.0)),
-            p.window.unwrap_or(0) as u32,
-            u32::from(p.causal),
-            q.cols as u32,
-            out.cols as u32,
-        ];
+        let common = attn_common(q, c, s, p, out);
         if let Some(defs) = tile_defs(gpu, c, s) {
             gpu.dispatch(
                 cx,
@@ -426,52 +406,215 @@ pub(super) fn attention(
             );
             continue;
         }
-        let rows = s.n * p.n_head;
-        let vrot = rot_params(&c.v_rot);
-        let (n_split, chunk) = split_keys(rows, s.pos0 + s.n, p.window);
-        gpu.shape_to(&mut part, rows * n_split, p.head_dim_v + 2);
+        attend_rows(gpu, cx, q, c, s, p, &common, None, &mut part, out);
+    }
+    cx.attn_part = part;
+}
+
+/// The parameters both attention shaders begin with (their `P`s' first 18 fields).
+fn attn_common(
+    q: &GpuTensor,
+    c: &GpuKv,
+    s: &SeqSpan,
+    p: &AttentionParams,
+    out: &GpuTensor,
+) -> [u32; 18] {
+    [
+        s.row0 as u32,
+        s.n as u32,
+        s.pos0 as u32,
+        p.n_head as u32,
+        p.n_kv_head as u32,
+        p.head_dim as u32,
+        p.head_dim_v as u32,
+        c.kw() as u32,
+        c.vw() as u32,
+        type_code(c.spec.k),
+        type_code(c.spec.v),
+        c.n_ctx as u32,
+        fbits(p.scale),
+        fbits(p.softcap.unwrap_or(0.0)),
+        p.window.unwrap_or(0) as u32,
+        u32::from(p.causal),
+        q.cols as u32,
+        out.cols as u32,
+    ]
+}
+
+/// A decode step of one sequence in one dispatch (`attention.wgsl` with FRESH): RoPE of its
+/// query and key as they are read, its key and value stored in `kv`, its attention into
+/// `out`; where the step is one row, both cache sides f32 or f16 (even head sizes) without
+/// rotation, and the rotation within the head. `q` and `k` are left as they were. Returns
+/// whether it ran (never with `CERA_GPU_FUSE_ATTN=0`, for measuring): the caller does
+/// `rope_store` and the attention apart otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rope_store_attend(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    q: &GpuTensor,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    kv: &GpuKv,
+    s: SeqSpan,
+    pos: &[usize],
+    cfg: &RopeConfig,
+    p: &AttentionParams,
+    out: &mut GpuTensor,
+) -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *OFF.get_or_init(|| std::env::var("CERA_GPU_FUSE_ATTN").is_ok_and(|v| v == "0"));
+    let plain = |t: KvType, d: usize| match t {
+        KvType::F32 => true,
+        KvType::F16 => d.is_multiple_of(2),
+        _ => false,
+    };
+    let (h, d, dv) = (kv.n_kv_head, kv.head_dim, kv.head_dim_v);
+    let half = cfg.n_rot / 2;
+    if off
+        || !(plain(kv.spec.k, d) && plain(kv.spec.v, dv))
+        || kv.k_rot.n != 0
+        || kv.v_rot.n != 0
+        || (s.row0, s.n, q.rows, k.rows, v.rows, pos.len()) != (0, 1, 1, 1, 1, 1)
+        || half == 0
+        || cfg.n_rot > d
+        || (d, dv, h) != (p.head_dim, p.head_dim_v, p.n_kv_head)
+        || d > MAX_HEAD
+        || dv > MAX_HEAD
+        || h == 0
+        || !p.n_head.is_multiple_of(h)
+        || q.cols < p.n_head * d
+        || k.cols < h * d
+        || v.cols < h * dv
+        || s.pos0 + 1 > kv.n_ctx
+    {
+        return false;
+    }
+    let table = super::ops::rope_table(gpu, cx, cfg, pos);
+    gpu.shape_to(out, 1, p.n_head * dv);
+    let common = attn_common(q, kv, &s, p, out);
+    let mut part = std::mem::take(&mut cx.attn_part);
+    let fresh = Fresh {
+        k,
+        v,
+        table: &table,
+        half,
+        neox: cfg.kind == crate::backend::RopeKind::Neox,
+    };
+    attend_rows(gpu, cx, q, kv, &s, p, &common, Some(fresh), &mut part, out);
+    cx.attn_part = part;
+    true
+}
+
+/// `attention.wgsl`'s defs: the caches read only.
+const ATTN_DEFS: &str = "const FRESH: bool = false;\n\
+    @group(0) @binding(2) var<storage, read> kc: array<u32>;\n\
+    @group(0) @binding(3) var<storage, read> vc: array<u32>;\n\
+    var<private> kf: array<f32, 1>;\nvar<private> vf: array<f32, 1>;\n\
+    var<private> cs: array<vec2<f32>, 1>;\n\
+    fn put_k(i: u32, x: u32) {}\nfn put_v(i: u32, x: u32) {}";
+
+/// `attention.wgsl`'s defs for a decode step whose key and value are stored by the same
+/// dispatch (`FRESH`: see the shader).
+const ATTN_FRESH_DEFS: &str = "const FRESH: bool = true;\n\
+    @group(0) @binding(2) var<storage, read_write> kc: array<u32>;\n\
+    @group(0) @binding(3) var<storage, read_write> vc: array<u32>;\n\
+    @group(0) @binding(6) var<storage, read> kf: array<f32>;\n\
+    @group(0) @binding(7) var<storage, read> vf: array<f32>;\n\
+    @group(0) @binding(8) var<storage, read> cs: array<vec2<f32>>;\n\
+    fn put_k(i: u32, x: u32) { kc[i] = x; }\nfn put_v(i: u32, x: u32) { vc[i] = x; }";
+
+/// A decode step's own key and value for [`attend_rows`] to rotate and store: the QKV
+/// product's rows, the RoPE table, its half of rotated dims and whether NeoX pairs.
+struct Fresh<'a> {
+    k: &'a GpuTensor,
+    v: &'a GpuTensor,
+    table: &'a super::kernels::Slot,
+    half: usize,
+    neox: bool,
+}
+
+/// `attention.wgsl` for one sequence's rows (a workgroup per query row and key chunk), then
+/// `attention_combine.wgsl` where the keys were split. `common`: the parameters both attention
+/// shaders begin with.
+#[allow(clippy::too_many_arguments)]
+fn attend_rows(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    q: &GpuTensor,
+    c: &GpuKv,
+    s: &SeqSpan,
+    p: &AttentionParams,
+    common: &[u32],
+    fresh: Option<Fresh<'_>>,
+    part: &mut GpuTensor,
+    out: &mut GpuTensor,
+) {
+    let rows = s.n * p.n_head;
+    let vrot = rot_params(&c.v_rot);
+    let (n_split, chunk) = split_keys(rows, s.pos0 + s.n, p.window);
+    gpu.shape_to(part, rows * n_split, p.head_dim_v + 2);
+    let (half, neox) = fresh
+        .as_ref()
+        .map_or((0, false), |f| (f.half as u32, f.neox));
+    let params = [
+        common,
+        &rot_params(&c.k_rot),
+        &vrot,
+        &[n_split as u32, chunk as u32, half, u32::from(neox)],
+    ]
+    .concat();
+    let binds = [
+        Bind::Whole(q.buf()),
+        Bind::Seq(&c.k, &c.binds),
+        Bind::Seq(&c.v, &c.binds),
+        Bind::Whole(out.buf()),
+        Bind::Whole(part.buf()),
+    ];
+    let groups = (rows * n_split) as u32;
+    match &fresh {
+        None => gpu.dispatch(cx, "attention", ATTN_DEFS, None, &params, &binds, groups),
+        Some(f) => {
+            let [b0, b1, b2, b3, b4] = binds;
+            let all = [
+                b0,
+                b1,
+                b2,
+                b3,
+                b4,
+                Bind::Whole(f.k.buf()),
+                Bind::Whole(f.v.buf()),
+                f.table.bind(),
+            ];
+            gpu.dispatch(
+                cx,
+                "attention",
+                ATTN_FRESH_DEFS,
+                None,
+                &params,
+                &all,
+                groups,
+            )
+        }
+    }
+    if n_split > 1 {
         gpu.dispatch(
             cx,
-            "attention",
+            "attention_combine",
             "",
             None,
             &[
-                &common[..],
-                &rot_params(&c.k_rot),
-                &vrot,
-                &[n_split as u32, chunk as u32],
-            ]
-            .concat(),
-            &[
-                Bind::Whole(q.buf()),
-                Bind::Seq(&c.k, &c.binds),
-                Bind::Seq(&c.v, &c.binds),
-                Bind::Whole(out.buf()),
-                Bind::Whole(part.buf()),
+                s.row0 as u32,
+                p.n_head as u32,
+                p.head_dim_v as u32,
+                n_split as u32,
+                out.cols as u32,
+                vrot[0],
+                vrot[1],
             ],
-            (rows * n_split) as u32,
+            &[Bind::Whole(part.buf()), Bind::Whole(out.buf())],
+            rows as u32,
         );
-        if n_split > 1 {
-            gpu.dispatch(
-                cx,
-                "attention_combine",
-                "",
-                None,
-                &[
-                    s.row0 as u32,
-                    p.n_head as u32,
-                    p.head_dim_v as u32,
-                    n_split as u32,
-                    out.cols as u32,
-                    vrot[0],
-                    vrot[1],
-                ],
-                &[Bind::Whole(part.buf()), Bind::Whole(out.buf())],
-                rows as u32,
-            );
-        }
     }
-    cx.attn_part = part;
 }
 
 /// Query rows of one workgroup of `attention_tile.wgsl` (its `BQ`).
@@ -659,5 +802,19 @@ fn encode_row(ty: KvType, rot: &Rotation, x: &[f32], b: &mut [u8]) {
             }
         }
         t => codec::encode_row(t, rot, x, b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kernels::check_wgsl;
+    use super::{ATTN_DEFS, ATTN_FRESH_DEFS};
+
+    /// Both variants of the decode attention validate (naga, every capability on), the
+    /// fused decode's included.
+    #[test]
+    fn attention_variants_validate() {
+        check_wgsl("attention", ATTN_DEFS, None);
+        check_wgsl("attention", ATTN_FRESH_DEFS, None);
     }
 }

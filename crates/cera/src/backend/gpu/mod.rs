@@ -786,6 +786,27 @@ impl Backend for Gpu {
         self.kv_store(cx, kv, k, v, span);
     }
 
+    fn rope_store_attend(
+        &self,
+        cx: &mut GpuCtx,
+        q: &mut GpuTensor,
+        k: &mut GpuTensor,
+        v: &GpuTensor,
+        kv: &mut GpuKv,
+        span: SeqSpan,
+        pos: &[usize],
+        cfg: &RopeConfig,
+        p: &AttentionParams,
+        out: &mut GpuTensor,
+    ) {
+        // decoding: one dispatch instead of two (a step's cost is per dispatch)
+        if kv::rope_store_attend(self, cx, q, k, v, kv, span, pos, cfg, p, out) {
+            return;
+        }
+        self.rope_qk_store(cx, q, p.n_head, k, v, kv, span, p.head_dim, pos, cfg);
+        self.attention(cx, q, &[&*kv], &[span], p, out);
+    }
+
     fn rms_norm(&self, cx: &mut GpuCtx, x: &GpuTensor, w: &[f32], eps: f32, out: &mut GpuTensor) {
         ops::rms_norm(self, cx, x, w, eps, out);
     }

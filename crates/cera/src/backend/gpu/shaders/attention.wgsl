@@ -3,6 +3,12 @@
 // value dims li, li + WG, ... A row's keys may be split into n_split chunks of `chunk` keys,
 // one workgroup each (decoding has few rows: this is what fills the GPU); then each writes its
 // (max, sum, unnormalized output) to `part` and attention_combine.wgsl merges them.
+// The defs declare the caches `kc`, `vc`, their writers `put_k`, `put_v` and `FRESH`: with it (a decode step of one sequence,
+// f32/f16 caches, no rotation), the step's own key and value are not in the cache yet but in
+// `kf`, `vf` as the QKV product left them: the query and that key are rotated (RoPE, table `cs`)
+// as they are read, the fresh key's score and value are taken from there, and one workgroup
+// per KV head stores them in the cache (what rope_store.wgsl does, in the same dispatch: no
+// other workgroup reads that position of the cache).
 const WG: u32 = 64u;
 const MAX_D: u32 = 512u;
 const NEG: f32 = -3.0e38;
@@ -10,12 +16,10 @@ struct P {
     row0: u32, n: u32, pos0: u32, n_head: u32, n_kv: u32, d: u32, dv: u32, kw: u32,
     vw: u32, kty: u32, vty: u32, n_ctx: u32, scale: u32, softcap: u32, window: u32, causal: u32,
     q_cols: u32, o_cols: u32, krot_n: u32, krot_s: u32, vrot_n: u32, vrot_s: u32, n_split: u32,
-    chunk: u32, groups: u32,
+    chunk: u32, f_half: u32, f_neox: u32, groups: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<u32>;
-@group(0) @binding(3) var<storage, read> vc: array<u32>;
 @group(0) @binding(4) var<storage, read_write> o: array<f32>;
 @group(0) @binding(5) var<storage, read_write> part: array<f32>;
 
@@ -32,6 +36,73 @@ fn vval(base: u32, i: u32) -> f32 {
         return f32((i32(q) << 24u) >> 24u) * unpack2x16float(vc[b]).x;
     }
     return bitcast<f32>(vc[base + i]);
+}
+
+// FRESH: element i of the step's key row starting at `base` of `kf`, rotated (elements past
+// the rotated dims, 2 · f_half, as they are), as the cache holds it (f16-rounded for an f16
+// cache).
+fn fresh_key(base: u32, i: u32) -> f32 {
+    let x = kf[base + i];
+    var y = x;
+    if (i < 2u * p.f_half) {
+        if (p.f_neox != 0u) {
+            if (i < p.f_half) {
+                let c = cs[i];
+                y = x * c.x - kf[base + i + p.f_half] * c.y;
+            } else {
+                let c = cs[i - p.f_half];
+                y = kf[base + i - p.f_half] * c.y + x * c.x;
+            }
+        } else {
+            let c = cs[i / 2u];
+            if ((i & 1u) == 0u) {
+                y = x * c.x - kf[base + i + 1u] * c.y;
+            } else {
+                y = kf[base + i - 1u] * c.y + x * c.x;
+            }
+        }
+    }
+    return y;
+}
+
+// A value as an f32 or f16 cache holds it.
+fn as_stored(x: f32, ty: u32) -> f32 {
+    if (ty == 1u) {
+        return unpack2x16float(f16_bits(x)).x;
+    }
+    return x;
+}
+
+// FRESH: the query (in rowbuf) · the step's own key, its row at `base` of `kf`.
+fn fresh_dot(base: u32) -> f32 {
+    var s = 0.0;
+    for (var i = 0u; i < p.d; i++) {
+        s += as_stored(fresh_key(base, i), p.kty) * rowbuf[i];
+    }
+    return s;
+}
+
+// FRESH: the step's key and value rows stored at position `pos` of KV head `kvh`, as
+// rope_store.wgsl stores them (this workgroup's share, words li, li + WG, ...).
+fn store_fresh(li: u32, kvh: u32, pos: u32) {
+    let kb = kvh * p.d;
+    let ka = (kvh * p.n_ctx + pos) * p.kw;
+    for (var wd = li; wd < p.kw; wd += WG) {
+        if (p.kty != 0u) {
+            put_k(ka + wd, f16_bits(fresh_key(kb, 2u * wd)) | (f16_bits(fresh_key(kb, 2u * wd + 1u)) << 16u));
+        } else {
+            put_k(ka + wd, bitcast<u32>(fresh_key(kb, wd)));
+        }
+    }
+    let vb = kvh * p.dv;
+    let va = (kvh * p.n_ctx + pos) * p.vw;
+    for (var wd = li; wd < p.vw; wd += WG) {
+        if (p.vty != 0u) {
+            put_v(va + wd, f16_bits(vf[vb + 2u * wd]) | (f16_bits(vf[vb + 2u * wd + 1u]) << 16u));
+        } else {
+            put_v(va + wd, bitcast<u32>(vf[vb + wd]));
+        }
+    }
 }
 
 // Four signed bytes of a word.
@@ -154,6 +225,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         rowbuf[i] = q[qrow * p.q_cols + h * p.d + i];
     }
     workgroupBarrier();
+    if (FRESH) {
+        // (one row: the table's row 0, the step's key and value rows 0)
+        for (var kk = li; kk < p.f_half; kk += WG) {
+            var e = vec2<u32>(2u * kk, 2u * kk + 1u);
+            if (p.f_neox != 0u) {
+                e = vec2<u32>(kk, kk + p.f_half);
+            }
+            let c = cs[kk];
+            let x0 = rowbuf[e.x];
+            let x1 = rowbuf[e.y];
+            rowbuf[e.x] = x0 * c.x - x1 * c.y;
+            rowbuf[e.y] = x0 * c.y + x1 * c.x;
+        }
+        workgroupBarrier();
+        if (h % (p.n_head / p.n_kv) == 0u && split == 0u) {
+            store_fresh(li, kvh, pos);
+        }
+    }
     // keys stored rotated: rotate the query alike (the rotation is orthonormal)
     fwht_row(p.d, p.krot_n, bitcast<f32>(p.krot_s), li);
     // the keys this query sees: lo..=hi
@@ -177,7 +266,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let kp = k0 + li;
         var s = NEG;
         if (kp <= hi) {
-            s = qk_dot((kvh * p.n_ctx + kp) * p.kw) * scale;
+            if (FRESH && kp == pos) {
+                s = fresh_dot(kvh * p.d) * scale;
+            } else {
+                s = qk_dot((kvh * p.n_ctx + kp) * p.kw) * scale;
+            }
             if (cap > 0.0) {
                 s = cap * tanh_safe(s / cap);
             }
@@ -191,10 +284,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let corr = exp(m - m_new);
         l = l * corr + wg_sum(li, e);
         let nk = min(WG, hi - k0 + 1u);
+        // FRESH: the tile ending at the step's own position takes that value from `vf`
+        var nkc = nk;
+        var fe = 0.0;
+        if (FRESH && k0 + nk - 1u == pos) {
+            nkc = nk - 1u;
+            fe = ps[nk - 1u];
+        }
         for (var j = 0u; j < 8u; j++) {
             let dd = li + j * WG;
             if (dd < p.dv) {
-                acc[j] = pv_sum(acc[j], corr, kvh * p.n_ctx + k0, nk, dd);
+                acc[j] = pv_sum(acc[j], corr, kvh * p.n_ctx + k0, nkc, dd);
+                if (FRESH) {
+                    acc[j] += fe * as_stored(vf[kvh * p.dv + dd], p.vty);
+                }
             }
         }
         m = m_new;
