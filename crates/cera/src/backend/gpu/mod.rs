@@ -339,14 +339,15 @@ impl Gpu {
                 mapped_at_creation: false,
             })
         };
+        let gemv = weights::GemvKind::pick(&info);
         Ok(Gpu {
             dummy: unused(),
             dummy_in: unused(),
-            gemv: weights::GemvKind::pick(&info),
+            gemv,
             wload16: match std::env::var("CERA_GPU_WLOAD16").as_deref() {
                 Ok("1") => true,
                 Ok("0") => false,
-                _ => weights::GemvKind::pick(&info) == weights::GemvKind::PerRow,
+                _ => gemv == weights::GemvKind::PerRow,
             },
             coop,
             checked_shaders: std::env::var("CERA_GPU_CHECKS").is_ok_and(|v| v == "1"),

@@ -39,30 +39,14 @@ fn vval(base: u32, i: u32) -> f32 {
 }
 
 // FRESH: element i of the step's key row starting at `base` of `kf`, rotated (elements past
-// the rotated dims, 2 · f_half, as they are), as the cache holds it (f16-rounded for an f16
-// cache).
+// the rotated dims, 2 · f_half, as they are; the table's row 0).
 fn fresh_key(base: u32, i: u32) -> f32 {
     let x = kf[base + i];
-    var y = x;
-    if (i < 2u * p.f_half) {
-        if (p.f_neox != 0u) {
-            if (i < p.f_half) {
-                let c = cs[i];
-                y = x * c.x - kf[base + i + p.f_half] * c.y;
-            } else {
-                let c = cs[i - p.f_half];
-                y = kf[base + i - p.f_half] * c.y + x * c.x;
-            }
-        } else {
-            let c = cs[i / 2u];
-            if ((i & 1u) == 0u) {
-                y = x * c.x - kf[base + i + 1u] * c.y;
-            } else {
-                y = kf[base + i - 1u] * c.y + x * c.x;
-            }
-        }
+    if (i >= 2u * p.f_half) {
+        return x;
     }
-    return y;
+    let e = rope_of(i, p.f_half, p.f_neox != 0u);
+    return rope_rot(x, kf[base + e.x], cs[e.y], e.z == 1u);
 }
 
 // A value as an f32 or f16 cache holds it.

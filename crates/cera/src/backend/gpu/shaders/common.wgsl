@@ -108,3 +108,25 @@ fn fwht_row(len: u32, n: u32, s: f32, li: u32) {
     }
     workgroupBarrier();
 }
+
+// RoPE of element i of a head (of its first 2 · half, which rotate): .x the element it pairs
+// with (NeoX pairs (k, k + half), else (2k, 2k + 1)), .y the pair k, .z 1 when i is the pair's
+// second.
+fn rope_of(i: u32, half: u32, neox: bool) -> vec3<u32> {
+    if (neox) {
+        if (i < half) {
+            return vec3<u32>(i + half, i, 0u);
+        }
+        return vec3<u32>(i - half, i - half, 1u);
+    }
+    return vec3<u32>(i ^ 1u, i / 2u, i & 1u);
+}
+
+// Element x rotated with its pair's y by (cos, sin) c: a pair's first x·cos − y·sin, its
+// second y·sin + x·cos.
+fn rope_rot(x: f32, y: f32, c: vec2<f32>, second: bool) -> f32 {
+    if (second) {
+        return y * c.y + x * c.x;
+    }
+    return x * c.x - y * c.y;
+}

@@ -25,19 +25,8 @@ fn key(base: u32, i: u32, r: u32) -> f32 {
     if (i >= 2u * p.half) {
         return x;
     }
-    if (p.neox != 0u) {
-        if (i < p.half) {
-            let c = cs[r * p.half + i];
-            return x * c.x - k[base + i + p.half] * c.y;
-        }
-        let c = cs[r * p.half + i - p.half];
-        return k[base + i - p.half] * c.y + x * c.x;
-    }
-    let c = cs[r * p.half + i / 2u];
-    if ((i & 1u) == 0u) {
-        return x * c.x - k[base + i + 1u] * c.y;
-    }
-    return k[base + i - 1u] * c.y + x * c.x;
+    let e = rope_of(i, p.half, p.neox != 0u);
+    return rope_rot(x, k[base + e.x], cs[r * p.half + e.y], e.z == 1u);
 }
 
 @compute @workgroup_size(WG)
