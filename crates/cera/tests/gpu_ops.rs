@@ -125,6 +125,16 @@ fn gpu_attention_and_kv_state() {
     check(&["attention", "kv_state"]);
 }
 
+/// The decode step's RoPE, cache store and attention in one dispatch where the backend does
+/// them apart by default, and apart where it fuses them (`rope_store_attend` in the attention
+/// group: decode steps at 5, 6, 300 and 301 keys).
+#[test]
+fn gpu_attention_fused_or_apart() {
+    let g = gpu();
+    let fused = g.fuses_attention();
+    check_on(g.with_fused_attention(!fused), &["attention"]);
+}
+
 #[test]
 fn gpu_short_conv_and_moe() {
     check(&["short_conv", "moe"]);

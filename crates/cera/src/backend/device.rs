@@ -476,6 +476,18 @@ impl Backend for Device {
         on!(self, b => Backend::rms_norm_inplace(b, cx.w(), x.w(), w, eps))
     }
 
+    fn rms_norm_pair(
+        &self,
+        cx: &mut DevCtx,
+        q: &mut DevTensor,
+        wq: &[f32],
+        k: &mut DevTensor,
+        wk: &[f32],
+        eps: f32,
+    ) {
+        on!(self, b => Backend::rms_norm_pair(b, cx.w(), q.w(), wq, k.w(), wk, eps))
+    }
+
     fn layer_norm(
         &self,
         cx: &mut DevCtx,

@@ -330,6 +330,20 @@ pub trait Backend: Send + Sync {
     );
     /// [`Backend::rms_norm`] in place.
     fn rms_norm_inplace(&self, cx: &mut Self::Ctx, x: &mut Self::Tensor, w: &[f32], eps: f32);
+    /// [`Backend::rms_norm_inplace`] of `q` with `wq` and of `k` with `wk` (a layer's per-head
+    /// query and key norms, `wq` and `wk` as long): a backend may do both in one pass.
+    fn rms_norm_pair(
+        &self,
+        cx: &mut Self::Ctx,
+        q: &mut Self::Tensor,
+        wq: &[f32],
+        k: &mut Self::Tensor,
+        wk: &[f32],
+        eps: f32,
+    ) {
+        self.rms_norm_inplace(cx, q, wq, eps);
+        self.rms_norm_inplace(cx, k, wk, eps);
+    }
     /// LayerNorm of each row (mean and variance over the row, summed in f64 as ggml does),
     /// times `w`, plus `b`, into `out` (BERT).
     fn layer_norm(

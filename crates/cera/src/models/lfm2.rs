@@ -491,8 +491,7 @@ impl Lfm2 {
             Some(g) => be.norm_matmul(cx, &ws.x, g, c.rms_eps, &mut ws.h, qkv)?,
             None => project(be, cx, &mut ws.lora, qkv, &ws.h)?,
         }
-        be.rms_norm_inplace(cx, &mut ws.q, &w.q_norm, c.rms_eps);
-        be.rms_norm_inplace(cx, &mut ws.k, &w.k_norm, c.rms_eps);
+        be.rms_norm_pair(cx, &mut ws.q, &w.q_norm, &mut ws.k, &w.k_norm, c.rms_eps);
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv_head: n_kv,

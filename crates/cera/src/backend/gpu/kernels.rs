@@ -386,9 +386,10 @@ impl Gpu {
             .collect()
     }
 
-    /// A new buffer holding `bytes` (padded to 4).
+    /// A new buffer holding `bytes` (padded with zeros to 16: shaders may read any buffer as
+    /// whole `vec4`s, e.g. the GEMV's inputs).
     pub(super) fn buffer_with(&self, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
-        let size = bytes.len().max(4).next_multiple_of(4) as u64;
+        let size = bytes.len().max(16).next_multiple_of(16) as u64;
         let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
             size,
@@ -397,11 +398,11 @@ impl Gpu {
         });
         // mapped ranges are whole words
         let padded;
-        let bytes = if bytes.len().is_multiple_of(4) {
+        let bytes = if bytes.len() as u64 == size {
             bytes
         } else {
             let mut v = bytes.to_vec();
-            v.resize(bytes.len().next_multiple_of(4), 0);
+            v.resize(size as usize, 0);
             padded = v;
             &padded[..]
         };

@@ -445,8 +445,8 @@ fn attn_common(
 /// query and key as they are read, its key and value stored in `kv`, its attention into
 /// `out`; where the step is one row, both cache sides f32 or f16 (even head sizes) without
 /// rotation, and the rotation within the head. `q` and `k` are left as they were. Returns
-/// whether it ran (never with `CERA_GPU_FUSE_ATTN=0`, for measuring): the caller does
-/// `rope_store` and the attention apart otherwise.
+/// whether it ran (only where the backend fuses it: [`Gpu::fuses_attention`]): the caller
+/// does `rope_store` and the attention apart otherwise.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn rope_store_attend(
     gpu: &Gpu,
@@ -461,8 +461,7 @@ pub(super) fn rope_store_attend(
     p: &AttentionParams,
     out: &mut GpuTensor,
 ) -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *OFF.get_or_init(|| std::env::var("CERA_GPU_FUSE_ATTN").is_ok_and(|v| v == "0"));
+    let off = !gpu.fuses_attention();
     let plain = |t: KvType, d: usize| match t {
         KvType::F32 => true,
         KvType::F16 => d.is_multiple_of(2),

@@ -92,16 +92,23 @@ pub struct Gpu {
     /// How the GEMV spreads rows over invocations: on a CPU adapter (lavapipe, where each of
     /// a workgroup's barriers costs a pass through all its invocations; SmolLM2's LM head took
     /// 245 ms a token as a workgroup per row, 163 ms as an invocation per row) an invocation
-    /// per row; on GPUs a workgroup per row (teams of 32 lanes summing by subgroup shuffles,
-    /// `CERA_GPU_GEMV=subgroup`, measured slower there; `teams`, a workgroup per row summed
-    /// through shuffles and one exchange, not yet measured).
+    /// per row; on GPUs a workgroup per row, summed by shuffles within its teams of 32 lanes
+    /// and one exchange where subgroups allow (`teams`), else through workgroup memory
+    /// (`workgroup`); `subgroup` (four rows a workgroup, a team each) measured slower.
     gemv: weights::GemvKind,
     /// Whether the GEMV reads formats of 256-element super-blocks in sixteens (`wload16`:
     /// each invocation decodes a sub-block's scale once for 16 elements, not once per 4): on
-    /// CPU adapters (lavapipe: Qwen2.5's Q6_K FFN-down GEMV 23 -> 20 ms), off on GPUs until
-    /// measured there (runs of 16 contiguous elements an invocation were slower on the H200
-    /// with per-four decoding); `CERA_GPU_WLOAD16=1|0` chooses.
+    /// CPU adapters (lavapipe: Qwen2.5's Q6_K FFN-down GEMV 23 -> 20 ms), off on GPUs, where
+    /// runs of 16 contiguous elements an invocation cost more than the decoding saves (H100,
+    /// tg64 two rounds: LFM2-350M Q4_K_M 410, 416 t/s against 529, 511 in fours; Qwen2.5 375,
+    /// 378 against 411, 392); `CERA_GPU_WLOAD16=1|0` chooses.
     wload16: bool,
+    /// Whether a decode step's RoPE, cache store and attention go as one dispatch
+    /// ([`Backend::rope_store_attend`]): off unless `CERA_GPU_FUSE_ATTN=1`, as measured (H100,
+    /// tg128 three rounds: Qwen2.5 Q4_K_M 440, 434, 425 t/s fused against 483, 457, 457 apart;
+    /// LFM2-350M 623, 640, 590 against 631, 622, 585): the dispatch it saves costs less than
+    /// the work it repeats in every workgroup (the query's rotation, the step's own key).
+    fuse_attn: bool,
     /// The prefill GEMM's cooperative-matrix variant's defs (its `enable` directives and
     /// workgroup size), where the adapter multiplies 16 × 16 × 16 f16 matrices into f32 and
     /// has one subgroup size; `CERA_GPU_COOP=0` turns it off.
@@ -349,6 +356,7 @@ impl Gpu {
                 Ok("0") => false,
                 _ => gemv == weights::GemvKind::PerRow,
             },
+            fuse_attn: std::env::var("CERA_GPU_FUSE_ATTN").is_ok_and(|v| v == "1"),
             coop,
             checked_shaders: std::env::var("CERA_GPU_CHECKS").is_ok_and(|v| v == "1"),
             zero_workgroup_memory: std::env::var("CERA_GPU_ZERO_WG").is_ok_and(|v| v == "1"),
@@ -385,6 +393,18 @@ impl Gpu {
     pub fn with_wload16(mut self, on: bool) -> Gpu {
         self.wload16 = on;
         self
+    }
+
+    /// The backend with a decode step's RoPE, cache store and attention in one dispatch or
+    /// apart (see [`Gpu::fuses_attention`]), whatever the default.
+    pub fn with_fused_attention(mut self, on: bool) -> Gpu {
+        self.fuse_attn = on;
+        self
+    }
+
+    /// Whether a decode step's RoPE, cache store and attention go as one dispatch.
+    pub fn fuses_attention(&self) -> bool {
+        self.fuse_attn
     }
 
     /// Whether the GEMV reads formats of 256-element super-blocks 16 elements an invocation,
@@ -814,6 +834,23 @@ impl Backend for Gpu {
 
     fn rms_norm_inplace(&self, cx: &mut GpuCtx, x: &mut GpuTensor, w: &[f32], eps: f32) {
         ops::rms_norm_inplace(self, cx, x, w, eps);
+    }
+
+    fn rms_norm_pair(
+        &self,
+        cx: &mut GpuCtx,
+        q: &mut GpuTensor,
+        wq: &[f32],
+        k: &mut GpuTensor,
+        wk: &[f32],
+        eps: f32,
+    ) {
+        if wq.len() == wk.len() {
+            ops::rms_norm_pair(self, cx, q, wq, k, wk, eps);
+        } else {
+            ops::rms_norm_inplace(self, cx, q, wq, eps);
+            ops::rms_norm_inplace(self, cx, k, wk, eps);
+        }
     }
 
     fn layer_norm(

@@ -47,7 +47,7 @@ fn norm(
     );
     let segs = (x.len() / n) as u32;
     let g = gpu.param(w);
-    let params = [n as u32, fbits(eps)];
+    let params = [n as u32, fbits(eps), segs];
     match out {
         Some(out) => {
             gpu.shape_to(out, x.rows, x.cols);
@@ -81,12 +81,56 @@ pub(super) fn rms_norm_inplace(gpu: &Gpu, cx: &mut GpuCtx, x: &mut GpuTensor, w:
     norm(gpu, cx, x, w, eps, None);
 }
 
-/// rms_norm.wgsl's input and output, apart or one buffer.
+/// rms_norm.wgsl's input and output: apart, one buffer, or two buffers in place.
 const NORM_TO: &str = "@group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-fn put(i: u32, v: f32) { y[i] = v; }";
+fn elem(s: u32, i: u32) -> f32 { return x[s * p.n + i]; }
+fn gain(s: u32, i: u32) -> f32 { return g[i]; }
+fn put(s: u32, i: u32, v: f32) { y[s * p.n + i] = v; }";
 const NORM_IN_PLACE: &str = "@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-fn put(i: u32, v: f32) { x[i] = v; }";
+fn elem(s: u32, i: u32) -> f32 { return x[s * p.n + i]; }
+fn gain(s: u32, i: u32) -> f32 { return g[i]; }
+fn put(s: u32, i: u32, v: f32) { x[s * p.n + i] = v; }";
+const NORM_PAIR: &str = "@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> x2: array<f32>;
+@group(0) @binding(4) var<storage, read> g2: array<f32>;
+fn elem(s: u32, i: u32) -> f32 {
+    if (s < p.split) { return x[s * p.n + i]; }
+    return x2[(s - p.split) * p.n + i];
+}
+fn gain(s: u32, i: u32) -> f32 { return select(g2[i], g[i], s < p.split); }
+fn put(s: u32, i: u32, v: f32) {
+    if (s < p.split) { x[s * p.n + i] = v; } else { x2[(s - p.split) * p.n + i] = v; }
+}";
+
+/// Per-head RMSNorms of `q` (gains `wq`) and `k` (gains `wk`, as long) in place, one
+/// dispatch.
+pub(super) fn rms_norm_pair(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    q: &mut GpuTensor,
+    wq: &[f32],
+    k: &mut GpuTensor,
+    wk: &[f32],
+    eps: f32,
+) {
+    let n = wq.len();
+    assert!(
+        n > 0 && wk.len() == n && q.cols.is_multiple_of(n) && k.cols.is_multiple_of(n),
+        "rms_norm_pair: segments of {n}"
+    );
+    let split = (q.len() / n) as u32;
+    let segs = split + (k.len() / n) as u32;
+    let (gq, gk) = (gpu.param(wq), gpu.param(wk));
+    let params = [n as u32, fbits(eps), split];
+    let binds = [
+        Bind::Whole(q.buf()),
+        Bind::Whole(&gq),
+        Bind::Whole(k.buf()),
+        Bind::Whole(&gk),
+    ];
+    gpu.dispatch(cx, "rms_norm", NORM_PAIR, None, &params, &binds, segs);
+}
 
 pub(super) fn layer_norm(
     gpu: &Gpu,
@@ -418,7 +462,8 @@ pub(super) fn short_conv(
         ],
         groups(s.n * d),
     );
-    if l > 1 {
+    // (a single token's state moved on by short_conv itself)
+    if l > 1 && s.n > 1 {
         gpu.dispatch(
             cx,
             "short_conv_state",
@@ -428,5 +473,20 @@ pub(super) fn short_conv(
             &[Bind::Whole(bcx.buf()), Bind::Seq(state.buf(), &state.binds)],
             groups(d),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kernels::check_wgsl;
+
+    /// The norm's variants, and the convolution's, compile (naga) on any machine.
+    #[test]
+    fn norm_and_conv_variants_validate() {
+        for defs in [super::NORM_TO, super::NORM_IN_PLACE, super::NORM_PAIR] {
+            check_wgsl("rms_norm", defs, None);
+        }
+        check_wgsl("short_conv", "", None);
+        check_wgsl("short_conv_state", "", None);
     }
 }

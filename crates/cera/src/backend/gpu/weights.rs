@@ -161,9 +161,10 @@ fn split_k(tiles: usize, k: usize) -> (usize, usize) {
 
 /// The cooperative-matrix GEMM's defs for an adapter that multiplies 16 × 16 × 16 f16 into
 /// f32 and runs one subgroup size (its workgroup is four subgroups), unless
-/// `CERA_GPU_COOP=0`. `CERA_GPU_COOP16=1` has it read super-block weights in sixteens
-/// (`wload16`): off until run and measured on a GPU with cooperative matrices (naga validates
-/// it; lavapipe has none).
+/// `CERA_GPU_COOP=0`. Its weight tiles read super-block formats in sixteens (`wload16`, each
+/// sub-block's scale decoded once for 16 elements; H100, pp512 two rounds: LFM2-350M Q4_K_M
+/// 30.6k, 30.9k t/s against 26.7k, 26.6k in fours; Qwen2.5, whose K-quant rows are long
+/// enough for the plain GEMM, unchanged); `CERA_GPU_COOP16=0` reads them in fours.
 pub(super) fn coop_defs(info: &super::AdapterInfo) -> Option<&'static str> {
     if std::env::var("CERA_GPU_COOP").is_ok_and(|v| v == "0")
         || !info.f16
@@ -172,7 +173,7 @@ pub(super) fn coop_defs(info: &super::AdapterInfo) -> Option<&'static str> {
     {
         return None;
     }
-    let w16 = std::env::var("CERA_GPU_COOP16").is_ok_and(|v| v == "1");
+    let w16 = !std::env::var("CERA_GPU_COOP16").is_ok_and(|v| v == "0");
     coop_defs_for(info.subgroup_min, w16)
 }
 
@@ -270,8 +271,8 @@ pub enum GemvKind {
     /// (no barriers): adapters with subgroups of 32 or 64, when asked for.
     Subgroup,
     /// A workgroup per row as `Workgroup`, summed by shuffles within its teams of 32 and the
-    /// teams' sums through workgroup memory: two barriers a sum, not log2(WG) + 2 (adapters
-    /// with subgroups of 32 or 64, when asked for: `CERA_GPU_GEMV=teams`).
+    /// teams' sums through workgroup memory: two barriers a sum, not log2(WG) + 2 (the
+    /// default on GPUs with subgroups of 32 or 64).
     WorkgroupTeams,
 }
 
@@ -290,8 +291,12 @@ impl GemvKind {
         // (the subgroup variant, the default for small-block formats until the shaders lost
         // naga's runtime checks, then measured slower on the H200: SmolLM2 Q4_1 tg128 528-540
         // against 576-579 t/s a workgroup per row; Qwen2.5's Q5_0/Q8_0 within 2%)
+        // (teams: H100, tg64 two rounds, LFM2-350M Q4_K_M 548, 586 against 529, 511 t/s a
+        // workgroup per row summed through workgroup memory; Qwen2.5 419, 448 against 411, 392)
         if info.device_type == "Cpu" {
             GemvKind::PerRow
+        } else if GemvKind::WorkgroupTeams.runs_on(info) {
+            GemvKind::WorkgroupTeams
         } else {
             GemvKind::Workgroup
         }

@@ -249,14 +249,19 @@ impl Decoder {
         }
         match c.qk_norm {
             QkNorm::None => {}
-            QkNorm::PerHead | QkNorm::Full => {
-                if let Some(w) = &lw.q_norm {
-                    be.rms_norm_inplace(cx, &mut ws.q, w, c.rms_eps);
+            QkNorm::PerHead | QkNorm::Full => match (&lw.q_norm, &lw.k_norm) {
+                (Some(wq), Some(wk)) => {
+                    be.rms_norm_pair(cx, &mut ws.q, wq, &mut ws.k, wk, c.rms_eps);
                 }
-                if let Some(w) = &lw.k_norm {
-                    be.rms_norm_inplace(cx, &mut ws.k, w, c.rms_eps);
+                (wq, wk) => {
+                    if let Some(w) = wq {
+                        be.rms_norm_inplace(cx, &mut ws.q, w, c.rms_eps);
+                    }
+                    if let Some(w) = wk {
+                        be.rms_norm_inplace(cx, &mut ws.k, w, c.rms_eps);
+                    }
                 }
-            }
+            },
         }
         let params = AttentionParams {
             n_head: c.n_head,

@@ -72,6 +72,24 @@ pub(super) fn elementwise<B: Backend>(h: &mut H<B>) {
                 h.be.rms_norm_inplace(&mut h.cx, &mut a, &w, eps);
                 h.r.rms_norm_inplace(&mut (), &mut ar, &w, eps);
                 h.check("rms_norm_inplace", &c, &a, &ar, bounds::RMS_NORM);
+                // with a second tensor of other rows (a query's heads and a key's; drawn from
+                // a generator of their own, so that the later groups' inputs stay as they were)
+                let mut pr = super::Rng(0x9a12 ^ n as u64);
+                let w2 = pr.normal(seg, 1.0);
+                let kr = (rows + 1).div_ceil(2);
+                let kx = pr.normal(kr * cols, 1.0);
+                let (mut a, mut ar) = h.up(&x, rows, cols);
+                let (mut b, mut br) = h.up(&kx, kr, cols);
+                h.be.rms_norm_pair(&mut h.cx, &mut a, &w, &mut b, &w2, eps);
+                h.r.rms_norm_pair(&mut (), &mut ar, &w, &mut br, &w2, eps);
+                h.check("rms_norm_pair", &c, &a, &ar, bounds::RMS_NORM);
+                h.check(
+                    "rms_norm_pair",
+                    &format!("{c}, second"),
+                    &b,
+                    &br,
+                    bounds::RMS_NORM,
+                );
             }
         }
         let (mut a, mut ar) = h.up(&x, rows, cols);

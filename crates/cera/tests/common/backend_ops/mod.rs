@@ -15,8 +15,8 @@
 //!
 //! What runs ([`GROUPS`]):
 //! - memory: upload/download, zeros, fill_zero, reshape, new_kv (odd and empty shapes);
-//! - elementwise: rms_norm and rms_norm_inplace per row and per head, add, scale, add_bias,
-//!   glu (SiLU, GELU), softcap, copy_cols, gather_rows (repeats, empty), 1 to 257 rows;
+//! - elementwise: rms_norm, rms_norm_inplace and rms_norm_pair per row and per head, add, scale,
+//!   add_bias, glu (SiLU, GELU), softcap, copy_cols, gather_rows (repeats, empty), 1 to 257 rows;
 //!   top_k (exact: vocabulary-sized rows, ties, -inf and NaN);
 //! - rope: normal and NeoX, full and partial rotation, extra columns after the heads, head
 //!   sizes 24 to 256, plain / linear scaling / frequency factors / YaRN (and YaRN with

@@ -17,8 +17,11 @@ struct P {
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> aux: array<f32>;
+// x and aux are read as whole vec4s (one 16-byte load for four elements, not four: the loads,
+// not the arithmetic, are most of a decode GEMV's instructions); every buffer is padded to 16
+// bytes, and rows of a width not a multiple of four take their elements one by one.
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> aux: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> o0: array<f32>;
 @group(0) @binding(5) var<storage, read_write> o1: array<f32>;
 @group(0) @binding(6) var<storage, read_write> o2: array<f32>;
@@ -33,12 +36,19 @@ fn biased(row: u32, s: f32) -> f32 {
     return s;
 }
 
+// The four elements from b.
 fn ld4(b: u32) -> vec4<f32> {
-    return vec4<f32>(x[b], x[b + 1u], x[b + 2u], x[b + 3u]);
+    if (b % 4u == 0u) {
+        return x[b / 4u];
+    }
+    return vec4<f32>(x[b / 4u][b % 4u], x[(b + 1u) / 4u][(b + 1u) % 4u], x[(b + 2u) / 4u][(b + 2u) % 4u], x[(b + 3u) / 4u][(b + 3u) % 4u]);
 }
 
 fn aux4(b: u32) -> vec4<f32> {
-    return vec4<f32>(aux[b], aux[b + 1u], aux[b + 2u], aux[b + 3u]);
+    if (b % 4u == 0u) {
+        return aux[b / 4u];
+    }
+    return vec4<f32>(aux[b / 4u][b % 4u], aux[(b + 1u) / 4u][(b + 1u) % 4u], aux[(b + 2u) / 4u][(b + 2u) % 4u], aux[(b + 3u) / 4u][(b + 3u) % 4u]);
 }
 
 fn act4(v: vec4<f32>) -> vec4<f32> {
