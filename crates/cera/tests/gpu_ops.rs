@@ -84,6 +84,10 @@ fn gpu_matmul_other_gemv_variants() {
         }
     }
     assert!(checked >= 1, "no other GEMV variant to check than {own:?}");
+    // the adapter's own variant with the pipelines built for each row width (off by default)
+    let g = gpu();
+    let kc = g.gemv_width_constant();
+    check_on(g.with_gemv_width_constant(!kc), &["matmul"]);
     // where the adapter has cooperative matrices (the H200), the plain GEMM as well
     let g = gpu();
     if g.uses_coop() {

@@ -83,33 +83,37 @@ pub(super) fn quant_source(ty: GgmlType) -> Option<&'static str> {
     })
 }
 
-/// A compiled variant: the op, its constants (`defs`, WGSL declarations put first) and the
-/// weight format it reads, if any.
+/// A compiled variant: the op, its constants (`defs`, WGSL declarations put first), the
+/// weight format it reads, if any, and the value of its pipeline constant `KC` (0: none; the
+/// GEMV's row width, see gemv.wgsl).
 #[derive(Clone, Copy)]
 struct Key {
     op: &'static str,
     defs: &'static str,
     ty: Option<GgmlType>,
+    kc: u32,
 }
 
 impl Key {
     /// The cache's key: the strings by address (each call site passes its own constants, so
     /// equal texts at two addresses at most compile twice), not hashing and comparing the
     /// defs' text on every dispatch.
-    fn id(&self) -> (usize, usize, usize, Option<GgmlType>) {
+    fn id(&self) -> KeyId {
         (
             self.op.as_ptr() as usize,
             self.defs.as_ptr() as usize,
             self.defs.len(),
             self.ty,
+            self.kc,
         )
     }
 }
 
+type KeyId = (usize, usize, usize, Option<GgmlType>, u32);
+
 #[derive(Default)]
 pub(super) struct Pipelines {
-    #[allow(clippy::type_complexity)]
-    map: Mutex<HashMap<(usize, usize, usize, Option<GgmlType>), Arc<wgpu::ComputePipeline>>>,
+    map: Mutex<HashMap<KeyId, Arc<wgpu::ComputePipeline>>>,
 }
 
 /// One binding of a dispatch (in binding order after the parameters at binding 0).
@@ -312,6 +316,7 @@ impl Gpu {
                     .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
             }
         };
+        let kc = [("KC", f64::from(key.kc))];
         let p = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -320,8 +325,8 @@ impl Gpu {
                 module: &module,
                 entry_point: Some("main"),
                 compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &kc[..usize::from(key.kc != 0)],
                     zero_initialize_workgroup_memory: self.zero_workgroup_memory,
-                    ..Default::default()
                 },
                 cache: None,
             });
@@ -430,6 +435,23 @@ impl Gpu {
         binds: &[Bind<'_>],
         groups: u32,
     ) {
+        self.dispatch_const(cx, op, defs, ty, 0, params, binds, groups);
+    }
+
+    /// [`Gpu::dispatch`] of the variant built with its pipeline constant `KC` = `kc` (0: the
+    /// shader's default).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dispatch_const(
+        &self,
+        cx: &mut GpuCtx,
+        op: &'static str,
+        defs: &'static str,
+        ty: Option<GgmlType>,
+        kc: u32,
+        params: &[u32],
+        binds: &[Bind<'_>],
+        groups: u32,
+    ) {
         if groups == 0 {
             return;
         }
@@ -441,7 +463,8 @@ impl Gpu {
         } else {
             self.stage_params(cx, &p, &[]).0
         };
-        self.dispatch_staged(cx, op, defs, ty, &params, binds, groups);
+        let key = Key { op, defs, ty, kc };
+        self.dispatch_keyed(cx, key, &params, binds, groups);
     }
 
     /// Stages a dispatch's parameters (`P`'s fields in order, `groups` last) with host slices
@@ -473,8 +496,7 @@ impl Gpu {
 
     /// [`Gpu::dispatch`] with the parameters already staged (when host slices were staged
     /// with them, so that all land in one submission).
-    // (buffers hash by identity, which never changes: the key is not mutable)
-    #[allow(clippy::too_many_arguments, clippy::mutable_key_type)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn dispatch_staged(
         &self,
         cx: &mut GpuCtx,
@@ -485,11 +507,31 @@ impl Gpu {
         binds: &[Bind<'_>],
         groups: u32,
     ) {
+        let key = Key {
+            op,
+            defs,
+            ty,
+            kc: 0,
+        };
+        self.dispatch_keyed(cx, key, params, binds, groups);
+    }
+
+    // (buffers hash by identity, which never changes: the key is not mutable)
+    #[allow(clippy::mutable_key_type)]
+    fn dispatch_keyed(
+        &self,
+        cx: &mut GpuCtx,
+        key: Key,
+        params: &Params,
+        binds: &[Bind<'_>],
+        groups: u32,
+    ) {
+        let (op, ty) = (key.op, key.ty);
         let t_in = self
             .profile
             .as_ref()
             .map(|_| crate::runtime::time::Instant::now());
-        let pipe = self.pipeline(Key { op, defs, ty });
+        let pipe = self.pipeline(key);
         // a step's dispatches bind the same buffers at the same offsets every step (tensors
         // are reused, the arena fills in the same order), so bind groups are made once
         assert!(binds.len() < 9, "{op}: too many bindings");
@@ -812,7 +854,15 @@ pub(super) fn check_wgsl(op: &'static str, defs: &'static str, ty: Option<GgmlTy
         Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator,
     };
     for immediates in [false, true] {
-        let src = module_source(Key { op, defs, ty }, immediates);
+        let src = module_source(
+            Key {
+                op,
+                defs,
+                ty,
+                kc: 0,
+            },
+            immediates,
+        );
         let module = wgpu::naga::front::wgsl::parse_str(&src)
             .unwrap_or_else(|e| panic!("{op} {ty:?} {defs:?}:\n{}", e.emit_to_string(&src)));
         Validator::new(ValidationFlags::all(), Capabilities::all())

@@ -103,6 +103,12 @@ pub struct Gpu {
     /// tg64 two rounds: LFM2-350M Q4_K_M 410, 416 t/s against 529, 511 in fours; Qwen2.5 375,
     /// 378 against 411, 392); `CERA_GPU_WLOAD16=1|0` chooses.
     wload16: bool,
+    /// Whether each GEMV pipeline is built for its row width (the pipeline constant `KC`, so
+    /// that an invocation's passes over the row unroll): off unless `CERA_GPU_GEMV_KC=1`, as
+    /// measured (H100, tg128 two rounds, with against without: SmolLM2 Q4_1 569, 563 against
+    /// 574, 631 t/s; LFM2-350M Q4_K_M 519, 518 against 548, 646; Qwen2.5 423, 478 against
+    /// 399, 497).
+    gemv_kc: bool,
     /// Whether a decode step's RoPE, cache store and attention go as one dispatch
     /// ([`Backend::rope_store_attend`]): off unless `CERA_GPU_FUSE_ATTN=1`, as measured (H100,
     /// tg128 three rounds: Qwen2.5 Q4_K_M 440, 434, 425 t/s fused against 483, 457, 457 apart;
@@ -357,6 +363,7 @@ impl Gpu {
                 _ => gemv == weights::GemvKind::PerRow,
             },
             fuse_attn: std::env::var("CERA_GPU_FUSE_ATTN").is_ok_and(|v| v == "1"),
+            gemv_kc: std::env::var("CERA_GPU_GEMV_KC").is_ok_and(|v| v == "1"),
             coop,
             checked_shaders: std::env::var("CERA_GPU_CHECKS").is_ok_and(|v| v == "1"),
             zero_workgroup_memory: std::env::var("CERA_GPU_ZERO_WG").is_ok_and(|v| v == "1"),
@@ -393,6 +400,19 @@ impl Gpu {
     pub fn with_wload16(mut self, on: bool) -> Gpu {
         self.wload16 = on;
         self
+    }
+
+    /// The backend with each GEMV pipeline built for its row width or not (see
+    /// [`Gpu::gemv_width_constant`]), whatever the adapter's default.
+    pub fn with_gemv_width_constant(mut self, on: bool) -> Gpu {
+        self.gemv_kc = on;
+        self
+    }
+
+    /// Whether each GEMV pipeline is built for its row width (its loops' trip counts
+    /// constants the compiler unrolls).
+    pub fn gemv_width_constant(&self) -> bool {
+        self.gemv_kc
     }
 
     /// The backend with a decode step's RoPE, cache store and attention in one dispatch or

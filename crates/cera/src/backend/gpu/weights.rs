@@ -532,7 +532,12 @@ pub(super) fn matmul_bias(
             let groups = part.rows.div_ceil(per) as u32;
             let mut params = head.to_vec();
             params.push(u32::from(bias.is_some()));
-            gpu.dispatch(cx, "gemv", defs, Some(w0.ty), &params, &binds, groups);
+            let kc = if gpu.gemv_width_constant() {
+                w0.cols as u32
+            } else {
+                0
+            };
+            gpu.dispatch_const(cx, "gemv", defs, Some(w0.ty), kc, &params, &binds, groups);
         } else if let Some(defs) = gpu.coop
             && w0.ty.block_elems() == Some(256)
             && w0.cols < SPLIT_K_FROM

@@ -124,6 +124,19 @@ fn col4(wv: vec4<f32>, e: u32) {
 // a format with a `wload16` of its own.
 const UNIT16: bool = HAS_WLOAD16 && SPAN % 4u == 0u;
 
+// The row width as a pipeline constant (0: none, the width is `p.k`). Built with it (on GPUs,
+// one pipeline per width a model has), an invocation's passes over the row are a constant
+// count, which the compiler unrolls: all of its loads are issued before the first is waited
+// for, not one pass's after another's.
+override KC: u32 = 0u;
+
+fn width() -> u32 {
+    if (KC != 0u) {
+        return KC;
+    }
+    return p.k;
+}
+
 fn partial(row: u32, e0: u32, step: u32) {
     let rb = row * p.rb;
     for (var t = 0u; t < MAX_T; t++) {
@@ -132,10 +145,16 @@ fn partial(row: u32, e0: u32, step: u32) {
     }
     // (four chunks per pass, for more loads in flight, measured slower on the H200: SmolLM2's
     // Q4_1 GEMVs 13.0 -> 14.6 us, the masked chunks' work outweighing it)
-    for (var e = e0; e < p.k; e += step) {
+    let k = width();
+    let passes = (k + step - 1u) / step;
+    for (var i = 0u; i < passes; i++) {
+        let e = e0 + i * step;
+        if (e >= k) {
+            continue;
+        }
         if (UNIT16) {
             for (var c = 0u; c < SPAN / 4u; c++) {
-                if (e + 16u * c < p.k) {
+                if (e + 16u * c < k) {
                     chunk16(rb, e + 16u * c);
                 }
             }
