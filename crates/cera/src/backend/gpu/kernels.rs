@@ -652,6 +652,13 @@ impl Gpu {
         }
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(x, y, 1);
+        if let Some((probe, n)) = &self.probe
+            && (probe == "*" || probe == op)
+        {
+            for _ in 0..*n {
+                pass.dispatch_workgroups(x, y, 1);
+            }
+        }
         if let Some((qs, i)) = &stamp {
             pass.write_timestamp(qs, *i);
         }

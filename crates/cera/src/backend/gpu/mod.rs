@@ -109,6 +109,11 @@ pub struct Gpu {
     /// 574, 631 t/s; LFM2-350M Q4_K_M 519, 518 against 548, 646; Qwen2.5 423, 478 against
     /// 399, 497).
     gemv_kc: bool,
+    /// `CERA_GPU_PROBE=OP:N` (`*` for every op): each dispatch of that op recorded N more
+    /// times, each after a barrier (its results are then wrong: a measurement probe only). The
+    /// step's time with and without gives what those dispatches cost the device inside a
+    /// step, without timestamps between them.
+    probe: Option<(String, u32)>,
     /// Whether a decode step's RoPE, cache store and attention go as one dispatch
     /// ([`Backend::rope_store_attend`]): off unless `CERA_GPU_FUSE_ATTN=1`, as measured (H100,
     /// tg128 three rounds: Qwen2.5 Q4_K_M 440, 434, 425 t/s fused against 483, 457, 457 apart;
@@ -364,6 +369,10 @@ impl Gpu {
             },
             fuse_attn: std::env::var("CERA_GPU_FUSE_ATTN").is_ok_and(|v| v == "1"),
             gemv_kc: std::env::var("CERA_GPU_GEMV_KC").is_ok_and(|v| v == "1"),
+            probe: std::env::var("CERA_GPU_PROBE").ok().and_then(|v| {
+                let (op, n) = v.split_once(':')?;
+                Some((op.to_string(), n.parse().ok()?))
+            }),
             coop,
             checked_shaders: std::env::var("CERA_GPU_CHECKS").is_ok_and(|v| v == "1"),
             zero_workgroup_memory: std::env::var("CERA_GPU_ZERO_WG").is_ok_and(|v| v == "1"),
