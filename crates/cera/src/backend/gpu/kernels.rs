@@ -113,7 +113,7 @@ type KeyId = (usize, usize, usize, Option<GgmlType>, u32);
 
 #[derive(Default)]
 pub(super) struct Pipelines {
-    map: Mutex<HashMap<KeyId, Arc<wgpu::ComputePipeline>>>,
+    map: Mutex<FxMap<KeyId, Arc<wgpu::ComputePipeline>>>,
 }
 
 /// One binding of a dispatch (in binding order after the parameters at binding 0).
@@ -141,7 +141,7 @@ type BgKey = [Option<(wgpu::Buffer, u64, u64)>; 9];
 /// pipeline and bindings, each entry checked against its bindings on a hit (so a dispatch
 /// that finds its group clones no buffer handles).
 #[derive(Default)]
-pub(super) struct BindGroups(HashMap<u64, Vec<(usize, BgKey, wgpu::BindGroup)>>);
+pub(super) struct BindGroups(FxMap<u64, Vec<(usize, BgKey, wgpu::BindGroup)>>);
 
 impl BindGroups {
     fn len(&self) -> usize {
@@ -164,7 +164,12 @@ fn bind_range<'a>(b: &Bind<'a>) -> (&'a wgpu::Buffer, u64, u64) {
 /// A multiply-rotate hasher (FxHash's step): the bind group lookup hashes a few words per
 /// dispatch, where SipHash's setup dominated.
 #[derive(Default)]
-struct Fx(u64);
+pub(super) struct Fx(u64);
+
+/// A map hashed by [`Fx`]: the maps looked up on every dispatch or product (pipelines, bind
+/// groups, resident weights and parameters), whose keys are addresses and sizes, not input
+/// anyone chooses (SipHash took 4% of a decode step's host time).
+pub(super) type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
 impl std::hash::Hasher for Fx {
     fn finish(&self) -> u64 {
@@ -218,10 +223,24 @@ fn immediate_params(src: &str) -> String {
     out.replace(PARAMS_UNIFORM, "var<immediate> p: P;")
 }
 
-/// A dispatch's parameters: staged in the upload buffer (bound at 0), or pushed with it.
+/// A dispatch's parameters: staged in the upload buffer (bound at 0), or pushed with it (the
+/// words' bytes, and how many bytes: no allocation on every dispatch's path).
 pub(super) enum Params {
     Staged(Slot),
-    Immediate(Vec<u32>),
+    Immediate([u8; IMMEDIATE_WORDS * 4], usize),
+}
+
+impl Params {
+    /// `words`, then `last` if any, as immediates.
+    fn immediate(words: &[u32], last: Option<u32>) -> Params {
+        let mut bytes = [0u8; IMMEDIATE_WORDS * 4];
+        let mut n = 0;
+        for w in words.iter().chain(last.as_ref()) {
+            bytes[n..n + 4].copy_from_slice(&w.to_le_bytes());
+            n += 4;
+        }
+        Params::Immediate(bytes, n)
+    }
 }
 
 /// Where staged host data landed.
@@ -455,12 +474,11 @@ impl Gpu {
         if groups == 0 {
             return;
         }
-        let mut p = params.to_vec();
-        p.push(groups);
-        let params = if self.immediates && p.len() <= IMMEDIATE_WORDS {
-            // (moved, not copied again: this is every dispatch's path)
-            Params::Immediate(p)
+        let params = if self.immediates && params.len() < IMMEDIATE_WORDS {
+            Params::immediate(params, Some(groups))
         } else {
+            let mut p = params.to_vec();
+            p.push(groups);
             self.stage_params(cx, &p, &[]).0
         };
         let key = Key { op, defs, ty, kc };
@@ -482,7 +500,7 @@ impl Gpu {
                 "{} parameter words: at most {IMMEDIATE_WORDS}",
                 params.len()
             );
-            return (Params::Immediate(params.to_vec()), self.stage(cx, items));
+            return (Params::immediate(params, None), self.stage(cx, items));
         }
         let mut p = params.to_vec();
         p.resize(p.len().next_multiple_of(4), 0);
@@ -536,26 +554,23 @@ impl Gpu {
         // are reused, the arena fills in the same order), so bind groups are made once
         assert!(binds.len() < 9, "{op}: too many bindings");
         let pipe_id = Arc::as_ptr(&pipe) as usize;
-        // (binding number, buffer, offset, size): the parameters at 0 unless pushed
-        let params_bind = match params {
-            Params::Staged(p) => Some(Bind::Range(&p.buf, p.off, p.size)),
-            Params::Immediate(_) => None,
-        };
-        let all = || {
-            params_bind
-                .iter()
-                .map(|b| (0usize, b))
-                .chain(binds.iter().enumerate().map(|(i, b)| (i + 1, b)))
-                .map(|(i, b)| {
-                    let (buf, off, size) = bind_range(b);
-                    (i, buf, off, size)
-                })
-        };
+        // (buffer, offset, size) by binding number: the parameters at 0 unless pushed
+        let mut items: [Option<(&wgpu::Buffer, u64, u64)>; 9] = [None; 9];
+        if let Params::Staged(p) = params {
+            items[0] = Some((&p.buf, p.off, p.size));
+        }
+        for (i, b) in binds.iter().enumerate() {
+            items[i + 1] = Some(bind_range(b));
+        }
         let hash = {
             use std::hash::{Hash, Hasher};
             let mut h = Fx::default();
             pipe_id.hash(&mut h);
-            for (i, buf, off, size) in all() {
+            for (i, (buf, off, size)) in items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| Some((i, (*b)?)))
+            {
                 h.write_usize(i);
                 buf.hash(&mut h);
                 h.write_u64(off);
@@ -564,26 +579,27 @@ impl Gpu {
             h.finish()
         };
         let same = |key: &BgKey| {
-            key.iter().filter(|k| k.is_some()).count() == all().count()
-                && all().all(|(i, buf, off, size)| {
-                    key[i]
-                        .as_ref()
-                        .is_some_and(|(kb, ko, ks)| kb == buf && *ko == off && *ks == size)
-                })
+            key.iter().zip(&items).all(|(k, b)| match (k, b) {
+                (None, None) => true,
+                (Some((kb, ko, ks)), Some((b, o, s))) => kb == *b && ko == o && ks == s,
+                _ => false,
+            })
         };
         let make = || {
-            let mut key: BgKey = Default::default();
-            for (i, buf, off, size) in all() {
-                key[i] = Some((buf.clone(), off, size));
-            }
-            let entries: Vec<wgpu::BindGroupEntry<'_>> = all()
-                .map(|(i, buf, off, size)| wgpu::BindGroupEntry {
-                    binding: i as u32,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: buf,
-                        offset: off,
-                        size: wgpu::BufferSize::new(size),
-                    }),
+            let key: BgKey = items.map(|b| b.map(|(buf, off, size)| (buf.clone(), off, size)));
+            let entries: Vec<wgpu::BindGroupEntry<'_>> = items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| {
+                    let (buf, off, size) = (*b)?;
+                    Some(wgpu::BindGroupEntry {
+                        binding: i as u32,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: buf,
+                            offset: off,
+                            size: wgpu::BufferSize::new(size),
+                        }),
+                    })
                 })
                 .collect();
             let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -643,12 +659,9 @@ impl Gpu {
             pass.write_timestamp(qs, 0);
         }
         pass.set_pipeline(&pipe);
-        if let Params::Immediate(words) = params {
-            let mut imm = [0u8; IMMEDIATE_WORDS * 4];
-            for (d, w) in imm.chunks_exact_mut(4).zip(words) {
-                d.copy_from_slice(&w.to_le_bytes());
-            }
-            pass.set_immediates(0, &imm);
+        if let Params::Immediate(bytes, n) = params {
+            // (the op's own fields only: the padding after them is never read)
+            pass.set_immediates(0, &bytes[..*n]);
         }
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(x, y, 1);

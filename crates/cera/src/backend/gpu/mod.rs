@@ -46,7 +46,7 @@ use super::{
     Act, AttentionParams, Backend, KvCache as _, KvSpec, LowRank, RopeConfig, SeqSpan, Weight,
 };
 use crate::error::{Error, Result};
-use kernels::Pipelines;
+use kernels::{FxMap, Pipelines};
 use weights::GpuWeight;
 
 /// Slots of the dummy output buffer (an op's absent outputs bind one each) and their stride
@@ -68,10 +68,10 @@ pub struct Gpu {
     /// Weights resident on the device, by the [`Weight::resident_key`] of each weight in it
     /// (products of several weights concatenate them).
     #[allow(clippy::type_complexity)]
-    weights: Mutex<HashMap<[(usize, usize, usize); weights::MAX_FUSED], Arc<GpuWeight>>>,
+    weights: Mutex<FxMap<[(usize, usize, usize); weights::MAX_FUSED], Arc<GpuWeight>>>,
     /// Small parameter vectors resident on the device, by where they came from, with a copy
     /// of the contents they were made from (see [`Gpu::param_keyed`]).
-    params: Mutex<HashMap<ParamKey, (Vec<f32>, wgpu::Buffer)>>,
+    params: Mutex<FxMap<ParamKey, (Vec<f32>, wgpu::Buffer)>>,
     /// LoRA B matrices, by (A's resident key, B's address, width), with a weak handle on A's
     /// file.
     #[allow(clippy::type_complexity)]
