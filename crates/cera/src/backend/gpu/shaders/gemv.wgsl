@@ -124,10 +124,10 @@ fn col4(wv: vec4<f32>, e: u32) {
 // a format with a `wload16` of its own.
 const UNIT16: bool = HAS_WLOAD16 && SPAN % 4u == 0u;
 
-// The row width as a pipeline constant (0: none, the width is `p.k`). Built with it (on GPUs,
-// one pipeline per width a model has), an invocation's passes over the row are a constant
-// count, which the compiler unrolls: all of its loads are issued before the first is waited
-// for, not one pass's after another's.
+// The row width as a pipeline constant (0: none, the width is `p.k`). Built with it (one
+// pipeline per width a model has, `CERA_GPU_GEMV_KC=1`), an invocation's passes over the row
+// are a constant count the compiler can unroll, issuing all of its loads before waiting for the
+// first; measured no faster on an H100, so off by default.
 override KC: u32 = 0u;
 
 fn width() -> u32 {
