@@ -90,6 +90,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut eo = EngineOptions::default();
     eo.n_threads = a.threads;
     eo.device = a.device;
+    // the most sequences a test steps together: on a GPU their caches share buffers per layer
+    eo.n_seq_max = a.npl.iter().copied().max().unwrap_or(1);
     let engine = Engine::load(&path, eo).with_context(|| format!("loading {}", path.display()))?;
     crate::common::report_device(&engine);
     let n_vocab = engine.n_vocab() as u64;

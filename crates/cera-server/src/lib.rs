@@ -343,6 +343,8 @@ fn known(path: &str) -> bool {
 fn load(st: &AppState) -> Result<(), ServerError> {
     let cfg = &st.cfg;
     let mut eo = EngineOptions::default();
+    // the slots' sessions step together: on a GPU their caches share buffers per layer
+    eo.n_seq_max = cfg.n_parallel;
     eo.n_threads = cfg.n_threads;
     eo.device = cfg.device;
     let engine = Engine::load(&cfg.model_path, eo).map_err(|source| ServerError::Load {

@@ -23,6 +23,11 @@ pub struct EngineOptions {
     pub decode_threads: Option<usize>,
     /// Which backend runs the model (default: the CPU).
     pub device: DeviceKind,
+    /// Sequences the engine expects to step together (llama.cpp's `n_seq_max`, a server's
+    /// parallel slots; 0 or 1: one). On a GPU each attention layer's caches of that many
+    /// sessions share one buffer, made whole with the first session, so that a batched decode
+    /// step stores and attends for all of them in one dispatch per layer; the CPU ignores it.
+    pub n_seq_max: usize,
 }
 
 /// `--device`: where the model runs.
@@ -159,6 +164,10 @@ impl Engine {
         let (dev, fallback) = open_device(opts.device, &file, n_threads)?;
         if let (Device::Cpu(c), Some(n)) = (&dev, opts.decode_threads) {
             c.set_decode_threads(n);
+        }
+        #[cfg(feature = "gpu")]
+        if let Device::Gpu(g) = &dev {
+            g.set_kv_sequences(opts.n_seq_max.max(1));
         }
         let tokenizer = build_tokenizer_and_pack(&file, &model, &dev)?;
         Ok(Engine {

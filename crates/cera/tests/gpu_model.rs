@@ -202,3 +202,70 @@ fn smollm2_gpu_generation_reads_back_top_candidates() {
         assert_eq!(top_logits, all_logits, "the last row after generating");
     }
 }
+
+/// A batched decode step on the GPU (`Engine::batch`), with the sessions' caches of each layer
+/// in one buffer (`EngineOptions::n_seq_max`, here for four: one store and one attention
+/// dispatch per layer for the three), gives each session what it gets decoding alone: the
+/// same greedy tokens and logits within rounding (the split of a row's keys over workgroups
+/// depends on how many rows the step has).
+#[test]
+fn smollm2_gpu_batched_decode_equals_alone() {
+    use cera::models::Logits;
+    let mut o = EngineOptions::default();
+    o.n_threads = Some(2);
+    o.device = DeviceKind::Gpu;
+    o.n_seq_max = 4;
+    let eng = Engine::load(smollm2(), o).unwrap();
+    let prompts: Vec<Vec<u32>> = ["The capital of France is", "1, 2, 3, 4,", "def add(a, b):"]
+        .iter()
+        .map(|t| eng.tokenizer().encode(t, true, false))
+        .collect();
+    let mut opts = SessionOptions::default();
+    opts.n_ctx = 64;
+    const STEPS: usize = 3;
+    // alone: each prompt, then greedy steps one at a time
+    let alone: Vec<(Vec<u32>, Vec<Vec<f32>>)> = prompts
+        .iter()
+        .map(|p| {
+            let mut s = eng.session(opts.clone());
+            s.append_tokens(p).unwrap();
+            let (mut toks, mut logits) = (Vec::new(), Vec::new());
+            for _ in 0..STEPS {
+                let t = argmax(s.logits()) as u32;
+                toks.push(t);
+                s.append_tokens(&[t]).unwrap();
+                logits.push(s.logits().to_vec());
+            }
+            (toks, logits)
+        })
+        .collect();
+    // together: the prompts one by one, then each step's tokens of all three in one batch
+    let mut sess: Vec<_> = prompts
+        .iter()
+        .map(|p| {
+            let mut s = eng.session(opts.clone());
+            s.append_tokens(p).unwrap();
+            s
+        })
+        .collect();
+    for step in 0..STEPS {
+        let toks: Vec<[u32; 1]> = sess.iter().map(|s| [argmax(s.logits()) as u32]).collect();
+        let mut b = eng.batch();
+        for (s, t) in sess.iter_mut().zip(&toks) {
+            b.add(s, t, Logits::Last).unwrap();
+        }
+        b.run().unwrap();
+        for (i, s) in sess.iter().enumerate() {
+            let (want_toks, want) = &alone[i];
+            assert_eq!(
+                toks[i][0], want_toks[step],
+                "sequence {i} step {step}: token"
+            );
+            let e = nmse(&want[step], s.logits());
+            assert!(
+                e < 1e-9,
+                "sequence {i} step {step}: nmse {e:.2e} against alone"
+            );
+        }
+    }
+}

@@ -299,6 +299,26 @@ impl Backend for Device {
         }
     }
 
+    fn new_layer_kv(
+        &self,
+        layer: usize,
+        spec: KvSpec,
+        n_ctx: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
+    ) -> DevKv {
+        match self {
+            Device::Cpu(b) => DevKv::Cpu(Backend::new_layer_kv(
+                b, layer, spec, n_ctx, n_kv_head, head_dim, head_dim_v,
+            )),
+            #[cfg(feature = "gpu")]
+            Device::Gpu(b) => DevKv::Gpu(Backend::new_layer_kv(
+                b, layer, spec, n_ctx, n_kv_head, head_dim, head_dim_v,
+            )),
+        }
+    }
+
     fn zeros(&self, rows: usize, cols: usize) -> DevTensor {
         match self {
             Device::Cpu(b) => DevTensor::Cpu(Backend::zeros(b, rows, cols)),
@@ -584,6 +604,27 @@ impl Backend for Device {
         span: SeqSpan,
     ) {
         on!(self, b, kvr, kvm => Backend::kv_store(b, cx.w(), kvm!(kv), k.r(), v.r(), span))
+    }
+
+    fn kv_store_seqs(
+        &self,
+        cx: &mut DevCtx,
+        kv: &[&DevKv],
+        k: &DevTensor,
+        v: &DevTensor,
+        spans: &[SeqSpan],
+    ) -> bool {
+        #[cfg(not(feature = "gpu"))]
+        let _ = (cx, kv, k, v, spans);
+        match self {
+            // (the CPU stores each sequence: no list to make)
+            Device::Cpu(_) => false,
+            #[cfg(feature = "gpu")]
+            Device::Gpu(b) => {
+                let caches: Vec<_> = kv.iter().map(|c| c.gpu()).collect();
+                Backend::kv_store_seqs(b, cx.w(), &caches, k.r(), v.r(), spans)
+            }
+        }
     }
 
     fn kv_save(&self, kv: &DevKv, n: usize, out: &mut Vec<u8>) {

@@ -142,6 +142,22 @@ pub trait Backend: Send + Sync {
         head_dim: usize,
         head_dim_v: usize,
     ) -> Self::Kv;
+    /// [`Backend::new_kv`] for attention layer `layer` of a new sequence: a backend may keep
+    /// the same layer of several sequences together (the GPU in one buffer, see
+    /// `Gpu::set_kv_sequences`), so that [`Backend::kv_store_seqs`] and
+    /// [`Backend::attention`] take a batched step's sequences in one pass.
+    fn new_layer_kv(
+        &self,
+        layer: usize,
+        spec: KvSpec,
+        n_ctx: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
+    ) -> Self::Kv {
+        let _ = layer;
+        self.new_kv(spec, n_ctx, n_kv_head, head_dim, head_dim_v)
+    }
     /// A zeroed `rows` × `cols` tensor (sequence state such as convolution inputs).
     fn zeros(&self, rows: usize, cols: usize) -> Self::Tensor;
     /// Sets every element to zero.
@@ -447,6 +463,21 @@ pub trait Backend: Send + Sync {
         v: &Self::Tensor,
         span: SeqSpan,
     );
+    /// [`Backend::kv_store`] of every sequence of a step (`kv[i]` is `spans[i]`'s cache) in
+    /// one pass, where the backend can: a GPU's caches are device buffers, written through
+    /// shared handles. Returns whether it stored them; if not (the default), nothing is
+    /// stored and the caller stores each with [`Backend::kv_store`].
+    fn kv_store_seqs(
+        &self,
+        cx: &mut Self::Ctx,
+        kv: &[&Self::Kv],
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        spans: &[SeqSpan],
+    ) -> bool {
+        let _ = (cx, kv, k, v, spans);
+        false
+    }
     /// Appends positions `0..n` of `kv` to `out` in the layout of [`KvCache::saved_len`]:
     /// bit-exact, and readable by any backend.
     fn kv_save(&self, kv: &Self::Kv, n: usize, out: &mut Vec<u8>);

@@ -323,7 +323,8 @@ impl Lfm2 {
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| be.new_kv(spec, n_ctx, kv, hd, hd))
+            .enumerate()
+            .map(|(il, &kv)| be.new_layer_kv(il, spec, n_ctx, kv, hd, hd))
             .collect()
     }
 

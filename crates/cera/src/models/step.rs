@@ -425,8 +425,12 @@ pub(crate) fn attend<B: Backend>(
     p: &AttentionParams,
 ) {
     let cx = &mut ws.cx;
-    for (s, span) in seqs.iter_mut().zip(&ws.spans) {
-        be.kv_store(cx, &mut s.state.kv[il], &ws.k, &ws.v, *span);
+    if !with_layer_kv(seqs, il, |kv| {
+        be.kv_store_seqs(cx, kv, &ws.k, &ws.v, &ws.spans)
+    }) {
+        for (s, span) in seqs.iter_mut().zip(&ws.spans) {
+            be.kv_store(cx, &mut s.state.kv[il], &ws.k, &ws.v, *span);
+        }
     }
     with_layer_kv(seqs, il, |kv| {
         be.attention(cx, &ws.q, kv, &ws.spans, p, &mut ws.att)

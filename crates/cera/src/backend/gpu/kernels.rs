@@ -124,6 +124,9 @@ pub(super) enum Bind<'a> {
     /// holding one are kept by its owner (the [`SeqBinds`] given), so a finished session's
     /// cache is freed with it.
     Seq(&'a wgpu::Buffer, &'a SeqBinds),
+    /// A range (offset, size) of a buffer whose bind groups its owner keeps, as `Seq`: a
+    /// sequence's slot of a shared KV buffer (see `kv_slab`).
+    SeqRange(&'a wgpu::Buffer, u64, u64, &'a SeqBinds),
 }
 
 /// Bind groups that bind a sequence's buffers, kept by the sequence's state (its KV cache,
@@ -157,7 +160,7 @@ impl BindGroups {
 fn bind_range<'a>(b: &Bind<'a>) -> (&'a wgpu::Buffer, u64, u64) {
     match *b {
         Bind::Whole(buf) | Bind::Seq(buf, _) => (buf, 0, buf.size()),
-        Bind::Range(buf, off, size) => (buf, off, size),
+        Bind::Range(buf, off, size) | Bind::SeqRange(buf, off, size, _) => (buf, off, size),
     }
 }
 
@@ -623,7 +626,7 @@ impl Gpu {
             bg
         };
         let seq = binds.iter().find_map(|b| match b {
-            Bind::Seq(_, owner) => Some(*owner),
+            Bind::Seq(_, owner) | Bind::SeqRange(_, _, _, owner) => Some(*owner),
             _ => None,
         });
         let bg = if let Some(owner) = seq {
@@ -779,6 +782,7 @@ impl Gpu {
                 a.base = 0;
                 // (their slots are overwritten from here on)
                 cx.rope_tables.clear();
+                cx.seq_table = None;
             }
         }
         cx.pass = None;

@@ -9,11 +9,13 @@
 //! `n` rows in the type's bytes): f32 and f16 rows are that already, Q8_0 blocks are repacked
 //! from 36 bytes to 34 on the way.
 
-use super::kernels::{Bind, SeqBinds, fbits};
+use super::kernels::{Bind, fbits};
+use super::kv_slab::{KvPool, Side};
 use super::{Gpu, GpuCtx, GpuTensor};
 use crate::backend::attention::kvtype as codec;
 use crate::backend::{AttentionParams, KvCache, KvSpec, KvType, RopeConfig, Rotation, SeqSpan};
 use crate::error::{Error, Result};
+use std::sync::Arc;
 
 /// Head sizes the attention shader holds a query of (and value rows it accumulates).
 const MAX_HEAD: usize = 512;
@@ -31,9 +33,10 @@ pub(super) fn supported(spec: KvSpec, d: usize, dv: usize) -> bool {
 
 /// One attention layer's keys and values of one sequence, on the device.
 pub struct GpuKv {
-    k: wgpu::Buffer,
-    v: wgpu::Buffer,
-    dev: (wgpu::Device, wgpu::Queue),
+    /// Each side a slot of a slab shared with the same layer of other sequences.
+    pub(super) k: Side,
+    pub(super) v: Side,
+    pool: Arc<KvPool>,
     /// The rotations keys and values are stored after (block size 0: none).
     k_rot: Rotation,
     v_rot: Rotation,
@@ -42,8 +45,6 @@ pub struct GpuKv {
     n_kv_head: usize,
     head_dim: usize,
     head_dim_v: usize,
-    /// Bind groups binding `k` or `v`.
-    binds: SeqBinds,
 }
 
 /// u32 words of one row of `w` elements of `t`.
@@ -92,8 +93,11 @@ fn from_saved(t: KvType, saved: &[u8], out: &mut Vec<u8>) {
 }
 
 impl GpuKv {
+    /// The cache of attention layer `layer` (`None`: not a sequence's layer) of a new
+    /// sequence.
     pub(super) fn new(
         gpu: &Gpu,
+        layer: Option<usize>,
         spec: KvSpec,
         n_ctx: usize,
         n_kv_head: usize,
@@ -110,9 +114,9 @@ impl GpuKv {
         let kb = (n_ctx * n_kv_head * words(spec.k, head_dim) * 4) as u64;
         let vb = (n_ctx * n_kv_head * words(spec.v, head_dim_v) * 4) as u64;
         GpuKv {
-            k: gpu.new_buffer(kb),
-            v: gpu.new_buffer(vb),
-            dev: (gpu.device.clone(), gpu.queue.clone()),
+            k: gpu.kv_pool.take(layer, 0, kb),
+            v: gpu.kv_pool.take(layer, 1, vb),
+            pool: Arc::clone(&gpu.kv_pool),
             k_rot: Rotation::for_side(spec.k, head_dim, spec.rotate, true),
             v_rot: Rotation::for_side(spec.v, head_dim_v, spec.rotate, false),
             spec,
@@ -120,7 +124,6 @@ impl GpuKv {
             n_kv_head,
             head_dim,
             head_dim_v,
-            binds: SeqBinds::default(),
         }
     }
 
@@ -135,11 +138,10 @@ impl GpuKv {
 
 impl Clone for GpuKv {
     fn clone(&self) -> Self {
-        let (d, q) = &self.dev;
         GpuKv {
-            k: super::copy_buffer(d, q, &self.k),
-            v: super::copy_buffer(d, q, &self.v),
-            dev: self.dev.clone(),
+            k: self.pool.copy(&self.k, 0),
+            v: self.pool.copy(&self.v, 1),
+            pool: Arc::clone(&self.pool),
             k_rot: self.k_rot,
             v_rot: self.v_rot,
             spec: self.spec,
@@ -147,7 +149,6 @@ impl Clone for GpuKv {
             n_kv_head: self.n_kv_head,
             head_dim: self.head_dim,
             head_dim_v: self.head_dim_v,
-            binds: SeqBinds::default(),
         }
     }
 }
@@ -157,7 +158,7 @@ impl KvCache for GpuKv {
         self.n_ctx
     }
     fn bytes(&self) -> usize {
-        (self.k.size() + self.v.size()) as usize
+        (self.k.bytes() + self.v.bytes()) as usize
     }
     fn spec(&self) -> KvSpec {
         self.spec
@@ -252,8 +253,8 @@ pub(super) fn rope_store(
             Bind::Whole(k.buf()),
             Bind::Whole(v.buf()),
             table.bind(),
-            Bind::Seq(&kv.k, &kv.binds),
-            Bind::Seq(&kv.v, &kv.binds),
+            kv.k.bind(),
+            kv.v.bind(),
         ],
         (tq + tk + tv).div_ceil(256) as u32,
     );
@@ -301,7 +302,7 @@ pub(super) fn store(
         gpu.dispatch(
             cx,
             "kv_store",
-            "",
+            STORE_DEFS,
             None,
             &[
                 tk as u32,
@@ -322,8 +323,8 @@ pub(super) fn store(
             &[
                 Bind::Whole(k.buf()),
                 Bind::Whole(v.buf()),
-                Bind::Seq(&kv.k, &kv.binds),
-                Bind::Seq(&kv.v, &kv.binds),
+                kv.k.bind(),
+                kv.v.bind(),
             ],
             (tk + tv).div_ceil(256) as u32,
         );
@@ -352,7 +353,7 @@ pub(super) fn store(
                 rn,
                 rs,
             ],
-            &[Bind::Whole(src.buf()), Bind::Seq(buf, &kv.binds)],
+            &[Bind::Whole(src.buf()), buf.bind()],
             (s.n * h) as u32,
         );
     }
@@ -375,6 +376,10 @@ pub(super) fn attention(
     assert!(q.cols >= p.n_head * p.head_dim, "attention: query width");
     gpu.shape_to(out, q.rows, p.n_head * p.head_dim_v);
     let mut part = std::mem::take(&mut cx.attn_part);
+    if kv.len() > 1 && attend_seqs(gpu, cx, q, kv, spans, p, &mut part, out) {
+        cx.attn_part = part;
+        return;
+    }
     for (c, s) in kv.iter().zip(spans) {
         assert_eq!(
             (c.head_dim, c.head_dim_v, c.n_kv_head),
@@ -398,8 +403,8 @@ pub(super) fn attention(
                 &common,
                 &[
                     Bind::Whole(q.buf()),
-                    Bind::Seq(&c.k, &c.binds),
-                    Bind::Seq(&c.v, &c.binds),
+                    c.k.bind(),
+                    c.v.bind(),
                     Bind::Whole(out.buf()),
                 ],
                 (s.n.div_ceil(TILE_ROWS) * p.n_head) as u32,
@@ -409,6 +414,226 @@ pub(super) fn attention(
         attend_rows(gpu, cx, q, c, s, p, &common, None, &mut part, out);
     }
     cx.attn_part = part;
+}
+
+/// The table of a decode step's sequences for one dispatch over all their caches of a layer
+/// (`kv[i]` holds `spans[i]`, one token each at row i), where they can share it: the same
+/// types and shapes, each side a slot of the same slab (see `kv_slab`). Per sequence
+/// (position, first key word, first value word, 0), staged once per step while layers' caches
+/// sit alike. `None` where they cannot: the caller goes sequence by sequence.
+fn seq_table(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    kv: &[&GpuKv],
+    spans: &[SeqSpan],
+) -> Option<super::kernels::Slot> {
+    let c = kv.first()?;
+    let alike = |o: &GpuKv| {
+        o.spec == c.spec
+            && (o.n_ctx, o.n_kv_head, o.head_dim, o.head_dim_v)
+                == (c.n_ctx, c.n_kv_head, c.head_dim, c.head_dim_v)
+            && o.k.shares_slab(&c.k)
+            && o.v.shares_slab(&c.v)
+    };
+    let one_token = |(i, s): (usize, &SeqSpan)| s.n == 1 && s.row0 == i && s.pos0 < c.n_ctx;
+    if kv.len() < 2
+        || kv.len() != spans.len()
+        || !kv.iter().all(|o| alike(o))
+        || !spans.iter().enumerate().all(one_token)
+    {
+        return None;
+    }
+    let mut table = [0u32; 4 * 32];
+    let mut long = Vec::new();
+    let words: &mut [u32] = if kv.len() <= 32 {
+        &mut table[..4 * kv.len()]
+    } else {
+        long.resize(4 * kv.len(), 0);
+        &mut long
+    };
+    for ((w, o), s) in words.chunks_exact_mut(4).zip(kv).zip(spans) {
+        w[0] = s.pos0 as u32;
+        w[1] = o.k.word0();
+        w[2] = o.v.word0();
+    }
+    if let Some((t, slot)) = &cx.seq_table
+        && t[..] == words[..]
+    {
+        return Some(slot.clone());
+    }
+    let slot = gpu
+        .stage(cx, &[bytemuck_u32(words)])
+        .pop()
+        .expect("one slot");
+    cx.seq_table = Some((words.to_vec(), slot.clone()));
+    Some(slot)
+}
+
+/// `words` as bytes.
+fn bytemuck_u32(words: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding and any bytes are valid u8s; the length is in bytes
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 4) }
+}
+
+/// [`store`] of one token of each of several sequences (`kv[i]` holds `spans[i]`) in one
+/// dispatch, where their caches share slabs and both sides are f32 or f16 (see
+/// [`seq_table`]). Returns whether it stored them.
+pub(super) fn store_seqs(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    kv: &[&GpuKv],
+    k: &GpuTensor,
+    v: &GpuTensor,
+    spans: &[SeqSpan],
+) -> bool {
+    let Some(c) = kv.first() else {
+        return false;
+    };
+    let plain = |t: KvType| matches!(t, KvType::F32 | KvType::F16);
+    let (h, n) = (c.n_kv_head, kv.len());
+    if !(plain(c.spec.k) && plain(c.spec.v))
+        || k.cols < h * c.head_dim
+        || v.cols < h * c.head_dim_v
+        || k.rows < n
+        || v.rows < n
+    {
+        return false;
+    }
+    let Some(table) = seq_table(gpu, cx, kv, spans) else {
+        return false;
+    };
+    let (tk, tv) = (n * h * c.kw(), n * h * c.vw());
+    gpu.dispatch(
+        cx,
+        "kv_store",
+        STORE_SEQS_DEFS,
+        None,
+        &[
+            tk as u32,
+            tv as u32,
+            0,
+            0,
+            h as u32,
+            c.n_ctx as u32,
+            c.head_dim as u32,
+            c.kw() as u32,
+            type_code(c.spec.k),
+            k.cols as u32,
+            c.head_dim_v as u32,
+            c.vw() as u32,
+            type_code(c.spec.v),
+            v.cols as u32,
+        ],
+        &[
+            Bind::Whole(k.buf()),
+            Bind::Whole(v.buf()),
+            c.k.bind_slab(),
+            c.v.bind_slab(),
+            table.bind(),
+        ],
+        (tk + tv).div_ceil(256) as u32,
+    );
+    true
+}
+
+/// [`attention`] of one query row of each of several sequences over their caches in one
+/// dispatch (and one combine where keys split), where the caches share slabs (see
+/// [`seq_table`]) and attention is causal. Returns whether it ran.
+#[allow(clippy::too_many_arguments)]
+fn attend_seqs(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    q: &GpuTensor,
+    kv: &[&GpuKv],
+    spans: &[SeqSpan],
+    p: &AttentionParams,
+    part: &mut GpuTensor,
+    out: &mut GpuTensor,
+) -> bool {
+    let Some(c) = kv.first() else {
+        return false;
+    };
+    let n = kv.len();
+    if !p.causal
+        || q.rows < n
+        || (c.head_dim, c.head_dim_v, c.n_kv_head) != (p.head_dim, p.head_dim_v, p.n_kv_head)
+    {
+        return false;
+    }
+    let Some(table) = seq_table(gpu, cx, kv, spans) else {
+        return false;
+    };
+    let all = SeqSpan {
+        row0: 0,
+        n,
+        pos0: 0,
+    };
+    let common = attn_common(q, c, &all, p, out);
+    let rows = n * p.n_head;
+    let keys = spans.iter().map(|s| s.pos0 + 1).max().unwrap_or(1);
+    let (n_split, chunk) = split_keys(rows, keys, p.window);
+    gpu.shape_to(part, rows * n_split, p.head_dim_v + 2);
+    let vrot = rot_params(&c.v_rot);
+    let params = [
+        &common[..],
+        &rot_params(&c.k_rot),
+        &vrot,
+        &[n_split as u32, chunk as u32, 0, 0],
+    ]
+    .concat();
+    gpu.dispatch(
+        cx,
+        "attention",
+        ATTN_SEQS_DEFS,
+        None,
+        &params,
+        &[
+            Bind::Whole(q.buf()),
+            c.k.bind_slab(),
+            c.v.bind_slab(),
+            Bind::Whole(out.buf()),
+            Bind::Whole(part.buf()),
+            table.bind(),
+        ],
+        (rows * n_split) as u32,
+    );
+    if n_split > 1 {
+        combine(gpu, cx, 0, rows, n_split, p, vrot, part, out);
+    }
+    true
+}
+
+/// `attention_combine.wgsl` over the `n_split` partial results of `rows` query rows (rows of
+/// `out` from `row0`).
+#[allow(clippy::too_many_arguments)]
+fn combine(
+    gpu: &Gpu,
+    cx: &mut GpuCtx,
+    row0: usize,
+    rows: usize,
+    n_split: usize,
+    p: &AttentionParams,
+    vrot: [u32; 2],
+    part: &GpuTensor,
+    out: &GpuTensor,
+) {
+    gpu.dispatch(
+        cx,
+        "attention_combine",
+        "",
+        None,
+        &[
+            row0 as u32,
+            p.n_head as u32,
+            p.head_dim_v as u32,
+            n_split as u32,
+            out.cols as u32,
+            vrot[0],
+            vrot[1],
+        ],
+        &[Bind::Whole(part.buf()), Bind::Whole(out.buf())],
+        rows as u32,
+    );
 }
 
 /// The parameters both attention shaders begin with (their `P`s' first 18 fields).
@@ -510,7 +735,28 @@ const ATTN_DEFS: &str = "const FRESH: bool = false;\n\
     @group(0) @binding(3) var<storage, read> vc: array<u32>;\n\
     var<private> kf: array<f32, 1>;\nvar<private> vf: array<f32, 1>;\n\
     var<private> cs: array<vec2<f32>, 1>;\n\
-    fn put_k(i: u32, x: u32) {}\nfn put_v(i: u32, x: u32) {}";
+    fn put_k(i: u32, x: u32) {}\nfn put_v(i: u32, x: u32) {}\n\
+    fn slot(t: u32) -> vec3<u32> { return vec3<u32>(p.pos0 + t, 0u, 0u); }";
+
+/// `attention.wgsl`'s defs for a decode step of several sequences whose caches are slots of
+/// shared buffers (see `kv_slab`): query row t is sequence t's, its position and first cache
+/// words in the table `seqs`.
+pub(super) const ATTN_SEQS_DEFS: &str = "const FRESH: bool = false;\n\
+    @group(0) @binding(2) var<storage, read> kc: array<u32>;\n\
+    @group(0) @binding(3) var<storage, read> vc: array<u32>;\n\
+    @group(0) @binding(6) var<storage, read> seqs: array<vec4<u32>>;\n\
+    var<private> kf: array<f32, 1>;\nvar<private> vf: array<f32, 1>;\n\
+    var<private> cs: array<vec2<f32>, 1>;\n\
+    fn put_k(i: u32, x: u32) {}\nfn put_v(i: u32, x: u32) {}\n\
+    fn slot(t: u32) -> vec3<u32> { return seqs[t].xyz; }";
+
+/// `kv_store.wgsl`'s defs for one sequence's rows.
+const STORE_DEFS: &str = "fn slot(t: u32) -> vec3<u32> { return vec3<u32>(p.pos0 + t, 0u, 0u); }";
+
+/// `kv_store.wgsl`'s defs for a token of each of several sequences whose caches are slots of
+/// shared buffers: token t's position and first cache words in the table `seqs`.
+pub(super) const STORE_SEQS_DEFS: &str = "@group(0) @binding(5) var<storage, read> seqs: array<vec4<u32>>;\n\
+    fn slot(t: u32) -> vec3<u32> { return seqs[t].xyz; }";
 
 /// `attention.wgsl`'s defs for a decode step whose key and value are stored by the same
 /// dispatch (`FRESH`: see the shader).
@@ -520,7 +766,8 @@ const ATTN_FRESH_DEFS: &str = "const FRESH: bool = true;\n\
     @group(0) @binding(6) var<storage, read> kf: array<f32>;\n\
     @group(0) @binding(7) var<storage, read> vf: array<f32>;\n\
     @group(0) @binding(8) var<storage, read> cs: array<vec2<f32>>;\n\
-    fn put_k(i: u32, x: u32) { kc[i] = x; }\nfn put_v(i: u32, x: u32) { vc[i] = x; }";
+    fn put_k(i: u32, x: u32) { kc[i] = x; }\nfn put_v(i: u32, x: u32) { vc[i] = x; }\n\
+    fn slot(t: u32) -> vec3<u32> { return vec3<u32>(p.pos0 + t, 0u, 0u); }";
 
 /// A decode step's own key and value for [`attend_rows`] to rotate and store: the QKV
 /// product's rows, the RoPE table, its half of rotated dims and whether NeoX pairs.
@@ -564,8 +811,8 @@ fn attend_rows(
     .concat();
     let binds = [
         Bind::Whole(q.buf()),
-        Bind::Seq(&c.k, &c.binds),
-        Bind::Seq(&c.v, &c.binds),
+        c.k.bind(),
+        c.v.bind(),
         Bind::Whole(out.buf()),
         Bind::Whole(part.buf()),
     ];
@@ -596,23 +843,7 @@ fn attend_rows(
         }
     }
     if n_split > 1 {
-        gpu.dispatch(
-            cx,
-            "attention_combine",
-            "",
-            None,
-            &[
-                s.row0 as u32,
-                p.n_head as u32,
-                p.head_dim_v as u32,
-                n_split as u32,
-                out.cols as u32,
-                vrot[0],
-                vrot[1],
-            ],
-            &[Bind::Whole(part.buf()), Bind::Whole(out.buf())],
-            rows as u32,
-        );
+        combine(gpu, cx, s.row0, rows, n_split, p, vrot, part, out);
     }
 }
 
@@ -668,7 +899,12 @@ fn split_keys(rows: usize, keys: usize, window: Option<usize>) -> (usize, usize)
 /// Each side's whole buffer, read back (snapshots and shifts are between steps).
 fn read_sides(gpu: &Gpu, kv: &GpuKv) -> [Vec<u8>; 2] {
     let mut cx = GpuCtx::default();
-    [&kv.k, &kv.v].map(|b| gpu.read_back(&mut cx, b, 0, b.size()))
+    [&kv.k, &kv.v].map(|b| {
+        if b.bytes() == 0 {
+            return Vec::new();
+        }
+        gpu.read_back(&mut cx, b.buf(), b.off(), b.bytes())
+    })
 }
 
 pub(super) fn save(gpu: &Gpu, kv: &GpuKv, n: usize, out: &mut Vec<u8>) {
@@ -709,7 +945,7 @@ pub(super) fn load(gpu: &Gpu, kv: &mut GpuKv, n: usize, src: &[u8]) -> Result<()
                 dev.clear();
                 from_saved(ty, &src[at..at + len], &mut dev);
                 gpu.queue
-                    .write_buffer(buf, (g * kv.n_ctx * rb) as u64, &dev);
+                    .write_buffer(buf.buf(), buf.off() + (g * kv.n_ctx * rb) as u64, &dev);
             }
             at += len;
         }
@@ -807,13 +1043,16 @@ fn encode_row(ty: KvType, rot: &Rotation, x: &[f32], b: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::super::kernels::check_wgsl;
-    use super::{ATTN_DEFS, ATTN_FRESH_DEFS};
+    use super::{ATTN_DEFS, ATTN_FRESH_DEFS, ATTN_SEQS_DEFS, STORE_DEFS, STORE_SEQS_DEFS};
 
-    /// Both variants of the decode attention validate (naga, every capability on), the
-    /// fused decode's included.
+    /// Every variant of the decode attention and the cache store validates (naga, every
+    /// capability on): the fused decode's and the several sequences' included.
     #[test]
     fn attention_variants_validate() {
         check_wgsl("attention", ATTN_DEFS, None);
         check_wgsl("attention", ATTN_FRESH_DEFS, None);
+        check_wgsl("attention", ATTN_SEQS_DEFS, None);
+        check_wgsl("kv_store", STORE_DEFS, None);
+        check_wgsl("kv_store", STORE_SEQS_DEFS, None);
     }
 }

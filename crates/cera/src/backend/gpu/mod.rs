@@ -26,6 +26,7 @@ mod device;
 mod host;
 mod kernels;
 mod kv;
+mod kv_slab;
 mod lora;
 mod moe;
 mod ops;
@@ -138,6 +139,9 @@ pub struct Gpu {
     /// Parameters pushed as immediates (adapters with them: Vulkan, Metal, DX12), else
     /// staged in a uniform buffer (WebGPU); `CERA_GPU_IMMEDIATES=0` stages them.
     immediates: bool,
+    /// Where KV caches live: slots of buffers shared by the same layer of several sequences
+    /// (see [`Gpu::set_kv_sequences`]).
+    kv_pool: Arc<kv_slab::KvPool>,
 }
 
 /// Totals over the steps since the backend was made (`CERA_GPU_PROFILE=1`).
@@ -285,6 +289,10 @@ pub struct GpuCtx {
     /// The step's RoPE angle tables by (config, positions), most recent last: staged in the
     /// arena, so they last until the step's uploads start over (see [`kernels::Arena`]).
     rope_tables: Vec<(crate::backend::RopeConfig, Vec<usize>, kernels::Slot)>,
+    /// The step's last table of sequences (position, first key and value words of each in
+    /// its layer's shared cache buffers; see `kv::seq_table`), staged once for every layer
+    /// whose caches sit alike.
+    seq_table: Option<(Vec<u32>, kernels::Slot)>,
     /// Where read backs land (mappable; grows only).
     staging: Option<wgpu::Buffer>,
     /// The smallest MoE routing gap since it was last taken (see
@@ -378,6 +386,7 @@ impl Gpu {
             zero_workgroup_memory: std::env::var("CERA_GPU_ZERO_WG").is_ok_and(|v| v == "1"),
             submit_after: kernels::submit_after_from_env(),
             immediates,
+            kv_pool: Arc::new(kv_slab::KvPool::new(&device, &queue)),
             device,
             queue,
             info,
@@ -422,6 +431,20 @@ impl Gpu {
     /// constants the compiler unrolls).
     pub fn gemv_width_constant(&self) -> bool {
         self.gemv_kc
+    }
+
+    /// How many sequences this backend's KV caches are laid out for (llama.cpp's
+    /// `n_seq_max`; default 1): each attention layer's caches of up to `n` sequences share
+    /// one buffer, made whole with the first of them, so that a batched decode step stores
+    /// and attends for all of them in one dispatch per layer instead of one per sequence.
+    /// Caches made before keep their layout; a further sequence starts another buffer.
+    pub fn set_kv_sequences(&self, n: usize) {
+        self.kv_pool.set_per_slab(n);
+    }
+
+    /// See [`Gpu::set_kv_sequences`].
+    pub fn kv_sequences(&self) -> usize {
+        self.kv_pool.per_slab()
     }
 
     /// The backend with a decode step's RoPE, cache store and attention in one dispatch or
@@ -640,7 +663,27 @@ impl Backend for Gpu {
         head_dim: usize,
         head_dim_v: usize,
     ) -> GpuKv {
-        GpuKv::new(self, spec, n_ctx, n_kv_head, head_dim, head_dim_v)
+        GpuKv::new(self, None, spec, n_ctx, n_kv_head, head_dim, head_dim_v)
+    }
+
+    fn new_layer_kv(
+        &self,
+        layer: usize,
+        spec: KvSpec,
+        n_ctx: usize,
+        n_kv_head: usize,
+        head_dim: usize,
+        head_dim_v: usize,
+    ) -> GpuKv {
+        GpuKv::new(
+            self,
+            Some(layer),
+            spec,
+            n_ctx,
+            n_kv_head,
+            head_dim,
+            head_dim_v,
+        )
     }
 
     fn zeros(&self, rows: usize, cols: usize) -> GpuTensor {
@@ -978,6 +1021,17 @@ impl Backend for Gpu {
         span: SeqSpan,
     ) {
         kv::store(self, cx, kv, k, v, span);
+    }
+
+    fn kv_store_seqs(
+        &self,
+        cx: &mut GpuCtx,
+        kv: &[&GpuKv],
+        k: &GpuTensor,
+        v: &GpuTensor,
+        spans: &[SeqSpan],
+    ) -> bool {
+        kv::store_seqs(self, cx, kv, k, v, spans)
     }
 
     fn kv_save(&self, kv: &GpuKv, n: usize, out: &mut Vec<u8>) {

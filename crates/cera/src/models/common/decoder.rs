@@ -138,7 +138,8 @@ impl Decoder {
         self.cfg
             .n_head_kv
             .iter()
-            .map(|&kv| be.new_kv(spec.for_dims(hd, hdv), n_ctx, kv, hd, hdv))
+            .enumerate()
+            .map(|(il, &kv)| be.new_layer_kv(il, spec.for_dims(hd, hdv), n_ctx, kv, hd, hdv))
             .collect()
     }
 

@@ -417,12 +417,12 @@ pub(super) fn attention<B: Backend>(h: &mut H<B>) {
     ];
     // Steps of tokens per sequence. Three sequences: a prefill, a mixed step (one sequence
     // adds nothing) and a decode step of one token each; forty sequences of a few tokens,
-    // then a decode step of all forty; one long sequence (several tiles of keys and queries),
-    // then one token.
+    // then two decode steps of all forty (their rows in another order than the sequences',
+    // then in theirs); one long sequence (several tiles of keys and queries), then one token.
     let many: Vec<usize> = (0..40).map(|i| 1 + (i * 7) % 6).collect();
     let plans: [Vec<Vec<usize>>; 3] = [
         vec![vec![100, 1, 33], vec![3, 9, 0], vec![1, 1, 1]],
-        vec![many, vec![1; 40]],
+        vec![many, vec![1; 40], vec![1; 40]],
         vec![vec![300], vec![1]],
     ];
     let kv_types = [
@@ -608,11 +608,17 @@ fn attention_plan<B: Backend>(
 ) {
     let (nh, nkv, hd, hdv) = (p.n_head, p.n_kv_head, p.head_dim, p.head_dim_v);
     let n_seq = plan[0].len();
+    // one context for all, as a model's sequences have: a backend may then keep the
+    // sequences' caches of this layer together and store and attend for all in one pass
+    let n_ctx = (0..n_seq)
+        .map(|s| plan.iter().map(|st| st[s]).sum::<usize>())
+        .max()
+        .unwrap_or(0)
+        + 2;
     let mut caches: Vec<_> = (0..n_seq)
-        .map(|s| {
-            let n_ctx = plan.iter().map(|st| st[s]).sum::<usize>() + 2;
-            let b = h.be.new_kv(spec, n_ctx, nkv, hd, hdv);
-            let r = h.r.new_kv(spec, n_ctx, nkv, hd, hdv);
+        .map(|_| {
+            let b = h.be.new_layer_kv(0, spec, n_ctx, nkv, hd, hdv);
+            let r = h.r.new_layer_kv(0, spec, n_ctx, nkv, hd, hdv);
             (b, r)
         })
         .collect();
@@ -651,9 +657,15 @@ fn attention_plan<B: Backend>(
         let (qt, qr) = h.up(&q, row, nh * hd);
         let (kb, kr) = h.up(&k, row, nkv * hd);
         let (vb, vr) = h.up(&v, row, nkv * hdv);
+        let together = {
+            let cb: Vec<&B::Kv> = caches.iter().map(|c| &c.0).collect();
+            h.be.kv_store_seqs(&mut h.cx, &cb, &kb, &vb, &spans)
+        };
         for s in 0..n_seq {
             let (cb, cr) = &mut caches[s];
-            h.be.kv_store(&mut h.cx, cb, &kb, &vb, spans[s]);
+            if !together {
+                h.be.kv_store(&mut h.cx, cb, &kb, &vb, spans[s]);
+            }
             h.r.kv_store(&mut (), cr, &kr, &vr, spans[s]);
             pos[s] += step[s];
         }

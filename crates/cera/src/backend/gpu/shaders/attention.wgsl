@@ -3,7 +3,8 @@
 // value dims li, li + WG, ... A row's keys may be split into n_split chunks of `chunk` keys,
 // one workgroup each (decoding has few rows: this is what fills the GPU); then each writes its
 // (max, sum, unnormalized output) to `part` and attention_combine.wgsl merges them.
-// The defs declare the caches `kc`, `vc`, their writers `put_k`, `put_v` and `FRESH`: with it (a decode step of one sequence,
+// The defs declare the caches `kc`, `vc`, their writers `put_k`, `put_v`, `slot` (where query
+// row t's sequence is: its position and first words in the caches) and `FRESH`: with it (a decode step of one sequence,
 // f32/f16 caches, no rotation), the step's own key and value are not in the cache yet but in
 // `kf`, `vf` as the QKV product left them: the query and that key are rotated (RoPE, table `cs`)
 // as they are read, the fresh key's score and value are taken from there, and one workgroup
@@ -24,6 +25,9 @@ struct P {
 @group(0) @binding(5) var<storage, read_write> part: array<f32>;
 
 var<workgroup> ps: array<f32, WG>;
+// The first word of this workgroup's sequence's value cache in `vc` (0 unless the defs' `slot`
+// places several sequences' caches in one buffer).
+var<private> vbase: u32;
 
 // Element i of a value row starting at word `base`: f32 (type 0), f16 (1) or Q8_0 (2).
 fn vval(base: u32, i: u32) -> f32 {
@@ -158,7 +162,7 @@ fn pv_sum(acc: f32, corr: f32, row0: u32, nk: u32, dd: u32) -> f32 {
         var jj = 0u;
         // eight rows' loads in flight per pass (a decode step's few workgroups wait on them)
         for (; jj + 8u <= nk; jj += 8u) {
-            let r = (row0 + jj) * p.vw + wd;
+            let r = vbase + (row0 + jj) * p.vw + wd;
             let v0 = unpack2x16float(vc[r]);
             let v1 = unpack2x16float(vc[r + p.vw]);
             let v2 = unpack2x16float(vc[r + 2u * p.vw]);
@@ -173,7 +177,7 @@ fn pv_sum(acc: f32, corr: f32, row0: u32, nk: u32, dd: u32) -> f32 {
                 + dot(vb, vec4<f32>(ps[jj + 4u], ps[jj + 5u], ps[jj + 6u], ps[jj + 7u]));
         }
         for (; jj + 4u <= nk; jj += 4u) {
-            let r = (row0 + jj) * p.vw + wd;
+            let r = vbase + (row0 + jj) * p.vw + wd;
             let v0 = unpack2x16float(vc[r]);
             let v1 = unpack2x16float(vc[r + p.vw]);
             let v2 = unpack2x16float(vc[r + 2u * p.vw]);
@@ -182,12 +186,12 @@ fn pv_sum(acc: f32, corr: f32, row0: u32, nk: u32, dd: u32) -> f32 {
             a += dot(v, vec4<f32>(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u]));
         }
         for (; jj < nk; jj++) {
-            a += ps[jj] * unpack2x16float(vc[(row0 + jj) * p.vw + wd])[dd & 1u];
+            a += ps[jj] * unpack2x16float(vc[vbase + (row0 + jj) * p.vw + wd])[dd & 1u];
         }
         return a;
     }
     for (var jj = 0u; jj < nk; jj++) {
-        a += ps[jj] * vval((row0 + jj) * p.vw, dd);
+        a += ps[jj] * vval(vbase + (row0 + jj) * p.vw, dd);
     }
     return a;
 }
@@ -203,7 +207,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let t = th / p.n_head;
     let h = th % p.n_head;
     let kvh = h / (p.n_head / p.n_kv);
-    let pos = p.pos0 + t;
+    // (position, first key word, first value word) of row t's sequence
+    let sl = slot(t);
+    let pos = sl.x;
+    vbase = sl.z;
     let qrow = p.row0 + t;
     for (var i = li; i < p.d; i += WG) {
         rowbuf[i] = q[qrow * p.q_cols + h * p.d + i];
@@ -253,7 +260,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (FRESH && kp == pos) {
                 s = fresh_dot(kvh * p.d) * scale;
             } else {
-                s = qk_dot((kvh * p.n_ctx + kp) * p.kw) * scale;
+                s = qk_dot(sl.y + (kvh * p.n_ctx + kp) * p.kw) * scale;
             }
             if (cap > 0.0) {
                 s = cap * tanh_safe(s / cap);

@@ -1,6 +1,9 @@
 // Stores one sequence's keys and values in one dispatch: word wd of head h of token t goes to
 // its cache at [h][pos0 + t][wd], as f32 (type 0) or as two f16 rounded to nearest even
-// (type 1). Invocations [0, total_k) store keys, the next total_v values.
+// (type 1). Invocations [0, total_k) store keys, the next total_v values. The defs' `slot` says
+// where token t goes: its position and the first words of its sequence's caches in `kc`, `vc`
+// (one sequence's: position pos0 + t, words 0; several sequences' caches in shared buffers, a
+// token each: the table `seqs`).
 const WG: u32 = 256u;
 struct P {
     total_k: u32, total_v: u32, row0: u32, pos0: u32, h: u32, n_ctx: u32,
@@ -13,19 +16,20 @@ struct P {
 @group(0) @binding(3) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(4) var<storage, read_write> vc: array<u32>;
 
-// The cache word `i` of one side: (source index, cache index).
-fn place(i: u32, d: u32, words: u32, cols: u32) -> vec2<u32> {
+// The cache word `i` of one side (`first`: 1 keys, 2 values): (source index, cache index).
+fn place(i: u32, d: u32, words: u32, cols: u32, first: u32) -> vec2<u32> {
     let wd = i % words;
     let h = (i / words) % p.h;
     let t = i / (words * p.h);
-    return vec2<u32>((p.row0 + t) * cols + h * d, (h * p.n_ctx + p.pos0 + t) * words + wd);
+    let sl = slot(t);
+    return vec2<u32>((p.row0 + t) * cols + h * d, sl[first] + (h * p.n_ctx + sl.x) * words + wd);
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let i = group_index(wid, nwg) * WG + li;
     if (i < p.total_k) {
-        let at = place(i, p.kd, p.kwords, p.kcols);
+        let at = place(i, p.kd, p.kwords, p.kcols, 1u);
         let wd = i % p.kwords;
         if (p.kty != 0u) {
             kc[at.y] = f16_bits(ksrc[at.x + 2u * wd]) | (f16_bits(ksrc[at.x + 2u * wd + 1u]) << 16u);
@@ -34,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     } else if (i < p.total_k + p.total_v) {
         let j = i - p.total_k;
-        let at = place(j, p.vd, p.vwords, p.vcols);
+        let at = place(j, p.vd, p.vwords, p.vcols, 2u);
         let wd = j % p.vwords;
         if (p.vty != 0u) {
             vc[at.y] = f16_bits(vsrc[at.x + 2u * wd]) | (f16_bits(vsrc[at.x + 2u * wd + 1u]) << 16u);
