@@ -37,6 +37,9 @@ pub struct GpuKv {
     pub(super) k: Side,
     pub(super) v: Side,
     pool: Arc<KvPool>,
+    /// The sequence's attention layer this cache is (`None`: made outside a sequence's
+    /// layers): its copies go to that layer's slabs where they have room.
+    layer: Option<usize>,
     /// The rotations keys and values are stored after (block size 0: none).
     k_rot: Rotation,
     v_rot: Rotation,
@@ -117,6 +120,7 @@ impl GpuKv {
             k: gpu.kv_pool.take(layer, 0, kb),
             v: gpu.kv_pool.take(layer, 1, vb),
             pool: Arc::clone(&gpu.kv_pool),
+            layer,
             k_rot: Rotation::for_side(spec.k, head_dim, spec.rotate, true),
             v_rot: Rotation::for_side(spec.v, head_dim_v, spec.rotate, false),
             spec,
@@ -139,9 +143,10 @@ impl GpuKv {
 impl Clone for GpuKv {
     fn clone(&self) -> Self {
         GpuKv {
-            k: self.pool.copy(&self.k, 0),
-            v: self.pool.copy(&self.v, 1),
+            k: self.pool.copy(&self.k, self.layer, 0),
+            v: self.pool.copy(&self.v, self.layer, 1),
             pool: Arc::clone(&self.pool),
+            layer: self.layer,
             k_rot: self.k_rot,
             v_rot: self.v_rot,
             spec: self.spec,

@@ -117,6 +117,12 @@ impl KvPool {
     /// A slot of `bytes` for side `side` (0 keys, 1 values) of attention layer `layer`: a free
     /// one of that layer's slabs (cleared), else the first of a new slab.
     pub(super) fn take(&self, layer: Option<usize>, side: u8, bytes: u64) -> Side {
+        self.take_with(layer, side, bytes, true)
+    }
+
+    /// [`KvPool::take`], or where `new_slab` is false and the layer's slabs have no free
+    /// slot, a slab of one slot.
+    fn take_with(&self, layer: Option<usize>, side: u8, bytes: u64, new_slab: bool) -> Side {
         let slot = bytes.max(4).next_multiple_of(self.align);
         let mut slabs = self.slabs.lock().expect("KV slabs");
         let list = slabs.entry((layer, side, slot)).or_default();
@@ -134,6 +140,10 @@ impl KvPool {
                 self.queue.submit([enc.finish()]);
                 return s;
             }
+        }
+        if !new_slab && layer.is_some() {
+            drop(slabs);
+            return self.take_with(None, side, bytes, true);
         }
         let n = match layer {
             Some(_) => (self.per_slab() as u64).min(self.max_slab / slot).max(1),
@@ -161,14 +171,28 @@ impl KvPool {
         }
     }
 
-    /// A copy of `src` in a slot of its own (a snapshot of a cache: not a layer's slab).
-    pub(super) fn copy(&self, src: &Side, side: u8) -> Side {
-        let dst = self.take(None, side, src.bytes);
+    /// A copy of `src`, a side of layer `layer`'s cache: in a free slot of that layer's slabs
+    /// (a forked session then steps with the others in one dispatch), else in a slab of one
+    /// slot (a snapshot does not make a layer's slab of many).
+    pub(super) fn copy(&self, src: &Side, layer: Option<usize>, side: u8) -> Side {
+        let dst = self.take_with(layer, side, src.bytes, false);
         if src.bytes > 0 {
             let mut enc = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            enc.copy_buffer_to_buffer(src.buf(), src.off(), dst.buf(), dst.off(), src.bytes);
+            if dst.shares_slab(src) {
+                // (a copy within one buffer is not allowed: through another)
+                let tmp = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: src.bytes,
+                    usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                enc.copy_buffer_to_buffer(src.buf(), src.off(), &tmp, 0, src.bytes);
+                enc.copy_buffer_to_buffer(&tmp, 0, dst.buf(), dst.off(), src.bytes);
+            } else {
+                enc.copy_buffer_to_buffer(src.buf(), src.off(), dst.buf(), dst.off(), src.bytes);
+            }
             self.queue.submit([enc.finish()]);
         }
         dst
