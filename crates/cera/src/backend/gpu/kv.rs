@@ -266,6 +266,32 @@ pub(super) fn rope_store(
     true
 }
 
+/// `kv_store.wgsl`'s parameters: (words of keys, of values), (first row, first position).
+fn store_params(
+    kv: &GpuKv,
+    (tk, tv): (usize, usize),
+    (row0, pos0): (usize, usize),
+    k: &GpuTensor,
+    v: &GpuTensor,
+) -> [u32; 14] {
+    [
+        tk as u32,
+        tv as u32,
+        row0 as u32,
+        pos0 as u32,
+        kv.n_kv_head as u32,
+        kv.n_ctx as u32,
+        kv.head_dim as u32,
+        kv.kw() as u32,
+        type_code(kv.spec.k),
+        k.cols as u32,
+        kv.head_dim_v as u32,
+        kv.vw() as u32,
+        type_code(kv.spec.v),
+        v.cols as u32,
+    ]
+}
+
 pub(super) fn store(
     gpu: &Gpu,
     cx: &mut GpuCtx,
@@ -309,22 +335,7 @@ pub(super) fn store(
             "kv_store",
             STORE_DEFS,
             None,
-            &[
-                tk as u32,
-                tv as u32,
-                s.row0 as u32,
-                s.pos0 as u32,
-                h as u32,
-                kv.n_ctx as u32,
-                kv.head_dim as u32,
-                kv.kw() as u32,
-                type_code(kv.spec.k),
-                k.cols as u32,
-                kv.head_dim_v as u32,
-                kv.vw() as u32,
-                type_code(kv.spec.v),
-                v.cols as u32,
-            ],
+            &store_params(kv, (tk, tv), (s.row0, s.pos0), k, v),
             &[
                 Bind::Whole(k.buf()),
                 Bind::Whole(v.buf()),
@@ -513,22 +524,7 @@ pub(super) fn store_seqs(
         "kv_store",
         STORE_SEQS_DEFS,
         None,
-        &[
-            tk as u32,
-            tv as u32,
-            0,
-            0,
-            h as u32,
-            c.n_ctx as u32,
-            c.head_dim as u32,
-            c.kw() as u32,
-            type_code(c.spec.k),
-            k.cols as u32,
-            c.head_dim_v as u32,
-            c.vw() as u32,
-            type_code(c.spec.v),
-            v.cols as u32,
-        ],
+        &store_params(c, (tk, tv), (0, 0), k, v),
         &[
             Bind::Whole(k.buf()),
             Bind::Whole(v.buf()),
