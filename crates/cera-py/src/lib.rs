@@ -26,8 +26,9 @@ struct Engine {
 #[pymethods]
 impl Engine {
     /// Loads `model`: a GGUF path, or a catalog name (fetched into the cache when missing).
-    /// `device`: `cpu`, or `auto` (the CPU while this build has no GPU backend); `gpu` is an
-    /// error until it has one.
+    /// `device`: `cpu`; `gpu` (the GPU backend: wgpu over Vulkan, Metal or DX12; an error
+    /// naming why where there is no usable adapter or the model needs what it lacks); `auto`
+    /// (a hardware GPU when one is usable, else the CPU; `backend` says which).
     #[new]
     #[pyo3(signature = (model, n_threads=None, device="auto"))]
     fn new(
@@ -39,25 +40,23 @@ impl Engine {
         if n_threads == Some(0) {
             return Err(PyValueError::new_err("n_threads must be at least 1"));
         }
-        match device {
-            "cpu" | "auto" => {}
-            "gpu" => {
-                return Err(PyValueError::new_err(
-                    "device=\"gpu\": this build of cera has no GPU backend yet; use \"cpu\" or \"auto\"",
-                ));
-            }
+        let device = match device {
+            "cpu" => cera::engine::DeviceKind::Cpu,
+            "gpu" => cera::engine::DeviceKind::Gpu,
+            "auto" => cera::engine::DeviceKind::Auto,
             other => {
                 return Err(PyValueError::new_err(format!(
                     "device {other:?} is not one of cpu, gpu, auto"
                 )));
             }
-        }
+        };
         let model = model.to_owned();
         let inner = py
             .detach(move || {
                 let path = cera::fetch::resolve_model(Some(&model), &mut |_| {})?;
                 let mut o = cera::engine::EngineOptions::default();
                 o.n_threads = n_threads;
+                o.device = device;
                 cera::engine::Engine::load(path, o)
             })
             .map_err(to_py)?;
@@ -156,6 +155,19 @@ impl Engine {
     #[getter]
     fn n_ctx_train(&self) -> usize {
         self.inner.n_ctx_train()
+    }
+
+    /// Where the model runs, as llama-bench's backend column names it: `CPU`, `Vulkan`,
+    /// `Metal`, `DX12`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.inner.backend_name()
+    }
+
+    /// The device in words (the GPU adapter's name and API, or the CPU's kernel tier).
+    #[getter]
+    fn device(&self) -> String {
+        self.inner.device_description()
     }
 
     /// The model file.

@@ -110,6 +110,12 @@ class Engine:
     def n_ctx_train(self) -> int: ...
     @property
     def path(self) -> str: ...
+    @property
+    def backend(self) -> str:
+        """Where the model runs: "CPU", "Vulkan", "Metal" or "DX12"."""
+    @property
+    def device(self) -> str:
+        """The device in words (GPU adapter and API, or the CPU's kernel tier)."""
 
 class ChatStream(Iterator[str]):
     """Raw text pieces of a streaming `Chat.complete` (tool-call markup included)."""
