@@ -478,17 +478,11 @@ fn seq_table(
         return Some(slot.clone());
     }
     let slot = gpu
-        .stage(cx, &[bytemuck_u32(words)])
+        .stage(cx, &[super::kernels::bytes_of(words)])
         .pop()
         .expect("one slot");
     cx.seq_table = Some((words.to_vec(), slot.clone()));
     Some(slot)
-}
-
-/// `words` as bytes.
-fn bytemuck_u32(words: &[u32]) -> &[u8] {
-    // SAFETY: u32 has no padding and any bytes are valid u8s; the length is in bytes
-    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 4) }
 }
 
 /// [`store`] of one token of each of several sequences (`kv[i]` holds `spans[i]`) in one
