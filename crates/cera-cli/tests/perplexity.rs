@@ -70,13 +70,22 @@ fn qwen25_perplexity_matches_llama_cpp() {
 
 /// `-ctk/-ctv` quantized caches, with and without the Hadamard rotation, against
 /// llama-perplexity with the same types (its rotation on by default, off with
-/// `LLAMA_ATTN_ROT_DISABLE=1`): the perplexity after 4 chunks of 512 within 1% (observed:
-/// 0.08% and 0.04%), or 5% for the unrotated 4-bit cache, whose outlier channels make every
-/// rounding difference count: its KL divergence from f16 is 0.21 nats per token, so over the
-/// 1024 scored tokens two caches that round a few values differently move the perplexity by
-/// ~2% (one standard deviation). Observed: 1.6% apart on the AVX-512 tier, 3.0% on the AVX2 tier
-/// (the same cache, other summation orders before the rounding). And the rotation lowering
-/// q4_0's perplexity and its KL divergence from an f16 cache, as it does llama.cpp's.
+/// `LLAMA_ATTN_ROT_DISABLE=1`; fixture and figures: scripts/gen-kv-perplexity-fixture.py), 4
+/// chunks of 512. What a cache type costs is compared, each engine against its own f16 cache:
+/// ln(PPL(Q) / PPL(f16)) and the mean KL divergence of the logits from the f16 run's.
+///
+/// The bounds are llama-perplexity's own standard errors of those two means, 3·√2 of them (a
+/// difference of two independent estimates; the KL with a 15% floor). A fixed percentage of
+/// perplexity does not hold: this small model's q8_1 activations (and a 4-bit cache) round
+/// differently under any other summation order, and the rounding differences carry through
+/// the layers, so equally exact builds land apart. llama.cpp itself, run on an Intel AVX-512
+/// machine and on an AMD AVX2 one: f16 cache 18.3363 vs 18.2554 (0.44%), q4_0 rotated 19.2028
+/// vs 19.5106 (1.6%), q4_0 unrotated 21.5696 vs 22.3981 (3.8%); cera's AVX2 and scalar tiers on
+/// the AMD one: 18.3407 vs 18.2563 with f16, KL of q8_0 0.00464 vs 0.00431. Observed (AMD,
+/// AVX2 tier, against the fixture): ln ratio 0.55, 0.17 and 0.16 of its bound apart for q8_0,
+/// q4_0 rotated, q4_0 unrotated; KL 0.70, 0.02, 0.10. (llama.cpp's Intel figures sit 0.38 and
+/// 0.41 of the bound from its AMD ones for the two q4_0 cases.)
+/// And the rotation lowering q4_0's perplexity and its KL divergence, as it does llama.cpp's.
 #[test]
 fn kv_cache_types_match_llama_cpp() {
     let fx: serde_json::Value =
@@ -125,25 +134,36 @@ fn kv_cache_types_match_llama_cpp() {
             stdout
                 .split(after)
                 .nth(1)
-                .and_then(|s| s.split([' ', ',']).next())
+                .and_then(|s| s.split([' ', ',', '\n']).next())
                 .and_then(|s| s.parse().ok())
                 .unwrap_or_else(|| panic!("no '{after}' in output: {stdout}"))
         };
-        let (ppl, kl) = (num("PPL = "), num("mean "));
-        let want = case["ppl"].as_f64().unwrap();
-        let rel = (ppl - want).abs() / want;
-        eprintln!("{ty} rotation {rotate}: cera {ppl:.4} (KL {kl:.5}), llama.cpp {want:.4}");
-        let tol = if rotate == "on" || ty == "q8_0" {
-            0.01
-        } else {
-            0.05
-        };
-        assert!(
-            rel < tol,
-            "{ty} rotation {rotate}: perplexity {ppl} vs llama.cpp {want} ({:.2}% apart)",
-            rel * 100.0
+        let (ppl, kl, base) = (num("PPL = "), num("mean "), num("baseline PPL = "));
+        let want = |k: &str| case[k].as_f64().unwrap();
+        let ln_ratio = (ppl / base).ln();
+        let ratio_bound = 3.0 * 2f64.sqrt() * want("ln_ppl_ratio_err");
+        let kl_bound = (3.0 * 2f64.sqrt() * want("kld_err")).max(0.15 * want("kld"));
+        eprintln!(
+            "{ty} rotation {rotate}: cera PPL {ppl:.4} / f16 {base:.4} (ln {ln_ratio:.5}), KL \
+             {kl:.5}; llama.cpp PPL {:.4} (ln {:.5} ± {:.5}), KL {:.5} ± {:.5}",
+            want("ppl"),
+            want("ln_ppl_ratio"),
+            want("ln_ppl_ratio_err"),
+            want("kld"),
+            want("kld_err")
         );
-        assert!(kl > 0.0 && kl < 0.5, "{ty}: KL {kl}");
+        assert!(
+            (ln_ratio - want("ln_ppl_ratio")).abs() < ratio_bound,
+            "{ty} rotation {rotate}: ln(PPL / PPL f16) {ln_ratio:.5} vs llama.cpp's {:.5}, more \
+             than {ratio_bound:.5} apart",
+            want("ln_ppl_ratio")
+        );
+        assert!(
+            (kl - want("kld")).abs() < kl_bound,
+            "{ty} rotation {rotate}: KL from f16 {kl:.5} vs llama.cpp's {:.5}, more than \
+             {kl_bound:.5} apart",
+            want("kld")
+        );
         if ty == "q4_0" {
             kl_q4.push((rotate, ppl, kl));
         }
