@@ -58,6 +58,9 @@ echo "-- kotlinc: bindings + Flow wrappers -> $out/cera-kotlin.jar"
 "$kotlinc" -nowarn -cp "$cp" -d "$out/cera-kotlin.jar" \
   "$out/kotlin/dev/cera/cera_ffi.kt" crates/cera-ffi/kotlin/dev/cera/Flows.kt
 ./target/release/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" > target/parity/cli.txt
+# the GPU backend's greedy text (Mesa's lavapipe where there is no hardware GPU; scripts/test.sh
+# installs it), for the bindings' `device = "gpu"`
+./target/release/cera run -m "$MODEL" --raw --temp 0 -n 16 -t 2 --device gpu -p "$PROMPT" > target/parity/cli-gpu.txt
 echo "-- kotlinc -script tests/kotlin/bindings.kts"
 LD_LIBRARY_PATH="$PWD/target/release" "$kotlinc" -cp "$cp:$out/cera-kotlin.jar" \
-  -script tests/kotlin/bindings.kts "$MODEL" "$TOOL_MODEL" "$PROMPT" "$N" target/parity/cli.txt target/parity/kotlin.txt
+  -script tests/kotlin/bindings.kts "$MODEL" "$TOOL_MODEL" "$PROMPT" "$N" target/parity/cli.txt target/parity/kotlin.txt target/parity/cli-gpu.txt

@@ -1,11 +1,13 @@
 // The Kotlin bindings as an app uses them (run by scripts/kotlin-test.sh with `kotlinc -script`
 // against the generated bindings compiled into a jar): a greedy reply streamed through a Flow
 // equals the CLI's, the blocking, callback and suspend forms agree, errors are typed, chat
-// tools and JSON Schema work, cancel returns promptly and checkpoints restore.
+// tools and JSON Schema work, cancel returns promptly and checkpoints restore, and the GPU
+// device generates what the CPU does.
 //
-// Arguments: MODEL TOOL_MODEL PROMPT N CLI_TEXT_FILE PARITY_OUT (TOOL_MODEL: one trained for
-// tool calls, Qwen2.5 here; the CLI's greedy text of PROMPT on MODEL; where to write this
-// run's tokens for the parity check).
+// Arguments: MODEL TOOL_MODEL PROMPT N CLI_TEXT_FILE PARITY_OUT CLI_GPU_TEXT_FILE (TOOL_MODEL:
+// one trained for tool calls, Qwen2.5 here; the CLI's greedy text of PROMPT on MODEL; where to
+// write this run's tokens for the parity check; the CLI's 16 greedy tokens of text with
+// `--device gpu`).
 
 import dev.cera.*
 import java.io.File
@@ -14,6 +16,7 @@ import kotlinx.coroutines.runBlocking
 
 val (model, toolModel, prompt, nArg, cliFile) = args
 val parityOut = args[5]
+val cliGpuText = File(args[6]).readText()
 val n = nArg.toUInt()
 var failures = 0
 
@@ -57,6 +60,26 @@ val viaNext = runBlocking {
 }
 check("suspend next() equals blocking", viaNext == streamed)
 File(parityOut).writeText(g.tokens.joinToString(" ") + "\n" + g.text + "\n")
+
+// the device: `auto` (the default) takes a hardware GPU, else the CPU saying why; `gpu` runs
+// the GPU backend (lavapipe here) and gives the CLI's greedy text on the GPU
+check("auto says where it runs", engine.backend() == "CPU" && engine.deviceFallback() != null ||
+    engine.backend() != "CPU" && engine.deviceFallback() == null) { "${engine.backend()} ${engine.deviceFallback()}" }
+val gpu = Engine(model, 2u, "gpu")
+check("gpu device is the GPU backend", gpu.backend() == "Vulkan" && gpu.device().startsWith("GPU: ")) {
+    "${gpu.backend()}: ${gpu.device()}"
+}
+val onGpu = gpu.session(SessionConfig(nCtx = 512u)).generate(prompt, GenerateConfig(maxTokens = 16u, temperature = 0f))
+check("gpu equals the CLI on the GPU", onGpu.text == cliGpuText || onGpu.text == cliGpuText.trimEnd('\n')) {
+    "\n  cli:    ${cliGpuText.trim()}\n  kotlin: ${onGpu.text}"
+}
+gpu.destroy()
+try {
+    Engine(model, 2u, "tpu")
+    check("unknown device throws", false)
+} catch (e: CeraException.InvalidArgument) {
+    check("unknown device is InvalidArgument", e.message!!.contains("cpu, gpu, auto")) { e.message!! }
+}
 
 // typed errors carrying the core's message
 try {

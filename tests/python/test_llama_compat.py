@@ -96,6 +96,16 @@ def qwen():
     return cera.Llama(model_path=QWEN, n_ctx=2048, n_threads=2)
 
 
+def test_n_gpu_layers_picks_the_device(smol):
+    """n_gpu_layers 0 (llama-cpp-python's default) is the CPU even where a GPU is usable; -1
+    is where `Engine(device="auto")` runs (CI: the CPU, lavapipe being a software renderer)."""
+    cpu = cera.Llama(model_path=SMOL, n_ctx=64, n_threads=2, verbose=False)
+    assert cpu._engine.backend == "CPU"
+    assert smol._engine.backend == cera.Engine(SMOL, n_threads=2, device="auto").backend
+    with pytest.raises(ValueError, match="n_gpu_layers must be an integer"):
+        cera.Llama(model_path=SMOL, n_gpu_layers="all")
+
+
 def test_completion_shape_and_text(smol):
     prompt = "The capital of France is"
     out = smol.create_completion(prompt, max_tokens=24, temperature=0)

@@ -31,17 +31,48 @@ pub struct Engine {
 #[uniffi::export]
 impl Engine {
     /// Loads `model`: a GGUF path, or a catalog name (fetched into the cache when missing).
-    /// `n_threads` null: all cores.
-    #[uniffi::constructor(default(n_threads = None))]
-    pub fn new(model: String, n_threads: Option<u32>) -> Result<Arc<Engine>> {
+    /// `n_threads` null: all cores. `device`: `cpu`; `gpu` (the GPU backend: wgpu over Vulkan
+    /// on Android and Linux, Metal on iOS and macOS; an error naming why where there is no
+    /// usable adapter or the model needs what it lacks); `auto` (a hardware GPU when one is
+    /// usable, else the CPU; [`Engine::backend`] says which).
+    #[uniffi::constructor(default(n_threads = None, device = "auto"))]
+    pub fn new(model: String, n_threads: Option<u32>, device: String) -> Result<Arc<Engine>> {
         if n_threads == Some(0) {
             return Err(invalid("n_threads must be at least 1"));
         }
+        let device = match device.as_str() {
+            "cpu" => cera::engine::DeviceKind::Cpu,
+            "gpu" => cera::engine::DeviceKind::Gpu,
+            "auto" => cera::engine::DeviceKind::Auto,
+            other => {
+                return Err(invalid(format!(
+                    "device {other:?} is not one of cpu, gpu, auto"
+                )));
+            }
+        };
         let path = cera::fetch::resolve_model(Some(&model), &mut |_| {})?;
         let mut o = cera::engine::EngineOptions::default();
         o.n_threads = n_threads.map(|n| n as usize);
+        o.device = device;
         let inner = cera::engine::Engine::load(path, o)?;
         Ok(Arc::new(Engine { inner }))
+    }
+
+    /// Where the model runs, as llama-bench's backend column names it: `CPU`, `Vulkan`,
+    /// `Metal`, …
+    pub fn backend(&self) -> String {
+        self.inner.backend_name().to_owned()
+    }
+
+    /// The device in words (the GPU adapter's name and API, or the CPU and its threads).
+    pub fn device(&self) -> String {
+        self.inner.device_description()
+    }
+
+    /// Why `auto` chose the CPU (no usable hardware GPU, or what the model needs that the GPU
+    /// path lacks); null when it did not fall back.
+    pub fn device_fallback(&self) -> Option<String> {
+        self.inner.device_fallback().map(str::to_owned)
     }
 
     /// A new session (its own context).

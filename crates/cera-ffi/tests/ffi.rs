@@ -18,7 +18,9 @@ const PROMPT: &str = "Once upon a time";
 
 fn engine() -> Arc<Engine> {
     static E: std::sync::OnceLock<Arc<Engine>> = std::sync::OnceLock::new();
-    Arc::clone(E.get_or_init(|| Engine::new(MODEL.into(), Some(2)).expect("SmolLM2 loads")))
+    Arc::clone(
+        E.get_or_init(|| Engine::new(MODEL.into(), Some(2), "cpu".into()).expect("SmolLM2 loads")),
+    )
 }
 
 fn greedy(n: u32) -> GenerateConfig {
@@ -61,6 +63,54 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
             Poll::Ready(v) => return v,
             Poll::Pending => std::thread::park(),
         }
+    }
+}
+
+/// `device = "gpu"` runs the GPU backend (Mesa's lavapipe in CI, installed by scripts/test.sh)
+/// and generates what the core's engine does on the GPU; `auto` takes no software renderer, so
+/// there it says why it chose the CPU.
+#[test]
+fn the_gpu_device_generates_what_the_core_does_on_the_gpu() {
+    let gpu = Engine::new(MODEL.into(), Some(2), "gpu".into())
+        .unwrap_or_else(|e| panic!("the GPU backend did not open (is lavapipe installed?): {e}"));
+    assert_eq!(gpu.backend(), "Vulkan", "{}", gpu.device());
+    assert!(gpu.device().starts_with("GPU: "), "{}", gpu.device());
+    assert!(gpu.device_fallback().is_none());
+    let on_gpu = gpu
+        .session(SessionConfig {
+            n_ctx: 512,
+            cache_type_k: None,
+            cache_type_v: None,
+        })
+        .unwrap()
+        .generate(PROMPT.into(), greedy(16))
+        .unwrap();
+
+    let path = cera::fetch::resolve_model(Some(MODEL), &mut |_| {}).unwrap();
+    let mut o = cera::engine::EngineOptions::default();
+    o.n_threads = Some(2);
+    o.device = cera::engine::DeviceKind::Gpu;
+    let core = cera::engine::Engine::load(path, o).unwrap();
+    let mut so = cera::engine::SessionOptions::default();
+    so.n_ctx = 512;
+    let mut s = core.session(so);
+    s.append_text(PROMPT, false).unwrap();
+    let mut g = cera::session::GenerateOptions::default();
+    g.max_tokens = 16;
+    g.sampler.temperature = 0.0;
+    let mut want = Vec::new();
+    s.generate(&g, &mut |t: u32, _: &str| {
+        want.push(t);
+        cera::session::Control::Continue
+    })
+    .unwrap();
+    assert_eq!(on_gpu.tokens, want, "{:?}", on_gpu.text);
+    assert_eq!(engine().backend(), "CPU");
+
+    let auto = Engine::new(MODEL.into(), Some(2), "auto".into()).unwrap();
+    if auto.backend() == "CPU" {
+        let why = auto.device_fallback();
+        assert!(why.as_deref().is_some_and(|w| !w.is_empty()), "{why:?}");
     }
 }
 
@@ -183,9 +233,13 @@ fn errors_reach_the_consumer_once_and_by_kind() {
         "then the stream ends"
     );
 
-    match Engine::new("/nonexistent/missing.gguf".into(), None) {
+    match Engine::new("/nonexistent/missing.gguf".into(), None, "cpu".into()) {
         Err(CeraError::ModelLoad(m)) => assert!(m.contains("missing.gguf"), "{m}"),
         other => panic!("expected ModelLoad, got {:?}", other.err()),
+    }
+    match Engine::new(MODEL.into(), None, "tpu".into()) {
+        Err(CeraError::InvalidArgument(m)) => assert!(m.contains("cpu, gpu, auto"), "{m}"),
+        other => panic!("expected InvalidArgument, got {:?}", other.err()),
     }
     let mut bad = greedy(4);
     bad.top_p = 2.0;

@@ -90,7 +90,13 @@ def _lp_count(n: Any, what: str) -> int:
 
 
 class Llama:
-    """A model, as `llama_cpp.Llama`."""
+    """A model, as `llama_cpp.Llama`.
+
+    `n_gpu_layers`: 0 (llama-cpp-python's default) runs on the CPU; any other value (-1: all
+    layers) runs the whole model on the GPU backend when a hardware GPU is usable, else on the
+    CPU, as a llama-cpp-python built without GPU support does. The model is not split between
+    the two: a partial count offloads every layer.
+    """
 
     def __init__(
         self,
@@ -98,6 +104,7 @@ class Llama:
         *,
         n_ctx: int = 512,
         n_threads: Optional[int] = None,
+        n_gpu_layers: int = 0,
         seed: Optional[int] = None,
         verbose: bool = True,
         embedding: bool = False,
@@ -105,7 +112,10 @@ class Llama:
         **kwargs: Any,
     ):
         self.model_path = model_path
-        self._engine = Engine(model_path, n_threads=n_threads)
+        if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int):
+            raise ValueError(f"n_gpu_layers must be an integer, got {n_gpu_layers!r}")
+        device = "cpu" if n_gpu_layers == 0 else "auto"
+        self._engine = Engine(model_path, n_threads=n_threads, device=device)
         self._n_ctx = n_ctx if n_ctx > 0 else min(self._engine.n_ctx_train, 4096)
         self._seed = seed
         self.verbose = verbose
