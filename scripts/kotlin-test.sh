@@ -8,9 +8,16 @@
 #
 # Usage: scripts/kotlin-test.sh [MODEL [TOOL_MODEL]] (defaults: the SmolLM2 and Qwen2.5
 # catalog models). Writes the Kotlin run's greedy tokens to target/parity/kotlin.txt for
-# scripts/parity.sh.
+# scripts/parity.sh. `--install-only` installs the JDK, JNA and the compiler and stops.
+# CERA_PROFILE (default release) names the cargo profile whose target folder holds the library
+# and the binaries; CERA_BUILT=1 says they are built already (scripts/test.sh built them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+INSTALL_ONLY=""
+[ "${1:-}" = --install-only ] && { INSTALL_ONLY=1; shift; }
+PROFILE=${CERA_PROFILE:-release}
+BIN=target/$PROFILE
+LIB=${CERA_FFI_LIB:-$BIN/libcera_ffi.so}
 MODEL=${1:-smollm2-135m-instruct-q4_1}
 TOOL_MODEL=${2:-qwen2.5-coder-0.5b-instruct-q4_k_m}
 PROMPT="Once upon a time"
@@ -35,13 +42,14 @@ fi
 # with the compiler
 coroutines=$kroot/node_modules/kotlin-compiler/lib/kotlinx-coroutines-core-jvm.jar
 [ -f "$coroutines" ] || { echo "error: $coroutines missing from the Kotlin compiler" >&2; exit 1; }
+[ -n "$INSTALL_ONLY" ] && exit 0
 
-cargo build --release --locked -p cera-ffi -p cera-cli
+[ -n "${CERA_BUILT:-}" ] || cargo build --profile "$PROFILE" --locked -p cera-ffi -p cera-cli
 out=target/bindings
 rm -rf "$out" && mkdir -p "$out/kotlin" "$out/swift" target/parity
-./target/release/uniffi-bindgen generate --library target/release/libcera_ffi.so \
+./$BIN/uniffi-bindgen generate --library "$LIB" \
   --language kotlin --out-dir "$out/kotlin" --no-format
-./target/release/uniffi-bindgen generate --library target/release/libcera_ffi.so \
+./$BIN/uniffi-bindgen generate --library "$LIB" \
   --language swift --out-dir "$out/swift" --no-format
 cp crates/cera-ffi/swift/CeraAsync.swift "$out/swift/"
 ls "$out/swift"
@@ -57,10 +65,10 @@ cp=/usr/share/java/jna.jar:$coroutines
 echo "-- kotlinc: bindings + Flow wrappers -> $out/cera-kotlin.jar"
 "$kotlinc" -nowarn -cp "$cp" -d "$out/cera-kotlin.jar" \
   "$out/kotlin/dev/cera/cera_ffi.kt" crates/cera-ffi/kotlin/dev/cera/Flows.kt
-./target/release/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" > target/parity/cli.txt
+./$BIN/cera run -m "$MODEL" --raw --temp 0 -n "$N" -t 2 -p "$PROMPT" > target/parity/cli.txt
 # the GPU backend's greedy text (Mesa's lavapipe where there is no hardware GPU; scripts/test.sh
 # installs it), for the bindings' `device = "gpu"`
-./target/release/cera run -m "$MODEL" --raw --temp 0 -n 16 -t 2 --device gpu -p "$PROMPT" > target/parity/cli-gpu.txt
+./$BIN/cera run -m "$MODEL" --raw --temp 0 -n 16 -t 2 --device gpu -p "$PROMPT" > target/parity/cli-gpu.txt
 echo "-- kotlinc -script tests/kotlin/bindings.kts"
-LD_LIBRARY_PATH="$PWD/target/release" "$kotlinc" -cp "$cp:$out/cera-kotlin.jar" \
+LD_LIBRARY_PATH="$(cd "$(dirname "$LIB")" && pwd)" "$kotlinc" -cp "$cp:$out/cera-kotlin.jar" \
   -script tests/kotlin/bindings.kts "$MODEL" "$TOOL_MODEL" "$PROMPT" "$N" target/parity/cli.txt target/parity/kotlin.txt target/parity/cli-gpu.txt
