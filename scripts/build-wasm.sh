@@ -26,7 +26,10 @@ if ! [ -x "$WB" ] || [ "$("$WB" --version | awk '{print $2}')" != "$WB_VERSION" 
   echo "-- installing wasm-bindgen-cli $WB_VERSION into target/tools"
   # (not --locked: the registry may lack an exact version its lock file names; no TLS and
   # only the one binary: a third less to compile)
-  cargo install -q wasm-bindgen-cli --version "$WB_VERSION" --root target/tools \
+  # A tool, not what we ship: optimized at level 1 it compiles in about half the time. Never
+  # linted (scripts/test.sh's clippy wrapper is for our crates).
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+    cargo install -q wasm-bindgen-cli --version "$WB_VERSION" --root target/tools \
     --no-default-features --bin wasm-bindgen
 fi
 echo "-- cargo build (wasm32-unknown-unknown, simd128) at $((SECONDS - T0)) s"

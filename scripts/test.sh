@@ -30,13 +30,15 @@ sudo=""
 
 # ---- step times: each step's start, and a closing table (also when a step fails) ----
 steps=() starts=()
+declare -A pids
+jobs_started=()
 step() {
   steps+=("$*")
   starts+=($((SECONDS - T0)))
   echo "== $* (at $((SECONDS - T0)) s)"
 }
 table() {
-  local rc=$? end=$((SECONDS - T0)) i n=${#steps[@]}
+  local rc=$1 end=$((SECONDS - T0)) i n=${#steps[@]}
   ((n)) || return 0
   echo
   echo "| step | s |"
@@ -47,6 +49,14 @@ table() {
     echo "| ${steps[i]%%:*} | $((until - starts[i])) |"
   done
   echo "| **total** | **$end** |"
+  if ((${#jobs_started[@]})); then
+    echo
+    echo "background jobs (at the lowest priority but for the installs; s from the start):"
+    local j
+    for j in "${jobs_started[@]}"; do
+      echo "  ${j%%:*}: ${j#*:} -> $(cat "$LOGS/${j%%:*}.end" 2>/dev/null || echo '?')"
+    done
+  fi
   [ "$rc" -eq 0 ] || echo "(failed in the step '${steps[n - 1]%%:*}', exit $rc)"
   if ((end > 2700)); then
     echo
@@ -54,16 +64,32 @@ table() {
     echo "WARNING: find the step that grew in the table above before it costs the next landing."
   fi
 }
-trap table EXIT
+# on the way out (a failed step), background jobs still running are stopped with their children
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+finish() {
+  local rc=$?
+  table "$rc"
+  local name
+  for name in "${!pids[@]}"; do
+    [ -e "$LOGS/$name.rc" ] || kill_tree "${pids[$name]}"
+  done
+  exit "$rc"
+}
+trap finish EXIT
+rm -f "$LOGS"/*.rc "$LOGS"/*.end
 
 # ---- background jobs: NAME's output in target/ci-logs/NAME.log, its exit status in NAME.rc;
 # `join NAME` waits for it here, `await NAME` inside another background job ----
-declare -A pids
 bg() {
   local name=$1
   shift
   echo "-- background: $name (log $LOGS/$name.log)"
-  rm -f "$LOGS/$name.rc"
+  rm -f "$LOGS/$name.rc" "$LOGS/$name.end"
+  jobs_started+=("$name:$((SECONDS - T0))")
   (
     set +e
     (
@@ -71,6 +97,7 @@ bg() {
       "$@"
     ) >"$LOGS/$name.log" 2>&1
     echo $? >"$LOGS/$name.rc"
+    echo $((SECONDS - T0)) >"$LOGS/$name.end"
   ) &
   pids[$name]=$!
 }
@@ -82,7 +109,8 @@ join() {
     echo "error: the background job '$1' failed (its log: $LOGS/$1.log)" >&2
     exit 1
   fi
-  echo "-- $1 done (waited $((SECONDS - s)) s)"
+  [ "${2:-}" = --show ] && cat "$LOGS/$1.log"
+  echo "-- $1 done (waited $((SECONDS - s)) s; its log: $LOGS/$1.log)"
 }
 await() {
   until [ -e "$LOGS/$1.rc" ]; do sleep 1; done
@@ -105,6 +133,14 @@ rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup com
 
 step "fmt: cargo fmt --check"
 cargo fmt --all --check
+
+# clippy-driver as the workspace crates' compiler in every build below: `cargo clippy -D
+# warnings`'s lints on every target a build compiles, in that one compilation (dependencies
+# compile with plain rustc, as under `cargo clippy`). Every cargo command on a target folder must
+# keep the same wrapper, or the workspace crates rebuild.
+CLIPPY_DRIVER=$(command -v clippy-driver || true)
+[ -n "$CLIPPY_DRIVER" ] || CLIPPY_DRIVER="$(dirname "$(rustup which rustc)")/clippy-driver"
+export RUSTC_WORKSPACE_WRAPPER=$CLIPPY_DRIVER CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 step "setup: packages in the background (apt, rustup targets, pip, npm)"
 packages() {
@@ -147,72 +183,112 @@ npm_packages() {
 }
 bg npm npm_packages
 
-# The cross-compiled builds, at the lowest priority, each in target folders of its own (cargo
-# locks a target folder per profile while it builds): their clippy passes and their test
-# binaries now, their runs in the steps below.
+# The cross-compiled builds and their tests, at the lowest priority, in three chains that run
+# side by side (a WASI test run takes one core), each in target folders of its own (cargo locks
+# a target folder per profile while it builds). They take only what the native build and tests
+# leave idle until the steps below wait for them. clippy lints what these builds compile for each
+# target: the core (with and without cfg(test)), tests/kernels.rs (the one test file with code of
+# its own per target; the other tests and the examples are linted natively) and cera-wasm.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
-arm=(-p cera --no-default-features --locked --target aarch64-unknown-linux-gnu)
-wasi=(-p cera --no-default-features --locked --target wasm32-wasip1)
+arm=(-p cera --no-default-features --locked --target aarch64-unknown-linux-gnu --profile cross)
+wasi=(-p cera --no-default-features --locked --target wasm32-wasip1 --profile cross)
+relaxed=(-p cera --no-default-features --locked --target wasm32-wasip1 --target-dir target/wasm-relaxed --profile cross)
 WASI_FLAGS="-C target-feature=+simd128"
 RELAXED_FLAGS="-C target-feature=+simd128,+relaxed-simd"
-relaxed=(-p cera --no-default-features --locked --target wasm32-wasip1 --target-dir target/wasm-relaxed)
-cross_builds() {
-  # the lowest priority: these only take what the foreground leaves idle until it waits for them
-  renice -n 19 -p "$BASHPID" >/dev/null
-  await packages
-  # aarch64: the NEON tiers (hub off: its TLS stack is not what these tests are about)
-  run cargo clippy "${arm[@]}" --all-targets -- -D warnings
-  run cargo test "${arm[@]}" --profile cross --lib --test kernels --test arch_parity --no-run
-  # wasm32-wasip1: the simd128 tier (Node's WASI runs the tests), then with relaxed SIMD
-  # (Chromium's engine runs those)
-  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$WASI_FLAGS" run cargo clippy "${wasi[@]}" --all-targets -- -D warnings
-  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$WASI_FLAGS" run cargo test "${wasi[@]}" --profile cross --lib --test kernels --no-run
-  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$RELAXED_FLAGS" run cargo test "${relaxed[@]}" --profile cross --test kernels --no-run
-  # cera-wasm's package (wasm-bindgen's module, the threads builds), then clippy on its targets:
-  # with simd128 (the module as built), without (the scalar-only build), and the threads build's
-  # exports (abi.rs), which compile only there
-  run bash scripts/build-wasm.sh
-  CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$WASI_FLAGS" \
-    run cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
-  run cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
-  CARGO_TARGET_WASM32_WASIP1_THREADS_RUSTFLAGS="$WASI_FLAGS -C link-arg=--max-memory=4294967296" \
-    run cargo clippy -p cera-wasm --target wasm32-wasip1-threads --locked -- -D warnings
-  echo "-- [$((SECONDS - T0)) s] cross builds done"
-}
-bg cross cross_builds
+lowest_priority() { renice -n 19 -p "$BASHPID" >/dev/null; }
 
-# The wheel: maturin builds cera-py alone, whose features differ from the workspace tests' (the
-# tests' dev-dependencies turn on features of shared crates), so it is a build of its own, in
-# the background at the lowest priority, linted as it compiles (cargo test does not build
-# cera-py's library; see the next step)
-wheel() {
-  renice -n 19 -p "$BASHPID" >/dev/null
-  await python
-  rm -rf target/wheels
-  RUSTC_WORKSPACE_WRAPPER=$CLIPPY_DRIVER CLIPPY_ARGS=$CLIPPY_ARGS CARGO_TARGET_DIR=target/wheel-build \
-    run target/pyenv/bin/maturin build --profile "$PROFILE" --locked -m crates/cera-py/Cargo.toml -o target/wheels
+aarch64_tests() {
+  lowest_priority
+  await packages
+  # the NEON tiers (hub off: its TLS stack is not what these tests are about)
+  run cargo test "${arm[@]}" --lib --test kernels --test arch_parity --no-run
+  # run under qemu twice: on `-cpu max` (every tier) and on a Cortex-A72 (no `sdot`), where
+  # detection must fall back to `neon`. CERA_EXPECT_TIERS makes a detection mismatch fail the
+  # run; CERA_TEST_RUNNER lets tests that re-run their own binary go through qemu too.
+  local cpu_tiers runner
+  for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; do
+    runner="qemu-aarch64 -cpu ${cpu_tiers%%:*} -L /usr/aarch64-linux-gnu"
+    echo "-- $runner (expecting tiers ${cpu_tiers#*:})"
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$runner" CERA_TEST_RUNNER="$runner"
+    export CERA_EXPECT_TIERS="${cpu_tiers#*:}"
+    if [ "${cpu_tiers%%:*}" = max ]; then
+      # every tier runs here (`max` has them all), so the kernels are tested once, on all tiers
+      run cargo test "${arm[@]}" --test kernels
+      # (the attention tests take fewer thread counts under the emulator: CERA_TEST_RUNNER)
+      run cargo test "${arm[@]}" --lib -- kernels:: backend::attention
+      # end to end through the matmul (the i8mm GEMM), prefill against decode included; the
+      # tiny models take their tokenizer from SmolLM2
+      await models
+      run cargo test "${arm[@]}" --test arch_parity -- --exact llama3_q4_0 qwen2_q8_0 lfm2_q4_0
+    else
+      # a core without `sdot`: what is new here is detection falling back to `neon`
+      run cargo test "${arm[@]}" --lib -- kernels::cpu
+    fi
+  done
+  done_with target/aarch64-unknown-linux-gnu
 }
+
+wasi_tests() {
+  lowest_priority
+  await packages
+  # The simd128 tier built for wasm32-wasip1 and run by Node (scripts/wasi-run.mjs): the kernel
+  # tests (every format, simd128 against scalar, bit for bit) and the kernel and attention unit
+  # tests (one thread: no threads in wasm32-wasip1). A WASI program cannot start a process, so
+  # the CERA_CPU_TIER test runs once per tier from here, with the tier it must get.
+  export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$WASI_FLAGS"
+  export CARGO_TARGET_WASM32_WASIP1_RUNNER="node --single-threaded-gc $PWD/scripts/wasi-run.mjs"
+  run cargo test "${wasi[@]}" --lib --test kernels --no-run
+  await models
+  CERA_EXPECT_TIERS=scalar,simd128 run cargo test "${wasi[@]}" --test kernels
+  CERA_EXPECT_TIERS=scalar,simd128 run cargo test "${wasi[@]}" --lib -- kernels:: backend::attention
+  local t
+  for t in scalar simd128; do
+    CERA_CPU_TIER=$t CERA_TEST_EXPECT_TIER=$t \
+      run cargo test "${wasi[@]}" --test kernels -- --exact cpu_tier_env_override
+  done
+  done_with target/wasm32-wasip1
+  # the relaxed-SIMD build of the same tests (run in Chromium by the browser step)
+  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$RELAXED_FLAGS" run cargo test "${relaxed[@]}" --test kernels --no-run
+}
+
+wasm_package() {
+  lowest_priority
+  await packages
+  # cera-wasm's package (wasm-bindgen's module with simd128, the threads builds), then clippy
+  # on the one cfg no build here compiles: wasm32 without simd128 (the scalar-only build)
+  run bash scripts/build-wasm.sh
+  echo "-- [$((SECONDS - T0)) s] cargo clippy -p cera-wasm --target wasm32-unknown-unknown"
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
+    cargo clippy -p cera-wasm --target wasm32-unknown-unknown --locked -- -D warnings
+}
+bg aarch64 aarch64_tests
+bg wasi wasi_tests
+bg wasm wasm_package
 
 step "build: the workspace, its tests and examples, linted by clippy as they compile (profile ci)"
-# clippy-driver as the workspace crates' compiler: `cargo clippy -D warnings`'s lints on every
-# target it builds, in the one compilation (dependencies compile with plain rustc as under
-# `cargo clippy`). Every cargo command below on target/ci keeps the same wrapper, or the
-# workspace crates would be rebuilt.
-CLIPPY_DRIVER=$(command -v clippy-driver || true)
-[ -n "$CLIPPY_DRIVER" ] || CLIPPY_DRIVER="$(dirname "$(rustup which rustc)")/clippy-driver"
-CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
-bg wheel wheel
-export RUSTC_WORKSPACE_WRAPPER=$CLIPPY_DRIVER CLIPPY_ARGS
 cargo test --workspace --profile "$PROFILE" --locked --no-run
+
+step "wheel: cera-py's wheel (maturin), on the same build"
+# maturin builds cera-py alone; crates/cera-py/Cargo.toml pins the features the workspace's test
+# build turned on, so the core and every dependency come from that build (cargo test does not
+# build cera-py's library: it is linted here)
+join python
+rm -rf target/wheels
+target/pyenv/bin/maturin build --profile "$PROFILE" --locked -m crates/cera-py/Cargo.toml \
+  -o target/wheels 2>&1 | tee "$LOGS/wheel.log"
+if grep -q "Compiling cera v" "$LOGS/wheel.log"; then
+  echo "WARNING: maturin compiled the core again: a feature pin in crates/cera-py/Cargo.toml is stale"
+  echo "WARNING: (compare \`cargo tree -p cera-py -e normal,build -f '{p} {f}'\` with the workspace's)"
+fi
 
 step "fetch: the test models and llama.cpp's test data"
 for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m; do
   "$OUT/cera" pull "$m"
 done
 "$OUT/examples/fetch_test_data"
+echo 0 >"$LOGS/models.rc"
 
 step "cargo test: the workspace on the CPU and lavapipe (profile ci)"
-join python
 join packages
 # the workspace builds the core with the `gpu` feature (cera-cli enables it), so its GPU tests
 # (tests/gpu_ops.rs, tests/gpu_model.rs) run here, on Mesa's lavapipe (CERA_GPU picks an adapter
@@ -236,7 +312,6 @@ step "hub: a local Hugging Face Hub (loopback), cera's client and huggingface_hu
 CERA_BIN="$PWD/$OUT/cera" target/pyenv/bin/python -m pytest -q tests/hub
 
 step "python: the cera wheel (built above), pip-installed into a fresh venv, pytest"
-join wheel
 rm -rf target/wheel-venv
 python3 -m venv target/wheel-venv
 target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/cera-*.whl pytest jsonschema
@@ -247,51 +322,14 @@ join npm
 # (cargo test built the library, in the profile's deps/ folder: it copies up only what tests run)
 CERA_PROFILE=$PROFILE CERA_BUILT=1 CERA_FFI_LIB="$OUT/deps/libcera_ffi.so" bash scripts/kotlin-test.sh
 
-step "aarch64: the NEON kernel tests under qemu-user"
-join cross
-# the cross builds were made without the clippy wrapper (their clippy passes are separate)
-unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
-# The NEON tiers are cross-compiled (above) and run under qemu twice: on `-cpu max` (every
-# tier) and on a Cortex-A72 (no `sdot`), where detection must fall back to `neon`.
-# CERA_EXPECT_TIERS makes a detection mismatch fail the run; CERA_TEST_RUNNER lets tests that
-# re-run their own binary go through qemu too.
-for cpu_tiers in max:scalar,neon,neon-dotprod,neon-i8mm cortex-a72:scalar,neon; do
-  runner="qemu-aarch64 -cpu ${cpu_tiers%%:*} -L /usr/aarch64-linux-gnu"
-  echo "-- $runner (expecting tiers ${cpu_tiers#*:})"
-  export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$runner" CERA_TEST_RUNNER="$runner"
-  export CERA_EXPECT_TIERS="${cpu_tiers#*:}"
-  if [ "${cpu_tiers%%:*}" = max ]; then
-    # every tier runs here (`max` has them all), so the kernels are tested once, on all tiers
-    cargo test "${arm[@]}" --profile cross --test kernels
-    # (the attention tests take fewer thread counts under the emulator: CERA_TEST_RUNNER)
-    cargo test "${arm[@]}" --profile cross --lib -- kernels:: backend::attention
-    # end to end through the matmul (the i8mm GEMM), prefill against decode included
-    cargo test "${arm[@]}" --profile cross --test arch_parity -- --exact llama3_q4_0 qwen2_q8_0 lfm2_q4_0
-  else
-    # a core without `sdot`: what is new here is detection falling back to `neon`
-    cargo test "${arm[@]}" --profile cross --lib -- kernels::cpu
-  fi
-done
-unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER CERA_TEST_RUNNER CERA_EXPECT_TIERS
-done_with target/aarch64-unknown-linux-gnu
+step "aarch64: the NEON kernel tests under qemu-user (built and run in the background)"
+join aarch64 --show
 
-step "wasm32: the simd128 kernel tests under Node's WASI"
-# The simd128 tier built for wasm32-wasip1 (above) and run by Node (scripts/wasi-run.mjs): the
-# kernel tests (every format, simd128 against scalar, bit for bit) and the kernel and attention
-# unit tests (one thread: no threads in wasm32-wasip1). A WASI program cannot start a process,
-# so the CERA_CPU_TIER test runs once per tier from here, with the tier it must get.
-export CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$WASI_FLAGS"
-export CARGO_TARGET_WASM32_WASIP1_RUNNER="node --single-threaded-gc $PWD/scripts/wasi-run.mjs"
-CERA_EXPECT_TIERS=scalar,simd128 cargo test "${wasi[@]}" --profile cross --test kernels
-CERA_EXPECT_TIERS=scalar,simd128 cargo test "${wasi[@]}" --profile cross --lib -- kernels:: backend::attention
-for t in scalar simd128; do
-  CERA_CPU_TIER=$t CERA_TEST_EXPECT_TIER=$t \
-    cargo test "${wasi[@]}" --profile cross --test kernels -- --exact cpu_tier_env_override
-done
-unset CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS CARGO_TARGET_WASM32_WASIP1_RUNNER
-done_with target/wasm32-wasip1
+step "wasm32: the simd128 kernel tests under Node's WASI, relaxed SIMD's in Chromium (background)"
+join wasi --show
 
-step "wasm: cera-wasm's package (built above) in node --test"
+step "wasm: cera-wasm's package (built in the background) in node --test"
+join wasm
 model_path() { "$OUT/cera" models | awk -v m="$1" '$1 == m { print $NF; exit }'; }
 SMOL=$(model_path smollm2-135m-instruct-q4_1)
 QWEN=$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)
@@ -302,14 +340,14 @@ CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" CERA_TEST_TOOLS_MODEL="$QWEN" 
 CERA_WASM_THREADS=2 CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" CERA_TEST_TOOLS_MODEL="$QWEN" \
   node --test crates/cera-wasm/tests/node.test.mjs
 
-step "browser: the cera-wasm page in headless Chromium (puppeteer-core), screenshot in target/browser"
-# the simd128 tier built with relaxed SIMD (above), bit for bit against the scalar tier, in
-# Chromium's engine: Node 20 has relaxed SIMD only behind a flag, and there its 8-bit dot product
-# is twice the sum. (Without the model file: no file system in a page.)
+step "browser: relaxed SIMD's kernel tests and the cera-wasm page in headless Chromium (puppeteer-core)"
+# the simd128 tier built with relaxed SIMD (in the background), bit for bit against the scalar
+# tier, in Chromium's engine: Node 20 has relaxed SIMD only behind a flag, and there its 8-bit
+# dot product is twice the sum. (Without the model file: no file system in a page.)
 CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$RELAXED_FLAGS" \
   CARGO_TARGET_WASM32_WASIP1_RUNNER="node $PWD/crates/cera-wasm/tests/browser/wasi-run.mjs" \
-  CERA_EXPECT_TIERS=scalar,simd128 cargo test "${relaxed[@]}" --profile cross \
-  --test kernels -- --skip real_model_tensors
+  CERA_EXPECT_TIERS=scalar,simd128 cargo test "${relaxed[@]}" --test kernels -- --skip real_model_tensors
+# the page (screenshot in target/browser)
 CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" node --test crates/cera-wasm/tests/browser/page.test.mjs
 done_with target/wasm-relaxed target/wasm32-wasip1-threads target/wasm32-unknown-unknown
 
