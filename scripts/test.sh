@@ -4,14 +4,15 @@
 # tests (aarch64 under qemu, wasm32 under Node and Chromium) and the front ends (server, Hub,
 # Python wheel, WebAssembly, browser, Kotlin, parity). Ends with a table of step times.
 #
-# Where the time goes, and what keeps it down (CONTRIBUTING.md has the last step table):
+# What keeps it inside 40 minutes on two cores (CONTRIBUTING.md says more, with the last table):
 # - one native build for everything (the `ci` profile: release code with debug assertions and
 #   overflow checks): the workspace tests, the `cera` binary the other suites drive, the
-#   examples, the GPU parity list, the Kotlin library; clippy lints the workspace crates during
-#   that same build (clippy-driver as the workspace's rustc wrapper) instead of a second pass;
-# - the cross-compiled builds (aarch64 and wasm32 clippy and test binaries, the wasm packages)
-#   run in the background at the lowest CPU priority from the start, in target folders of their
-#   own, filling the cores the native build and tests leave idle; their tests run later;
+#   examples, the GPU parity list, the Kotlin library, and (through feature pins in cera-py) the
+#   wheel; clippy lints the workspace crates as every build compiles them (clippy-driver as the
+#   workspace's rustc wrapper) instead of in a second pass;
+# - the cross-compiled builds and their tests (aarch64 under qemu, wasm32-wasip1 under Node, the
+#   wasm package) run in three background chains at the lowest CPU priority from the start, in
+#   target folders of their own, filling the cores the native build and tests leave idle;
 # - packages (apt, rustup targets, pip, npm) install in the background at the start.
 # Logs of background jobs: target/ci-logs/. CERA_KEEP_TARGETS=1 keeps each step's target folder.
 set -euo pipefail
