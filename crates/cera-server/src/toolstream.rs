@@ -34,7 +34,7 @@ impl ToolSplitter {
             return out;
         }
         // keep a tail that may be the start of a marker
-        let keep = cera::session::partial_match_len(&self.held, self.markers);
+        let keep = cera::decode::partial_match_len(&self.held, self.markers);
         let cut = self.held.len() - keep;
         let out = self.held[..cut].to_owned();
         self.held.drain(..cut);

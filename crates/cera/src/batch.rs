@@ -97,19 +97,7 @@ impl<'s> Batch<'s> {
                 self.entries.len()
             )));
         }
-        session.make_room(tokens.len())?;
-        let needed = session.tokens.len() + tokens.len();
-        if needed > session.n_ctx() {
-            return Err(Error::ContextOverflow {
-                n_ctx: session.n_ctx(),
-                needed,
-            });
-        }
-        let n_vocab = self.engine.model.n_vocab();
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(Error::TokenOutOfRange { id: bad, n_vocab });
-        }
-        session.catch_up()?;
+        session.prepare_feed(tokens)?;
         self.entries.push(Entry {
             session,
             tokens,
@@ -180,15 +168,9 @@ impl<'s> Batch<'s> {
                 Logits::All => e.tokens.len(),
             };
             out.at.push((at, rows));
-            let s = &mut *e.session;
-            s.tokens.extend_from_slice(e.tokens);
-            if rows > 0 {
-                let last = &out.data[at + (rows - 1) * n_vocab..at + rows * n_vocab];
-                s.logits.clear();
-                s.logits.extend_from_slice(last);
-            }
-            s.logits_valid = rows > 0;
-            s.after_forward();
+            let last =
+                (rows > 0).then(|| &out.data[at + (rows - 1) * n_vocab..at + rows * n_vocab]);
+            e.session.absorb(e.tokens, last);
             at += rows * n_vocab;
         }
         Ok(())

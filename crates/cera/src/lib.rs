@@ -17,6 +17,7 @@ pub mod backend;
 pub mod batch;
 pub mod chat;
 pub mod convert;
+pub mod decode;
 pub mod embed;
 pub mod engine;
 pub mod error;

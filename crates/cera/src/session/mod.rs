@@ -8,17 +8,14 @@ use std::time::Duration;
 use crate::runtime::time::Instant;
 
 mod checkpoint;
-mod generate;
 mod lora;
 mod prefill;
 mod rewind;
 mod shift;
-mod speculative;
 
 use crate::engine::{EngineInner, SessionOptions};
 use crate::error::{Error, Result};
 pub(crate) use checkpoint::map_file;
-pub use generate::{Generator, Step, TokenLogprobs, partial_match_len};
 pub use prefill::PrefillReport;
 
 use crate::backend::{Backend, KvCache, KvSpec, KvType};
@@ -71,6 +68,16 @@ pub struct GenerateOptions {
     pub grammar: Option<crate::grammar::GrammarConstraint>,
 }
 
+/// The log-probability of a chosen token and the most likely alternatives, from the raw
+/// logits (before temperature and truncation), as OpenAI's `logprobs` reports them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    pub token: u32,
+    pub logprob: f32,
+    /// `(token, logprob)`, most likely first.
+    pub top: Vec<(u32, f32)>,
+}
+
 /// What a sink tells the generator after each piece.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Control {
@@ -121,6 +128,21 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Nothing generated yet.
+    pub(crate) fn empty() -> Summary {
+        Summary {
+            prompt_tokens: 0,
+            generated_tokens: 0,
+            prefill: Duration::ZERO,
+            decode: Duration::ZERO,
+            finish: FinishReason::Length,
+            text: String::new(),
+            tokens: Vec::new(),
+            grammar_masked: 0,
+            grammar_time: Duration::ZERO,
+        }
+    }
+
     pub fn prefill_tps(&self) -> f64 {
         self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
     }
@@ -430,9 +452,78 @@ impl Session {
             &self.lora,
             &mut self.logits,
         )?;
-        self.tokens.extend_from_slice(chunk);
-        self.logits_valid = true;
-        self.after_forward();
+        self.joined(chunk, true);
         Ok(())
+    }
+}
+
+impl Session {
+    /// What every generation starts with: logits to sample from, the summary with the
+    /// prompt's counts of the last prefill, and the cancel flag cleared.
+    pub(crate) fn start_generation(&mut self) -> Result<Summary> {
+        if !self.logits_valid {
+            return Err(Error::Model(
+                "generate needs at least one token in the context first".into(),
+            ));
+        }
+        let mut summary = Summary::empty();
+        summary.prompt_tokens = std::mem::take(&mut self.pending_prompt);
+        summary.prefill = std::mem::take(&mut self.pending_prefill);
+        self.cancel.store(false, Ordering::Release);
+        Ok(summary)
+    }
+
+    /// Checks, before anything runs, that `tokens` can follow the context: shifting it first
+    /// when that is on, they must fit and be in the vocabulary; a recurrent state behind the
+    /// tokens (after a truncate) is brought up to date.
+    pub(crate) fn prepare_feed(&mut self, tokens: &[u32]) -> Result<()> {
+        self.make_room(tokens.len())?;
+        let needed = self.tokens.len() + tokens.len();
+        if needed > self.n_ctx {
+            return Err(Error::ContextOverflow {
+                n_ctx: self.n_ctx,
+                needed,
+            });
+        }
+        let n_vocab = self.engine.model.n_vocab();
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(Error::TokenOutOfRange { id: bad, n_vocab });
+        }
+        self.catch_up()
+    }
+
+    /// Whether [`CancelHandle::cancel`] was called (clearing it).
+    pub(crate) fn take_cancel(&self) -> bool {
+        self.cancel.swap(false, Ordering::AcqRel)
+    }
+
+    /// What every forward pass ends with: `chunk` joins the context, `last` (the last token's
+    /// logits, when the step computed them) becomes [`Session::logits`], and a recurrent
+    /// model's state snapshot is kept.
+    pub(crate) fn absorb(&mut self, chunk: &[u32], last: Option<&[f32]>) {
+        if let Some(l) = last {
+            self.logits.clear();
+            self.logits.extend_from_slice(l);
+        }
+        self.joined(chunk, last.is_some());
+    }
+
+    /// `chunk` was computed: it joins the context (`logits` holds its logits when
+    /// `has_logits`), and a recurrent model keeps a state snapshot.
+    fn joined(&mut self, chunk: &[u32], has_logits: bool) {
+        self.tokens.extend_from_slice(chunk);
+        self.logits_valid = has_logits;
+        self.after_forward();
+    }
+
+    /// Keeps the first `n` tokens after a pass with logits at every row, whose row `row` of
+    /// `rows` becomes the logits (those of the last kept token).
+    pub(crate) fn keep_rows(&mut self, n: usize, rows: &[f32], row: usize) {
+        let n_vocab = self.engine.model.n_vocab();
+        self.truncate(n);
+        self.logits.clear();
+        self.logits
+            .extend_from_slice(&rows[row * n_vocab..(row + 1) * n_vocab]);
+        self.logits_valid = true;
     }
 }

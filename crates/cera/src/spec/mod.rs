@@ -5,7 +5,7 @@
 //! (or after the whole draft).
 //!
 //! Exactness: every kept token is the one the target's own sampler picks from the target's
-//! logits at that position ([`crate::session::Generator`] runs on each verified row), so
+//! logits at that position ([`crate::decode::Generator`] runs on each verified row), so
 //! greedy output equals plain greedy decoding, and sampled output has the target's
 //! distribution: drafters propose one token per position (a point mass q), for which
 //! Leviathan et al.'s rule (accept with probability min(1, p/q), else draw from (p − q)⁺) is
@@ -29,6 +29,15 @@ pub trait Drafter {
     fn propose(&mut self, ctx: &[u32], k: usize, out: &mut Vec<u32>) -> crate::Result<()>;
     /// For reports (`ngram`, `draft`).
     fn name(&self) -> &'static str;
+}
+
+impl<D: Drafter + ?Sized> Drafter for &mut D {
+    fn propose(&mut self, ctx: &[u32], k: usize, out: &mut Vec<u32>) -> crate::Result<()> {
+        (**self).propose(ctx, k, out)
+    }
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
 }
 
 /// How to speculate (see [`crate::session::Session::generate_speculative`]).

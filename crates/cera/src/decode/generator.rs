@@ -1,14 +1,9 @@
 //! Decoding: sample, feed, stream text, stop on EOG, a stop string, a length or a grammar.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::runtime::time::Instant;
-
-use super::{Control, FinishReason, GenerateOptions, Session, Sink, Summary};
-use crate::error::{Error, Result};
 use crate::sample::Sampler;
+use crate::session::{FinishReason, GenerateOptions, Summary, TokenLogprobs};
 
 /// What one [`Generator::step`] decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,18 +16,8 @@ pub enum Step {
     Done { reason: FinishReason, text: String },
 }
 
-/// The log-probability of a chosen token and the most likely alternatives, from the raw
-/// logits (before temperature and truncation), as OpenAI's `logprobs` reports them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TokenLogprobs {
-    pub token: u32,
-    pub logprob: f32,
-    /// `(token, logprob)`, most likely first.
-    pub top: Vec<(u32, f32)>,
-}
-
 /// Token-by-token generation for callers that run the forward passes themselves (a batched
-/// scheduler; [`Session::generate`] is a loop over it): give it the logits of the last fed
+/// scheduler's slot; [`super::Scheduler`] drives one per request): give it the logits of the last fed
 /// token, it samples (under the grammar, if any), tracks stop strings and the text, and says
 /// what to feed or why to stop.
 pub struct Generator<'a> {
@@ -276,104 +261,9 @@ fn raw_logprobs(logits: &[f32], n: usize) -> (f32, Vec<(u32, f32)>) {
     (lse, top)
 }
 
-impl Session {
-    /// Samples and feeds tokens until a stop condition, streaming text to `sink`.
-    pub fn generate(&mut self, opts: &GenerateOptions, sink: &mut dyn Sink) -> Result<Summary> {
-        let mut summary = self.start_generation()?;
-        let engine = Arc::clone(&self.engine);
-        let mut g = Generator::new(&engine, opts, &self.tokens);
-        if let Some(k) = sink.logprobs() {
-            g = g.with_logprobs(k);
-        }
-        let t0 = Instant::now();
-        // a sampler that reads only the top k: decode steps rank their logits on the backend
-        // and hand over those (`Some` once a step has); the last token's whole row is read at
-        // the end
-        let top_k = g.top_k_only();
-        let mut top: Option<Vec<(u32, f32)>> = None;
-        let finish = loop {
-            if self.cancel.swap(false, Ordering::AcqRel) {
-                g.stop(FinishReason::Cancelled);
-                break FinishReason::Cancelled;
-            }
-            let step = match &top {
-                Some(c) => g.step_top(c),
-                None => g.step(&mut self.logits),
-            };
-            match step {
-                Step::Done { reason, text } => {
-                    if !text.is_empty() {
-                        sink.on_token(*g.tokens.last().unwrap_or(&0), &text);
-                    }
-                    break reason;
-                }
-                Step::Token { id, text } => {
-                    if let Some(lp) = g.take_logprobs() {
-                        sink.on_logprobs(lp);
-                    }
-                    if sink.on_token(id, &text) == Control::Stop {
-                        g.stop(FinishReason::Cancelled);
-                        break FinishReason::Cancelled;
-                    }
-                    // with the context shift on, make room as llama.cpp does (keeping one
-                    // cell free)
-                    if self.shift_keep.is_some() && self.tokens.len() + 1 >= self.n_ctx() {
-                        self.shift_context()?;
-                    }
-                    if self.tokens.len() >= self.n_ctx() {
-                        if let Step::Done { text, .. } = g.stop(FinishReason::ContextFull)
-                            && !text.is_empty()
-                        {
-                            sink.on_token(id, &text);
-                        }
-                        break FinishReason::ContextFull;
-                    }
-                    match top_k {
-                        Some(k) => {
-                            let c = top.get_or_insert_with(Vec::new);
-                            self.forward_top(&[id], k, c)?;
-                        }
-                        None => self.forward(&[id], false)?,
-                    }
-                }
-            }
-        };
-        if top.is_some() {
-            self.sync_logits();
-        }
-        // an EOG token or the token that completed a stop string was sampled but not fed; keep
-        // the context consistent: the logits still belong to the last fed token
-        g.fill_summary(&mut summary, finish, t0.elapsed());
-        Ok(summary)
-    }
-
-    /// What every generation starts with: logits to sample from, the summary with the
-    /// prompt's counts of the last prefill, and the cancel flag cleared.
-    pub(super) fn start_generation(&mut self) -> Result<Summary> {
-        if !self.logits_valid {
-            return Err(Error::Model(
-                "generate needs at least one token in the context first".into(),
-            ));
-        }
-        let summary = Summary {
-            prompt_tokens: std::mem::take(&mut self.pending_prompt),
-            generated_tokens: 0,
-            prefill: std::mem::take(&mut self.pending_prefill),
-            decode: Duration::ZERO,
-            finish: FinishReason::Length,
-            text: String::new(),
-            tokens: Vec::new(),
-            grammar_masked: 0,
-            grammar_time: Duration::ZERO,
-        };
-        self.cancel.store(false, Ordering::Release);
-        Ok(summary)
-    }
-}
-
 impl Generator<'_> {
     /// Moves the finished generation's tokens, text and counts into `summary`.
-    pub(super) fn fill_summary(
+    pub(crate) fn fill_summary(
         &mut self,
         summary: &mut Summary,
         finish: FinishReason,
