@@ -8,7 +8,9 @@ and inter-token latency (p50, p99, from the SSE chunks as the client sees them),
 The two servers alternate level by level, several rounds; the table shows medians.
 
 usage: scripts/bench-serve.py [-m MODEL.gguf] [-np 4] [-c 8192] [-t 2] [--levels 1,4,8]
-       [--requests 8,16,32] [--max-tokens 64] [--rounds 3]
+       [--requests 8,16,32] [--max-tokens 64] [--rounds 3] [--cera-bin BIN] [--peer-cera BIN]
+--peer-cera compares against another `cera` binary (a build of an earlier commit, for a
+before/after table) instead of llama-server.
 Needs llama.cpp built by ../shared/tools/build-llama-cpp.sh and `cargo build --release -p
 cera-cli`. Only loopback traffic.
 """
@@ -107,18 +109,29 @@ def main():
     ap.add_argument("--requests", default="8,16,32")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cera-bin", default=os.path.join(ROOT, "target", "release", "cera"))
+    ap.add_argument("--peer-cera", help="another cera binary to compare with, instead of llama-server")
     a = ap.parse_args()
-    bindir = subprocess.check_output(["bash", os.path.join(ROOT, "..", "shared", "tools", "build-llama-cpp.sh")], text=True).strip()
-    env = dict(os.environ, LD_LIBRARY_PATH=bindir)
     cp, lp = free_port(), free_port()
-    cera = subprocess.Popen([os.path.join(ROOT, "target", "release", "cera"), "serve", "-m", a.model, "--port", str(cp),
-                             "-np", str(a.np), "-c", str(a.c), "-t", str(a.t), "--no-access-log"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    llama = subprocess.Popen([os.path.join(bindir, "llama-server"), "-m", a.model, "--port", str(lp), "--host", "127.0.0.1",
-                              "-np", str(a.np), "-c", str(a.c), "-t", str(a.t), "--no-repack", "--no-webui"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+    def cera_serve(binary, port):
+        return subprocess.Popen([binary, "serve", "-m", a.model, "--port", str(port), "-np", str(a.np), "-c", str(a.c),
+                                 "-t", str(a.t), "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    cera = cera_serve(a.cera_bin, cp)
+    if a.peer_cera:
+        peer_name = "peer"
+        llama = cera_serve(a.peer_cera, lp)
+    else:
+        peer_name = "llama.cpp"
+        bindir = subprocess.check_output(["bash", os.path.join(ROOT, "..", "shared", "tools", "build-llama-cpp.sh")],
+                                         text=True).strip()
+        env = dict(os.environ, LD_LIBRARY_PATH=bindir)
+        llama = subprocess.Popen([os.path.join(bindir, "llama-server"), "-m", a.model, "--port", str(lp), "--host",
+                                  "127.0.0.1", "-np", str(a.np), "-c", str(a.c), "-t", str(a.t), "--no-repack",
+                                  "--no-webui"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
-        servers = {"cera": f"http://127.0.0.1:{cp}", "llama.cpp": f"http://127.0.0.1:{lp}"}
+        servers = {"cera": f"http://127.0.0.1:{cp}", peer_name: f"http://127.0.0.1:{lp}"}
         for name, url in servers.items():
             wait_ready(url, cera if name == "cera" else llama)
             level(url, 2, 2, 8)  # warm up
@@ -143,7 +156,7 @@ def main():
                       f"{med(lambda r: pct(r['ttft'], 99)) * 1e3:.0f} | {med(lambda r: pct(r['itl'], 50)) * 1e3:.1f} | "
                       f"{med(lambda r: pct(r['itl'], 99)) * 1e3:.1f} | {sum(r['errors'] for r in rs)} |")
             a_ = statistics.median(r["tps"] for r in results[("cera", c)])
-            b_ = statistics.median(r["tps"] for r in results[("llama.cpp", c)])
+            b_ = statistics.median(r["tps"] for r in results[(peer_name, c)])
             print(f"| {c} | ratio | | {a_ / b_:.2f}× | | | | | |")
     finally:
         for p in (cera, llama):

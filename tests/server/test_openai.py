@@ -222,7 +222,11 @@ def test_bad_requests(server):
     assert "messages" in err(post(server, "/v1/chat/completions", {"messages": "hi"}), 400)
     err(post(server, "/v1/chat/completions", {"messages": []}), 400)
     err(post(server, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}), 400)
-    err(post(server, "/v1/chat/completions", {"messages": msg, "n": 2}), 400)
+    # n > 1 is served (test_n_choices); out of range it is not
+    assert "n is 0" in err(post(server, "/v1/chat/completions", {"messages": msg, "n": 0}), 400)
+    err(post(server, "/v1/chat/completions", {"messages": msg, "n": 17}), 400)
+    assert "best_of" in err(post(server, "/v1/completions", {"prompt": "a", "n": 3, "best_of": 2}), 400)
+    assert "stream" in err(post(server, "/v1/completions", {"prompt": "a", "best_of": 2, "stream": True}), 400)
     err(post(server, "/v1/chat/completions", {"messages": msg, "temperature": 7}), 400)
     err(post(server, "/v1/chat/completions", {"messages": msg, "logit_bias": {"abc": 1}}), 400)
     err(post(server, "/v1/chat/completions", {"messages": msg, "tool_choice": "required"}), 400)
@@ -249,3 +253,70 @@ def test_tokenize_detokenize_metrics(server):
                  "cera_generated_tokens_total"):
         assert name in m, name
     assert 'endpoint="/v1/chat/completions",status="200"' in m
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_forced_tool_call_at_every_token_limit(client, choice):
+    """A forced call on SmolLM2 runs on inside its argument string when nothing stops it; the
+    grammar keeps room to close the call before the limit, and a reply the limit still cuts is
+    a 200 with finish_reason "length" (never a 500)."""
+    model = client.models.list().data[0].id
+    prompts = ["What is the weather in Paris?", "Tell me a long story about the weather in every city of Europe."]
+    for prompt in prompts:
+        for max_tokens in (8, 64, 200):
+            kw = dict(model=model, messages=[{"role": "user", "content": prompt}], tools=WEATHER,
+                      tool_choice=choice, max_tokens=max_tokens, temperature=0.7, seed=max_tokens)
+            c = client.chat.completions.create(**kw).choices[0]
+            if c.finish_reason == "length":
+                assert not c.message.tool_calls
+                assert max_tokens < 64, f"the call was not closed within {max_tokens} tokens: {c.message.content!r}"
+            else:
+                assert c.finish_reason == "tool_calls", (prompt, max_tokens, c)
+                call = c.message.tool_calls[0]
+                assert isinstance(json.loads(call.function.arguments)["city"], str)
+            finish = None
+            for ch in client.chat.completions.create(stream=True, **kw):
+                for d in ch.choices:
+                    finish = d.finish_reason or finish
+            assert finish in ("length", "tool_calls")
+
+
+def test_n_choices(client):
+    """n choices are sampled after one prefill (forks of the prompt's context), each with its
+    own seed: a repeat with the same seed gives the same choices, streamed or not; greedy
+    choices are all the same."""
+    model = client.models.list().data[0].id
+    kw = dict(model=model, messages=[{"role": "user", "content": "Write a poem about the sea."}],
+              max_tokens=16, temperature=1.0, seed=5)
+    r = client.chat.completions.create(n=3, **kw)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    texts = [c.message.content for c in r.choices]
+    assert all(texts) and len(set(texts)) > 1, texts
+    assert 3 <= r.usage.completion_tokens <= 3 * 16
+    again = client.chat.completions.create(n=3, **kw)
+    assert [c.message.content for c in again.choices] == texts
+    streamed = {}
+    finishes = {}
+    for ch in client.chat.completions.create(n=3, stream=True, **kw):
+        for c in ch.choices:
+            streamed[c.index] = streamed.get(c.index, "") + (c.delta.content or "")
+            if c.finish_reason:
+                finishes[c.index] = c.finish_reason
+    assert [streamed[i] for i in range(3)] == texts
+    assert set(finishes) == {0, 1, 2}
+    greedy = client.chat.completions.create(n=2, **dict(kw, temperature=0))
+    assert greedy.choices[0].message.content == greedy.choices[1].message.content
+
+
+def test_completions_best_of(client):
+    model = client.models.list().data[0].id
+    kw = dict(model=model, prompt="The best thing about mornings is", max_tokens=12, temperature=1.0, seed=9)
+    five = client.completions.create(n=5, logprobs=0, **kw).choices
+    total = [sum(c.logprobs.token_logprobs) for c in five]
+    best = client.completions.create(n=2, best_of=5, logprobs=0, **kw).choices
+    assert len(best) == 2
+    # the two likeliest of the same five candidates, likeliest first
+    ranked = sorted(range(5), key=lambda i: -total[i])
+    assert [c.text for c in best] == [five[i].text for i in ranked[:2]]
+    plain = client.completions.create(n=1, best_of=3, **kw).choices
+    assert len(plain) == 1 and plain[0].logprobs is None

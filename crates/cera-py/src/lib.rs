@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 
+mod batch;
 mod chat;
 mod errors;
 mod stream;
@@ -87,6 +88,56 @@ impl Engine {
             inner: Arc::new(Mutex::new(s)),
             last: Arc::default(),
         })
+    }
+
+    /// Generates for every prompt of `prompts` at once: each in a session of its own
+    /// (`n_ctx` tokens), prefilled and decoded together in batched steps (one forward pass
+    /// reads the weights once for all of them), as a server runs parallel requests. Returns,
+    /// per prompt in order, a dict: `text`, `finish_reason`, `prompt_tokens`,
+    /// `completion_tokens`. `ignore_eos`: generate `max_tokens` whatever the model says.
+    #[pyo3(signature = (prompts, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95,
+        min_p=0.05, repeat_penalty=1.0, seed=None, stop=None, n_ctx=0, ignore_eos=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn generate_batch<'py>(
+        &self,
+        py: Python<'py>,
+        prompts: Vec<String>,
+        max_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        min_p: f32,
+        repeat_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+        n_ctx: usize,
+        ignore_eos: bool,
+    ) -> PyResult<Vec<Bound<'py, pyo3::types::PyDict>>> {
+        let mut opts = options(
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            seed,
+            stop,
+        )?;
+        opts.ignore_eog = ignore_eos;
+        if prompts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let done = py.detach(|| batch::generate(&self.inner, &prompts, &opts, n_ctx))?;
+        done.into_iter()
+            .map(|(text, f)| {
+                let d = pyo3::types::PyDict::new(py);
+                d.set_item("text", text)?;
+                d.set_item("finish_reason", f.summary.finish.as_str())?;
+                d.set_item("prompt_tokens", f.summary.prompt_tokens)?;
+                d.set_item("completion_tokens", f.summary.generated_tokens)?;
+                Ok(d)
+            })
+            .collect()
     }
 
     /// A conversation with the model's chat template, over a new session of `n_ctx` tokens.

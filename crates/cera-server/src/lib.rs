@@ -14,6 +14,7 @@
 //! * Errors are OpenAI-shaped JSON with a 4xx for anything the client sent wrong; nothing a
 //!   request carries can panic the server, and a failing request never stops the scheduler.
 
+pub mod completions;
 pub mod embeddings;
 pub mod error;
 pub mod metrics;
@@ -210,7 +211,7 @@ pub type Shared = Arc<AppState>;
 pub fn router(state: Shared) -> Router {
     let api = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
-        .route("/v1/completions", post(openai::completions))
+        .route("/v1/completions", post(completions::completions))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
         .route("/api/chat", post(ollama::chat))

@@ -183,7 +183,7 @@ pub async fn chat(State(st): State<Shared>, body: Bytes) -> Result<Response, Api
     let prompt = r.template.render(&msgs, &ro)?;
     let toks = r.engine.tokenizer().encode(&prompt, true, true);
     let opts = req.options.generate(r, &req.format)?;
-    let rx = submit(&st, r, toks, opts, None, r.lora_set(None)?)?;
+    let rx = submit(&st, r, toks, opts, None, r.lora_set(None)?, 1)?;
     let model = req.model.clone();
     let format = r.tool_format;
     let with_tools = !tools.is_empty();
@@ -300,7 +300,7 @@ pub async fn generate(State(st): State<Shared>, body: Bytes) -> Result<Response,
     };
     let toks = r.engine.tokenizer().encode(&prompt, true, true);
     let opts = req.options.generate(r, &req.format)?;
-    let rx = submit(&st, r, toks, opts, None, r.lora_set(None)?)?;
+    let rx = submit(&st, r, toks, opts, None, r.lora_set(None)?, 1)?;
     let model = req.model.clone();
     if !req.stream.unwrap_or(true) {
         let c = collect(rx).await?;

@@ -254,13 +254,13 @@ impl Sampling {
 }
 
 #[derive(Deserialize, Debug)]
-struct StreamOptions {
+pub(crate) struct StreamOptions {
     #[serde(default)]
-    include_usage: bool,
+    pub include_usage: bool,
 }
 
 #[derive(Deserialize, Debug)]
-struct ResponseFormat {
+pub(crate) struct ResponseFormat {
     #[serde(rename = "type")]
     kind: String,
     json_schema: Option<JsonSchemaFormat>,
@@ -298,7 +298,9 @@ struct ChatRequest {
 }
 
 /// The grammar of `response_format`.
-fn response_grammar(rf: &Option<ResponseFormat>) -> Result<Option<GrammarConstraint>, ApiError> {
+pub(crate) fn response_grammar(
+    rf: &Option<ResponseFormat>,
+) -> Result<Option<GrammarConstraint>, ApiError> {
     let Some(rf) = rf else { return Ok(None) };
     match rf.kind.as_str() {
         "text" => Ok(None),
@@ -450,7 +452,23 @@ fn tool_plan(
     }))
 }
 
-/// Queues a job; returns its event stream.
+/// The most choices (`n`, `best_of`) one request may ask for.
+pub(crate) const MAX_CHOICES: u32 = 16;
+
+/// `n` (or `best_of`) as a request gives it: 1 when absent, else within 1..=MAX_CHOICES.
+pub(crate) fn choices(n: Option<u32>, param: &str) -> Result<usize, ApiError> {
+    match n {
+        None => Ok(1),
+        Some(k) if (1..=MAX_CHOICES).contains(&k) => Ok(k as usize),
+        Some(k) => Err(ApiError::bad_request(format!(
+            "{param} is {k}; it must be between 1 and {MAX_CHOICES}"
+        ))
+        .param(param)),
+    }
+}
+
+/// Queues a job of `n` choices (forked from one prefill of the prompt); returns its event
+/// stream.
 pub(crate) fn submit(
     st: &crate::AppState,
     r: &Ready,
@@ -458,6 +476,7 @@ pub(crate) fn submit(
     opts: GenerateOptions,
     logprobs: Option<usize>,
     lora: cera::lora::LoraSet,
+    n: usize,
 ) -> Result<UnboundedReceiver<Event>, ApiError> {
     let n_ctx = r.scheduler.n_ctx_slot;
     if prompt.len() >= n_ctx {
@@ -478,6 +497,7 @@ pub(crate) fn submit(
         deadline: st.cfg.timeout.map(|t| now + t),
         enqueued: now,
         lora,
+        n,
     };
     match r.scheduler.submit(job) {
         Ok(()) => Ok(rx),
@@ -499,32 +519,84 @@ pub(crate) struct Collected {
     pub done: Done,
 }
 
-pub(crate) async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Collected, ApiError> {
-    let (mut text, mut logprobs) = (String::new(), Vec::new());
+pub(crate) async fn collect(rx: UnboundedReceiver<Event>) -> Result<Collected, ApiError> {
+    let mut all = collect_n(rx, 1).await?;
+    Ok(all.remove(0))
+}
+
+/// Every choice of a job with `n` of them, in order.
+pub(crate) async fn collect_n(
+    mut rx: UnboundedReceiver<Event>,
+    n: usize,
+) -> Result<Vec<Collected>, ApiError> {
+    let mut texts = vec![String::new(); n];
+    let mut lps: Vec<Vec<TokenLogprobs>> = vec![Vec::new(); n];
+    let mut dones: Vec<Option<Done>> = vec![None; n];
+    let mut left = n;
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Token {
-                text: t,
-                logprobs: lp,
+                text,
+                logprobs,
+                choice,
                 ..
-            } => {
-                text.push_str(&t);
-                logprobs.extend(lp);
+            } if choice < n => {
+                texts[choice].push_str(&text);
+                lps[choice].extend(logprobs);
             }
-            Event::Done(done) => {
-                return Ok(Collected {
-                    text,
-                    logprobs,
-                    done,
-                });
+            Event::Done(d) if d.choice < n => {
+                let c = d.choice;
+                if dones[c].replace(d).is_none() {
+                    left -= 1;
+                }
+                if left == 0 {
+                    break;
+                }
             }
             Event::Error(e) => return Err(generation_error(e)),
+            _ => {}
         }
     }
-    Err(ApiError::internal("the generation ended without a result"))
+    if left > 0 {
+        return Err(ApiError::internal("the generation ended without a result"));
+    }
+    Ok(texts
+        .into_iter()
+        .zip(lps)
+        .zip(dones)
+        .map(|((text, logprobs), done)| Collected {
+            text,
+            logprobs,
+            done: done.expect("every choice is done"),
+        })
+        .collect())
 }
 
-fn generation_error(e: String) -> ApiError {
+/// A streamed job's choices as they end: when the last has, their usage.
+pub(crate) struct ChoiceEnds(Vec<Option<Done>>);
+
+impl ChoiceEnds {
+    pub fn new(n: usize) -> ChoiceEnds {
+        ChoiceEnds(vec![None; n])
+    }
+
+    /// Records a choice's end; `Some(total)` once every choice has ended.
+    pub fn end(&mut self, d: Done) -> Option<Done> {
+        let i = d.choice;
+        self.0[i] = Some(d);
+        let all: Option<Vec<&Done>> = self.0.iter().map(Option::as_ref).collect();
+        all.map(|a| total(&a))
+    }
+}
+
+/// The usage of a job's choices: the prompt once, the completions summed.
+pub(crate) fn total(dones: &[&Done]) -> Done {
+    let mut d = dones[0].clone();
+    d.completion_tokens = dones.iter().map(|x| x.completion_tokens).sum();
+    d
+}
+
+pub(crate) fn generation_error(e: String) -> ApiError {
     if e.contains("timed out") {
         ApiError::timeout(e)
     } else if e.contains("context overflow") || e.contains("context") {
@@ -544,7 +616,7 @@ pub(crate) fn finish_reason(f: FinishReason, tool_calls: bool) -> &'static str {
     }
 }
 
-fn usage(d: &Done) -> Json {
+pub(crate) fn usage(d: &Done) -> Json {
     json!({
         "prompt_tokens": d.prompt_tokens,
         "completion_tokens": d.completion_tokens,
@@ -586,7 +658,7 @@ fn call_json(c: &ToolCall, i: usize) -> Json {
     })
 }
 
-fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
@@ -594,11 +666,15 @@ fn new_id(prefix: &str) -> String {
 }
 
 /// Splits a reply into content and calls; calls get ids.
+/// A reply the token limit (or the context) cut short is not an error: what was generated is
+/// the content, unparsed, and `finish_reason` says `length`.
 fn split_calls(
     plan: &ToolPlan,
     text: &str,
     required: bool,
+    finish: FinishReason,
 ) -> Result<(String, Vec<ToolCall>), ApiError> {
+    let cut = matches!(finish, FinishReason::Length | FinishReason::ContextFull);
     match cera::tools::parse_reply(plan.format, text) {
         Ok(p) => {
             let calls = p
@@ -614,7 +690,7 @@ fn split_calls(
                 .collect();
             Ok((p.content, calls))
         }
-        Err(e) if required => Err(ApiError::internal(format!(
+        Err(e) if required && !cut => Err(ApiError::internal(format!(
             "the model's tool call did not parse: {e}"
         ))),
         Err(_) => Ok((text.to_owned(), Vec::new())),
@@ -625,11 +701,7 @@ pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<R
     let req: ChatRequest = parse_body(&body)?;
     st.check_model(req.model.as_deref())?;
     let r = st.ready()?;
-    if req.n.is_some_and(|n| n != 1) {
-        return Err(
-            ApiError::bad_request("n > 1 is not supported; send one request per choice").param("n"),
-        );
-    }
+    let n = choices(req.n, "n")?;
     let msgs = messages(&req.messages)?;
     let plan = tool_plan(r, &req.tools, &req.tool_choice)?;
     let mut ropts = RenderOptions::new().add_generation_prompt(true);
@@ -659,14 +731,59 @@ pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<R
     }
     let required = plan.as_ref().is_some_and(|p| p.grammar.is_some());
     let lora = r.lora_set(req.lora.as_deref())?;
-    let rx = submit(&st, r, toks, opts, top, lora)?;
+    let rx = submit(&st, r, toks, opts, top, lora, n)?;
     let id = new_id("chatcmpl");
     let created = unix_now();
     let model = st.model_name.clone();
     if !req.stream {
-        let c = collect(rx).await?;
-        let (content, calls) = match plan.as_ref().filter(|p| p.offered) {
-            Some(p) => split_calls(p, &c.text, required)?,
+        let all = collect_n(rx, n).await?;
+        let mut out = Vec::with_capacity(n);
+        for (i, c) in all.iter().enumerate() {
+            out.push(chat_choice(r, plan.as_ref(), required, req.logprobs, i, c)?);
+        }
+        let dones: Vec<&Done> = all.iter().map(|c| &c.done).collect();
+        let body = json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model,
+            "system_fingerprint": format!("cera-{}", env!("CARGO_PKG_VERSION")),
+            "choices": out,
+            "usage": usage(&total(&dones)),
+            "timings": timings(&all[0].done),
+        });
+        return Ok(axum::Json(body).into_response());
+    }
+    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let tools = plan.filter(|p| p.offered);
+    let stream = chat_stream(
+        Arc::clone(&st),
+        rx,
+        ChatStream {
+            id,
+            created,
+            model,
+            include_usage,
+            logprobs: req.logprobs,
+            n,
+        },
+        tools,
+        required,
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// Choice `i` of a chat completion: its message (content, tool calls) and finish reason.
+fn chat_choice(
+    r: &Ready,
+    plan: Option<&ToolPlan>,
+    required: bool,
+    logprobs: bool,
+    i: usize,
+    c: &Collected,
+) -> Result<Json, ApiError> {
+    {
+        let (content, calls) = match plan.filter(|p| p.offered) {
+            Some(p) => split_calls(p, &c.text, required, c.done.finish)?,
             None => (c.text.clone(), Vec::new()),
         };
         let mut message = json!({"role": "assistant", "content": content});
@@ -682,41 +799,16 @@ pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<R
                 message["content"] = Json::Null;
             }
         }
-        let body = json!({
-            "id": id, "object": "chat.completion", "created": created, "model": model,
-            "system_fingerprint": format!("cera-{}", env!("CARGO_PKG_VERSION")),
-            "choices": [{
-                "index": 0,
-                "message": message,
-                "logprobs": if req.logprobs { chat_logprobs(r, &c.logprobs) } else { Json::Null },
-                "finish_reason": finish_reason(c.done.finish, !calls.is_empty()),
-            }],
-            "usage": usage(&c.done),
-            "timings": timings(&c.done),
-        });
-        return Ok(axum::Json(body).into_response());
+        Ok(json!({
+            "index": i,
+            "message": message,
+            "logprobs": if logprobs { chat_logprobs(r, &c.logprobs) } else { Json::Null },
+            "finish_reason": finish_reason(c.done.finish, !calls.is_empty()),
+        }))
     }
-    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-    let splitter = plan
-        .filter(|p| p.offered)
-        .map(|p| (ToolSplitter::new(p.format), p));
-    let stream = chat_stream(
-        Arc::clone(&st),
-        rx,
-        id,
-        created,
-        model,
-        include_usage,
-        req.logprobs,
-        splitter,
-        required,
-    );
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response())
 }
 
-fn timings(d: &Done) -> Json {
+pub(crate) fn timings(d: &Done) -> Json {
     let ms = |t: Duration| t.as_secs_f64() * 1e3;
     json!({
         "prompt_n": d.prompt_tokens - d.cached_tokens.min(d.prompt_tokens),
@@ -730,7 +822,7 @@ fn timings(d: &Done) -> Json {
 
 /// The end of an SSE stream: the usage chunk when asked for (`empty`, a chunk of this stream
 /// with nothing in it, becomes it), then `[DONE]`.
-fn end_sse(
+pub(crate) fn end_sse(
     tx: &tokio::sync::mpsc::UnboundedSender<Result<SseEvent, Infallible>>,
     empty: Option<Json>,
     done: &Done,
@@ -743,27 +835,40 @@ fn end_sse(
     let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
 }
 
-fn sse(v: Json) -> Result<SseEvent, Infallible> {
+pub(crate) fn sse(v: Json) -> Result<SseEvent, Infallible> {
     Ok(SseEvent::default().data(v.to_string()))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn chat_stream(
-    st: Shared,
-    mut rx: UnboundedReceiver<Event>,
+/// What a streamed chat completion's chunks carry.
+struct ChatStream {
     id: String,
     created: u64,
     model: String,
     include_usage: bool,
     logprobs: bool,
-    mut tools: Option<(ToolSplitter, ToolPlan)>,
+    n: usize,
+}
+
+fn chat_stream(
+    st: Shared,
+    mut rx: UnboundedReceiver<Event>,
+    cs: ChatStream,
+    tools: Option<ToolPlan>,
     required: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let chunk = move |delta: Json, finish: Option<&str>, lp: Option<Json>| {
+    let ChatStream {
+        id,
+        created,
+        model,
+        include_usage,
+        logprobs,
+        n,
+    } = cs;
+    let chunk = move |i: usize, delta: Json, finish: Option<&str>, lp: Option<Json>| {
         json!({
             "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
             "system_fingerprint": format!("cera-{}", env!("CARGO_PKG_VERSION")),
-            "choices": [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}],
+            "choices": [{"index": i, "delta": delta, "logprobs": lp, "finish_reason": finish}],
         })
     };
     async_stream(move |tx| async move {
@@ -774,18 +879,26 @@ fn chat_stream(
                 return;
             }
         };
-        let _ = tx.send(sse(chunk(
-            json!({"role": "assistant", "content": ""}),
-            None,
-            None,
-        )));
+        // per choice: its tool-call splitter, its end
+        let mut splitters: Vec<ToolSplitter> = match &tools {
+            Some(p) => (0..n).map(|_| ToolSplitter::new(p.format)).collect(),
+            None => Vec::new(),
+        };
+        let mut ends = ChoiceEnds::new(n);
+        for i in 0..n {
+            let role = json!({"role": "assistant", "content": ""});
+            let _ = tx.send(sse(chunk(i, role, None, None)));
+        }
         while let Some(ev) = rx.recv().await {
             match ev {
                 Event::Token {
-                    text, logprobs: lp, ..
-                } => {
-                    let text = match &mut tools {
-                        Some((s, _)) => s.push(&text),
+                    text,
+                    logprobs: lp,
+                    choice,
+                    ..
+                } if choice < n => {
+                    let text = match splitters.get_mut(choice) {
+                        Some(s) => s.push(&text),
                         None => text,
                     };
                     let lp = if logprobs {
@@ -796,19 +909,18 @@ fn chat_stream(
                     if text.is_empty() && lp.is_none() {
                         continue;
                     }
-                    if tx
-                        .send(sse(chunk(json!({"content": text}), None, lp)))
-                        .is_err()
-                    {
+                    let c = chunk(choice, json!({"content": text}), None, lp);
+                    if tx.send(sse(c)).is_err() {
                         return; // the client left: dropping `rx` cancels the job
                     }
                 }
-                Event::Done(done) => {
+                Event::Done(done) if done.choice < n => {
+                    let i = done.choice;
                     let mut calls = Vec::new();
-                    if let Some((s, plan)) = &mut tools {
+                    if let (Some(s), Some(plan)) = (splitters.get_mut(i), &tools) {
                         let (in_call, held) = s.finish();
                         let (content, c) = if in_call {
-                            match split_calls(plan, &held, required) {
+                            match split_calls(plan, &held, required, done.finish) {
                                 Ok(x) => x,
                                 Err(e) => {
                                     let _ = tx.send(sse(e.body()));
@@ -819,35 +931,39 @@ fn chat_stream(
                             (held, Vec::new())
                         };
                         if !content.is_empty() {
-                            let _ = tx.send(sse(chunk(json!({"content": content}), None, None)));
+                            let c = chunk(i, json!({"content": content}), None, None);
+                            let _ = tx.send(sse(c));
                         }
                         calls = c;
                     }
-                    for (i, c) in calls.iter().enumerate() {
-                        let full = call_json(c, i);
+                    for (k, c) in calls.iter().enumerate() {
+                        let full = call_json(c, k);
                         let head = json!({"tool_calls": [{
-                            "index": i, "id": full["id"], "type": "function",
+                            "index": k, "id": full["id"], "type": "function",
                             "function": {"name": c.name, "arguments": ""},
                         }]});
-                        let _ = tx.send(sse(chunk(head, None, None)));
+                        let _ = tx.send(sse(chunk(i, head, None, None)));
                         let args = json!({"tool_calls": [{
-                            "index": i, "function": {"arguments": full["function"]["arguments"]},
+                            "index": k, "function": {"arguments": full["function"]["arguments"]},
                         }]});
-                        let _ = tx.send(sse(chunk(args, None, None)));
+                        let _ = tx.send(sse(chunk(i, args, None, None)));
                     }
                     let fr = finish_reason(done.finish, !calls.is_empty());
-                    let _ = tx.send(sse(chunk(json!({}), Some(fr), None)));
-                    end_sse(
-                        &tx,
-                        include_usage.then(|| chunk(json!({}), None, None)),
-                        &done,
-                    );
-                    return;
+                    let _ = tx.send(sse(chunk(i, json!({}), Some(fr), None)));
+                    if let Some(t) = ends.end(done) {
+                        end_sse(
+                            &tx,
+                            include_usage.then(|| chunk(0, json!({}), None, None)),
+                            &t,
+                        );
+                        return;
+                    }
                 }
                 Event::Error(e) => {
                     let _ = tx.send(sse(generation_error(e).body()));
                     return;
                 }
+                _ => {}
             }
         }
     })
@@ -864,165 +980,6 @@ where
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(f(tx));
     tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
-}
-
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum PromptIn {
-    Text(String),
-    Texts(Vec<String>),
-    Tokens(Vec<u32>),
-}
-
-#[derive(Deserialize, Debug)]
-struct CompletionRequest {
-    model: Option<String>,
-    prompt: PromptIn,
-    #[serde(default)]
-    stream: bool,
-    stream_options: Option<StreamOptions>,
-    max_tokens: Option<u64>,
-    #[serde(flatten)]
-    sampling: Sampling,
-    stop: Option<Stop>,
-    logprobs: Option<u32>,
-    #[serde(default)]
-    echo: bool,
-    n: Option<u32>,
-    response_format: Option<ResponseFormat>,
-    #[serde(default)]
-    ignore_eos: bool,
-    lora: Option<Vec<crate::LoraRequest>>,
-}
-
-pub async fn completions(State(st): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
-    let req: CompletionRequest = parse_body(&body)?;
-    st.check_model(req.model.as_deref())?;
-    let r = st.ready()?;
-    if req.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::bad_request("n > 1 is not supported").param("n"));
-    }
-    let (toks, prompt_text) = match req.prompt {
-        PromptIn::Text(t) => (r.engine.tokenizer().encode(&t, true, true), t),
-        PromptIn::Texts(v) if v.len() == 1 => {
-            (r.engine.tokenizer().encode(&v[0], true, true), v[0].clone())
-        }
-        PromptIn::Texts(v) => {
-            return Err(ApiError::bad_request(format!(
-                "prompt lists of {} strings are not supported (one per request)",
-                v.len()
-            ))
-            .param("prompt"));
-        }
-        PromptIn::Tokens(t) => {
-            let n_vocab = r.engine.n_vocab();
-            if let Some(bad) = t.iter().find(|&&x| x as usize >= n_vocab) {
-                return Err(ApiError::bad_request(format!(
-                    "prompt token {bad} is past the vocabulary ({n_vocab})"
-                ))
-                .param("prompt"));
-            }
-            let text = r.engine.tokenizer().decode(&t);
-            (t, text)
-        }
-    };
-    if toks.is_empty() {
-        return Err(ApiError::bad_request("the prompt is empty").param("prompt"));
-    }
-    let mut opts = GenerateOptions::default();
-    // OpenAI's default for completions
-    opts.max_tokens = req.max_tokens.unwrap_or(16) as usize;
-    opts.sampler = req.sampling.config(r.engine.n_vocab())?;
-    opts.stop = req.stop.clone().map(Stop::into_vec).unwrap_or_default();
-    opts.grammar = response_grammar(&req.response_format)?;
-    opts.ignore_eog = req.ignore_eos;
-    if req.logprobs.is_some_and(|n| n > 5) {
-        return Err(ApiError::bad_request("logprobs is at most 5").param("logprobs"));
-    }
-    let top = req.logprobs.map(|n| n as usize);
-    let lora = r.lora_set(req.lora.as_deref())?;
-    let rx = submit(&st, r, toks, opts, top, lora)?;
-    let id = new_id("cmpl");
-    let created = unix_now();
-    let model = st.model_name.clone();
-    let echo = if req.echo { prompt_text } else { String::new() };
-    if !req.stream {
-        let c = collect(rx).await?;
-        let lp = top.map(|_| completion_logprobs(r, &c.logprobs));
-        let body = json!({
-            "id": id, "object": "text_completion", "created": created, "model": model,
-            "choices": [{
-                "text": format!("{echo}{}", c.text), "index": 0, "logprobs": lp,
-                "finish_reason": finish_reason(c.done.finish, false),
-            }],
-            "usage": usage(&c.done),
-            "timings": timings(&c.done),
-        });
-        return Ok(axum::Json(body).into_response());
-    }
-    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-    let st2 = Arc::clone(&st);
-    let stream = async_stream(move |tx| async move {
-        let chunk = |text: &str, finish: Option<&str>, lp: Json| {
-            json!({"id": id, "object": "text_completion", "created": created, "model": model,
-                   "choices": [{"text": text, "index": 0, "logprobs": lp, "finish_reason": finish}]})
-        };
-        let mut rx = rx;
-        if !echo.is_empty() {
-            let _ = tx.send(sse(chunk(&echo, None, Json::Null)));
-        }
-        while let Some(ev) = rx.recv().await {
-            match ev {
-                Event::Token { text, logprobs, .. } => {
-                    let lp = match (logprobs, st2.ready()) {
-                        (Some(l), Ok(r)) => completion_logprobs(r, &[l]),
-                        _ => Json::Null,
-                    };
-                    if text.is_empty() && lp.is_null() {
-                        continue;
-                    }
-                    if tx.send(sse(chunk(&text, None, lp))).is_err() {
-                        return;
-                    }
-                }
-                Event::Done(d) => {
-                    let _ = tx.send(sse(chunk(
-                        "",
-                        Some(finish_reason(d.finish, false)),
-                        Json::Null,
-                    )));
-                    end_sse(&tx, include_usage.then(|| chunk("", None, Json::Null)), &d);
-                    return;
-                }
-                Event::Error(e) => {
-                    let _ = tx.send(sse(generation_error(e).body()));
-                    return;
-                }
-            }
-        }
-    });
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response())
-}
-
-fn completion_logprobs(r: &Ready, lps: &[TokenLogprobs]) -> Json {
-    let tok = r.engine.tokenizer();
-    let piece = |t: u32| String::from_utf8_lossy(tok.token_bytes(t)).into_owned();
-    let mut offset = 0usize;
-    let mut offsets = Vec::new();
-    for l in lps {
-        offsets.push(offset);
-        offset += tok.token_bytes(l.token).len();
-    }
-    json!({
-        "tokens": lps.iter().map(|l| piece(l.token)).collect::<Vec<_>>(),
-        "token_logprobs": lps.iter().map(|l| l.logprob).collect::<Vec<_>>(),
-        "top_logprobs": lps.iter().map(|l| {
-            l.top.iter().map(|&(t, p)| (piece(t), json!(p))).collect::<serde_json::Map<_, _>>()
-        }).collect::<Vec<_>>(),
-        "text_offset": offsets,
-    })
 }
 
 pub async fn models(State(st): State<Shared>) -> axum::Json<Json> {

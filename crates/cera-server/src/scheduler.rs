@@ -16,7 +16,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 pub use cera::decode::SpecConfig;
-use cera::decode::{Removed, Request, RequestId, Scheduler, SchedulerOptions};
+use cera::decode::{Request, RequestId, Scheduler, SchedulerOptions};
 use cera::engine::Engine;
 use cera::session::{Control, FinishReason, GenerateOptions, TokenLogprobs};
 use cera::state::PrefixCache;
@@ -35,6 +35,8 @@ pub struct Job {
     pub enqueued: Instant,
     /// The LoRA adapters the job runs with.
     pub lora: cera::lora::LoraSet,
+    /// Choices: sequences forked from one prefill of the prompt (their events say which).
+    pub n: usize,
 }
 
 /// What a job's stream carries.
@@ -44,6 +46,8 @@ pub enum Event {
         id: u32,
         text: String,
         logprobs: Option<TokenLogprobs>,
+        /// Which of the job's choices.
+        choice: usize,
     },
     Done(Done),
     Error(String),
@@ -51,6 +55,8 @@ pub enum Event {
 
 #[derive(Clone, Debug)]
 pub struct Done {
+    /// Which of the job's choices finished.
+    pub choice: usize,
     pub finish: FinishReason,
     pub text: String,
     pub prompt_tokens: usize,
@@ -139,6 +145,37 @@ struct Live {
     last_token: Instant,
     /// Its client went away (a send failed): the core ends it as cancelled.
     gone: bool,
+    /// Its choices: the core's requests `id..id + n`.
+    n: usize,
+    /// Choices not finished yet.
+    n_left: usize,
+}
+
+/// The jobs in flight, by the core's id of their first choice, and each choice's job.
+#[derive(Default)]
+struct Jobs {
+    live: HashMap<RequestId, Live>,
+    /// core request id → (the job's first id, choice)
+    choice: HashMap<RequestId, (RequestId, usize)>,
+    /// Jobs that failed in a step (first id, choices): their other choices are dropped
+    /// after it.
+    failed: Vec<(RequestId, usize)>,
+}
+
+impl Jobs {
+    fn get(&mut self, id: RequestId) -> Option<(usize, &mut Live)> {
+        let &(base, k) = self.choice.get(&id)?;
+        self.live.get_mut(&base).map(|j| (k, j))
+    }
+
+    /// Forgets a job; returns it.
+    fn remove(&mut self, base: RequestId) -> Option<Live> {
+        let j = self.live.remove(&base)?;
+        for k in 0..j.n {
+            self.choice.remove(&(base + k as RequestId));
+        }
+        Some(j)
+    }
 }
 
 fn run(engine: Engine, cfg: SchedulerConfig, rx: Receiver<Job>, h: Arc<Handle>, m: Arc<Metrics>) {
@@ -152,12 +189,12 @@ fn run(engine: Engine, cfg: SchedulerConfig, rx: Receiver<Job>, h: Arc<Handle>, 
     opts.prefix_cache = cfg.prefix_cache.clone();
     opts.spec = cfg.spec.clone();
     let mut sched = engine.scheduler(cfg.n_parallel.max(1), sopts, opts);
-    let mut live: HashMap<RequestId, Live> = HashMap::new();
+    let mut jobs = Jobs::default();
     loop {
         // intake: block only when there is nothing to do
         if sched.is_idle() {
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(j) => submit(&mut sched, &mut live, j),
+                Ok(j) => submit(&mut sched, &mut jobs, j),
                 Err(RecvTimeoutError::Timeout) => {
                     if h.shutdown.load(Ordering::Acquire) {
                         return;
@@ -168,24 +205,34 @@ fn run(engine: Engine, cfg: SchedulerConfig, rx: Receiver<Job>, h: Arc<Handle>, 
             }
         }
         while let Ok(j) = rx.try_recv() {
-            submit(&mut sched, &mut live, j);
+            submit(&mut sched, &mut jobs, j);
         }
-        drop_abandoned(&mut sched, &mut live, &h, &m);
+        drop_abandoned(&mut sched, &mut jobs, &h, &m);
         m.queue_depth.store(sched.n_waiting(), Ordering::Relaxed);
         let stepped = sched.n_running() > 0 || sched.n_waiting() > 0;
-        sched.step(&mut |ev| on_event(ev, &mut live, &h, &m));
+        sched.step(&mut |ev| on_event(ev, &mut jobs, &h, &m));
         if stepped {
             m.steps.fetch_add(1, Ordering::Relaxed);
+        }
+        // a job that failed in the step: its other choices stop too
+        for (base, n) in std::mem::take(&mut jobs.failed) {
+            for k in 0..n {
+                sched.remove(base + k as RequestId);
+            }
         }
         m.kv_tokens.store(sched.kv_tokens(), Ordering::Relaxed);
     }
 }
 
-fn submit(sched: &mut Scheduler<'_>, live: &mut HashMap<RequestId, Live>, j: Job) {
-    let mut req = Request::new(j.prompt, j.opts).with_lora(j.lora);
+fn submit(sched: &mut Scheduler<'_>, jobs: &mut Jobs, j: Job) {
+    let n = j.n.max(1);
+    let mut req = Request::new(j.prompt, j.opts).with_lora(j.lora).with_n(n);
     req.logprobs = j.logprobs;
     let id = sched.submit(req);
-    live.insert(
+    for k in 0..n {
+        jobs.choice.insert(id + k as RequestId, (id, k));
+    }
+    jobs.live.insert(
         id,
         Live {
             events: j.events,
@@ -195,58 +242,53 @@ fn submit(sched: &mut Scheduler<'_>, live: &mut HashMap<RequestId, Live>, j: Job
             first_token: false,
             last_token: Instant::now(),
             gone: false,
+            n,
+            n_left: n,
         },
     );
 }
 
 /// Drops jobs whose client left or whose deadline passed (queued or running).
-fn drop_abandoned(
-    sched: &mut Scheduler<'_>,
-    live: &mut HashMap<RequestId, Live>,
-    h: &Handle,
-    m: &Metrics,
-) {
+fn drop_abandoned(sched: &mut Scheduler<'_>, jobs: &mut Jobs, h: &Handle, m: &Metrics) {
     let now = Instant::now();
-    live.retain(|&id, j| {
-        let gone = j.events.is_closed();
-        let late = j.deadline.is_some_and(|d| now >= d);
-        if !(gone || late) {
-            return true;
+    let gone: Vec<RequestId> = jobs
+        .live
+        .iter()
+        .filter(|(_, j)| j.events.is_closed() || j.deadline.is_some_and(|d| now >= d))
+        .map(|(&id, _)| id)
+        .collect();
+    for base in gone {
+        let Some(j) = jobs.remove(base) else { continue };
+        for k in 0..j.n {
+            sched.remove(base + k as RequestId);
         }
-        match sched.remove(id) {
-            Removed::Waiting => {
-                h.queued.fetch_sub(1, Ordering::AcqRel);
-                if late && !gone {
-                    let _ = j
-                        .events
-                        .send(Event::Error("the request timed out in the queue".into()));
-                }
+        let late = !j.events.is_closed();
+        if j.started {
+            h.busy.fetch_sub(1, Ordering::AcqRel);
+            if late {
+                let secs = j.enqueued.elapsed().as_secs_f64();
+                let msg = format!("the request timed out after {secs:.1} s");
+                let _ = j.events.send(Event::Error(msg));
             }
-            Removed::Running => {
-                h.busy.fetch_sub(1, Ordering::AcqRel);
-                if late && !gone {
-                    let secs = j.enqueued.elapsed().as_secs_f64();
-                    let msg = format!("the request timed out after {secs:.1} s");
-                    let _ = j.events.send(Event::Error(msg));
-                }
+        } else {
+            h.queued.fetch_sub(1, Ordering::AcqRel);
+            if late {
+                let _ = j
+                    .events
+                    .send(Event::Error("the request timed out in the queue".into()));
             }
-            _ => {}
         }
         m.cancelled.fetch_add(1, Ordering::Relaxed);
-        false
-    });
+    }
 }
 
-fn on_event(
-    ev: cera::decode::Event,
-    live: &mut HashMap<RequestId, Live>,
-    h: &Handle,
-    m: &Metrics,
-) -> Control {
+fn on_event(ev: cera::decode::Event, jobs: &mut Jobs, h: &Handle, m: &Metrics) -> Control {
     use cera::decode::Event as E;
     match ev {
         E::Started { id, .. } => {
-            if let Some(j) = live.get_mut(&id) {
+            if let Some((_, j)) = jobs.get(id)
+                && !j.started
+            {
                 j.started = true;
                 h.queued.fetch_sub(1, Ordering::AcqRel);
                 h.busy.fetch_add(1, Ordering::AcqRel);
@@ -258,22 +300,25 @@ fn on_event(
             text,
             logprobs,
         } => {
-            let Some(j) = live.get_mut(&id) else {
+            let Some((choice, j)) = jobs.get(id) else {
                 return Control::Stop;
             };
             let now = Instant::now();
-            if j.first_token {
-                m.itl.observe((now - j.last_token).as_secs_f64());
-            } else {
+            if !j.first_token {
                 j.first_token = true;
                 m.ttft.observe((now - j.enqueued).as_secs_f64());
+            } else if choice == 0 {
+                m.itl.observe((now - j.last_token).as_secs_f64());
             }
-            j.last_token = now;
+            if choice == 0 {
+                j.last_token = now;
+            }
             m.generated_tokens.fetch_add(1, Ordering::Relaxed);
             let ev = Event::Token {
                 id: token,
                 text,
                 logprobs,
+                choice,
             };
             if j.events.send(ev).is_err() {
                 j.gone = true;
@@ -281,54 +326,69 @@ fn on_event(
             }
         }
         E::Text { id, text, .. } => {
-            if let Some(j) = live.get(&id) {
+            if let Some((choice, j)) = jobs.get(id) {
                 let _ = j.events.send(Event::Token {
                     id: u32::MAX,
                     text,
                     logprobs: None,
+                    choice,
                 });
             }
         }
         E::Done { id, finished } => {
-            let Some(j) = live.remove(&id) else {
+            let Some((choice, j)) = jobs.get(id) else {
                 return Control::Continue;
             };
-            h.busy.fetch_sub(1, Ordering::AcqRel);
             let s = &finished.summary;
-            m.prompt_tokens.fetch_add(
-                s.prompt_tokens.saturating_sub(finished.cached_tokens) as u64,
-                Ordering::Relaxed,
-            );
-            m.prompt_tokens_cached
-                .fetch_add(finished.cached_tokens as u64, Ordering::Relaxed);
+            if choice == 0 {
+                m.prompt_tokens.fetch_add(
+                    s.prompt_tokens.saturating_sub(finished.cached_tokens) as u64,
+                    Ordering::Relaxed,
+                );
+                m.prompt_tokens_cached
+                    .fetch_add(finished.cached_tokens as u64, Ordering::Relaxed);
+            }
             m.spec_drafted
                 .fetch_add(finished.spec.drafted as u64, Ordering::Relaxed);
             m.spec_accepted
                 .fetch_add(finished.spec.accepted as u64, Ordering::Relaxed);
-            if j.gone {
-                m.cancelled.fetch_add(1, Ordering::Relaxed);
-                return Control::Continue;
+            j.n_left -= 1;
+            let gone = j.gone;
+            if !gone {
+                let _ = j.events.send(Event::Done(Done {
+                    choice,
+                    finish: s.finish,
+                    text: s.text.clone(),
+                    prompt_tokens: s.prompt_tokens,
+                    cached_tokens: finished.cached_tokens,
+                    completion_tokens: s.generated_tokens,
+                    queued: finished.queued,
+                    prefill: s.prefill,
+                    decode: s.decode,
+                }));
             }
-            m.finished.fetch_add(1, Ordering::Relaxed);
-            let _ = j.events.send(Event::Done(Done {
-                finish: s.finish,
-                text: s.text.clone(),
-                prompt_tokens: s.prompt_tokens,
-                cached_tokens: finished.cached_tokens,
-                completion_tokens: s.generated_tokens,
-                queued: finished.queued,
-                prefill: s.prefill,
-                decode: s.decode,
-            }));
+            if j.n_left == 0 {
+                let base = id - choice as RequestId;
+                jobs.remove(base);
+                h.busy.fetch_sub(1, Ordering::AcqRel);
+                let counter = if gone { &m.cancelled } else { &m.finished };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
         }
         E::Error { id, error } => {
-            if let Some(j) = live.remove(&id) {
+            if let Some((choice, j)) = jobs.get(id) {
                 if j.started {
                     h.busy.fetch_sub(1, Ordering::AcqRel);
                 } else {
                     h.queued.fetch_sub(1, Ordering::AcqRel);
                 }
                 let _ = j.events.send(Event::Error(error.to_string()));
+                let base = id - choice as RequestId;
+                if let Some(j) = jobs.remove(base)
+                    && j.n > 1
+                {
+                    jobs.failed.push((base, j.n));
+                }
             }
         }
         _ => {}

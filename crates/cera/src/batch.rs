@@ -177,6 +177,14 @@ impl<'s> Batch<'s> {
     }
 }
 
+impl crate::engine::Engine {
+    /// A step over several sessions of this engine (see [`crate::batch`]): add each session's
+    /// tokens, then run them in one forward pass.
+    pub fn batch<'s>(&self) -> Batch<'s> {
+        Batch::new(Arc::clone(&self.inner))
+    }
+}
+
 impl EngineInner {
     /// A step workspace from the pool (or a new one): batched steps reuse their buffers.
     pub(crate) fn take_workspace(&self) -> Workspace {

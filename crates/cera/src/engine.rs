@@ -1,15 +1,13 @@
 //! The engine: one loaded model (immutable, mmap-backed, `Send + Sync`) with its tokenizer and
-//! chat template, serving any number of sessions, alone or several in one step ([`Engine::batch`]).
+//! chat template, serving any number of sessions, alone or several in one step (`Engine::batch`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::backend::{Backend, Cpu, Device, KvType};
-use crate::batch::Batch;
 use crate::error::Result;
 use crate::gguf::GgufFile;
 use crate::models::Model;
-use crate::session::Session;
 use crate::tokenizer::Tokenizer;
 
 #[derive(Clone, Debug, Default)]
@@ -189,7 +187,7 @@ impl Engine {
 
     /// Loads a LoRA adapter for this model: a llama.cpp GGUF adapter or a PEFT directory
     /// (`adapter_config.json` + `adapter_model.safetensors`). Attach it to sessions with
-    /// [`Session::attach_lora`]; one loaded adapter can serve any number of sessions.
+    /// `Session::attach_lora`; one loaded adapter can serve any number of sessions.
     pub fn load_lora(&self, path: impl AsRef<Path>) -> Result<Arc<crate::lora::LoraAdapter>> {
         let a = crate::lora::LoraAdapter::open(path, &self.inner.model, &self.inner.file)?;
         Ok(Arc::new(a))
@@ -198,17 +196,6 @@ impl Engine {
     /// Whether the model is a reranker (has a classifier head: rank pooling).
     pub fn has_rank_head(&self) -> bool {
         self.inner.model.has_rank_head()
-    }
-
-    /// A new, empty session.
-    pub fn session(&self, opts: SessionOptions) -> Session {
-        Session::new(Arc::clone(&self.inner), opts)
-    }
-
-    /// A step over several sessions of this engine (see [`crate::batch`]): add each session's
-    /// tokens, then run them in one forward pass.
-    pub fn batch<'s>(&self) -> Batch<'s> {
-        Batch::new(Arc::clone(&self.inner))
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use crate::quant::GgmlType;
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -97,9 +95,9 @@ pub enum Error {
     #[error("GPU: {0}")]
     Gpu(String),
     #[error("{op} is not implemented for tensor type {ty}")]
-    QuantUnsupported { ty: GgmlType, op: &'static str },
+    QuantUnsupported { ty: &'static str, op: &'static str },
     #[error("{ty}: {reason}")]
-    QuantShape { ty: GgmlType, reason: String },
+    QuantShape { ty: &'static str, reason: String },
 
     // ---- tokenizer ----
     #[error("tokenizer: {reason}")]

@@ -1,4 +1,10 @@
-//! Guards the module layering of the SIMD code: `kernels` → `quant` → `simd`.
+//! Guards the module layering: no cycle of imports between the crate's top-level modules
+//! (`src/<folder>/` or `src/<file>.rs`), and in the SIMD code `kernels` → `quant` → `simd`.
+//!
+//! Cycles: every path out of a file's module to the crate root (`crate::x`, a `super::` chain
+//! that reaches the root) is an arrow from the file's top-level module to `x`; comments are
+//! left out (a doc link is not an import). The arrows must form no cycle; a failure names
+//! each cycle and, per arrow in it, a line that makes it.
 //!
 //! The per-format SIMD kernels in `src/quant/<format>/` are built from the shared building
 //! blocks in `src/simd/`, and `src/kernels/` puts the per-format kernels into its run-time table.
@@ -11,6 +17,7 @@
 //! The check is textual and includes comments, so a doc comment in those directories names the
 //! other modules without the `crate::` prefix.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Every `.rs` file under `dir`, sorted.
@@ -247,4 +254,169 @@ fn the_check_catches_upward_paths() {
         0
     );
     assert_eq!(found(s, "/// see `quant::Block` and `kernels::pack`"), 0);
+}
+
+/// `src` without its `//` comments (a `//` inside a string cuts the rest of that line too,
+/// which can only hide an arrow, never invent one).
+fn without_comments(src: &str) -> String {
+    src.lines()
+        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Strongly connected components of more than one node (Tarjan), each sorted.
+fn cycles(nodes: &[String], edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let i = t.index.len();
+        t.index.insert(v, i);
+        t.low.insert(v, i);
+        t.stack.push(v);
+        t.on.insert(v);
+        if let Some(ws) = t.edges.get(v) {
+            for w in ws {
+                if !t.index.contains_key(w.as_str()) {
+                    visit(t, w);
+                    let lw = t.low[w.as_str()];
+                    let lv = t.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if t.on.contains(w.as_str()) {
+                    let iw = t.index[w.as_str()];
+                    let lv = t.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = t.stack.pop().unwrap();
+                t.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for n in nodes {
+        if !t.index.contains_key(n.as_str()) {
+            visit(&mut t, n);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn no_import_cycle_between_top_level_modules() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut nodes: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            if p.is_dir() {
+                Some(name)
+            } else {
+                let stem = name.strip_suffix(".rs")?;
+                (stem != "lib").then(|| stem.to_string())
+            }
+        })
+        .collect();
+    nodes.sort();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // (from, to) -> the first line that makes the arrow
+    let mut why: BTreeMap<(String, String), String> = BTreeMap::new();
+    let files = rust_files(&src);
+    for path in &files {
+        let rel = path.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        let top = first.strip_suffix(".rs").unwrap_or(first).to_string();
+        if top == "lib" {
+            continue;
+        }
+        let text = without_comments(&std::fs::read_to_string(path).unwrap());
+        for (line, seg) in root_paths(&text, module_depth(rel)) {
+            if seg == top || !nodes.contains(&seg) {
+                continue;
+            }
+            edges.entry(top.clone()).or_default().insert(seg.clone());
+            why.entry((top.clone(), seg))
+                .or_insert_with(|| format!("src/{}:{line}", rel.display()));
+        }
+    }
+    assert!(
+        files.len() > 200 && nodes.len() > 20,
+        "the tree this test reads is not there"
+    );
+    assert!(
+        edges.values().map(BTreeSet::len).sum::<usize>() > 40,
+        "too few arrows: {edges:?}"
+    );
+    let found = cycles(&nodes, &edges);
+    let report: Vec<String> = found
+        .iter()
+        .map(|c| {
+            let arrows: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    edges[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(|b| format!("{a} -> {b} ({})", why[&(a.clone(), b.clone())]))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            format!("cycle {c:?}: {}", arrows.join(", "))
+        })
+        .collect();
+    assert!(
+        report.is_empty(),
+        "imports between top-level modules form cycles:\n{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_check_finds_cycles() {
+    let nodes: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let arrow = |e: &mut BTreeMap<String, BTreeSet<String>>, a: &str, b: &str| {
+        e.entry(a.into()).or_default().insert(b.into());
+    };
+    arrow(&mut edges, "a", "b");
+    arrow(&mut edges, "b", "c");
+    arrow(&mut edges, "c", "d");
+    assert!(cycles(&nodes, &edges).is_empty());
+    arrow(&mut edges, "d", "b");
+    assert_eq!(cycles(&nodes, &edges), vec![vec!["b", "c", "d"]]);
+    let text = without_comments("use crate::x; // crate::y\n/// [`crate::z`]\nfn f() {}");
+    let segs: Vec<String> = root_paths(&text, 1).into_iter().map(|(_, s)| s).collect();
+    assert_eq!(segs, vec!["x"]);
 }

@@ -126,7 +126,7 @@ fn check_fixture(name: &str) {
     let peft = write_peft(&fx, eng.gguf(), name);
 
     // the PEFT files read as llama.cpp's converter writes them
-    let bytes = cera::lora::peft::to_gguf(&peft, eng.gguf()).unwrap();
+    let bytes = cera::models::peft::to_gguf(&peft, eng.gguf()).unwrap();
     let ours = GgufFile::from_bytes(bytes.clone()).unwrap();
     let want = fx["gguf_tensor_sha256"].as_object().unwrap();
     let mut failures = Vec::new();
@@ -423,7 +423,7 @@ fn adapter_as(eng: &Engine, ty: cera::quant::GgmlType, tag: &str) -> Arc<cera::l
     let fx = fixture("smollm2_r8");
     let dir = write_peft(&fx, eng.gguf(), tag);
     let f32_form =
-        GgufFile::from_bytes(cera::lora::peft::to_gguf(&dir, eng.gguf()).unwrap()).unwrap();
+        GgufFile::from_bytes(cera::models::peft::to_gguf(&dir, eng.gguf()).unwrap()).unwrap();
     let mut w = cera::gguf::GgufWriter::new();
     for (k, v) in &f32_form.metadata {
         w.set(k.clone(), v.clone());
@@ -645,7 +645,7 @@ fn bad_adapters_are_clear_errors() {
 
     // one for another architecture
     let lfm = GgufFile::open(base_path("test:lfm2_q8_0")).unwrap();
-    let bytes = cera::lora::peft::to_gguf(
+    let bytes = cera::models::peft::to_gguf(
         &{
             let (c3, st3) = lora_gen::peft_adapter(&lfm, &g);
             let d = root.join("lfm");

@@ -342,12 +342,12 @@ impl Cpu {
     ) -> Result<()> {
         for &(w, _, len) in ops {
             KernelTable::vec_dot_type(w.ty).ok_or(Error::QuantUnsupported {
-                ty: w.ty,
+                ty: w.ty.name(),
                 op: "matrix multiplication",
             })?;
             if x.len() != n_tokens * w.cols {
                 return Err(Error::QuantShape {
-                    ty: w.ty,
+                    ty: w.ty.name(),
                     reason: format!(
                         "{}: input has {} values, expected {n_tokens} x {}",
                         w.name,

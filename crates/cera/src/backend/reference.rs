@@ -435,7 +435,7 @@ impl Backend for Reference {
         for (w, out) in ops.iter_mut() {
             if x.cols != w.cols {
                 return Err(Error::QuantShape {
-                    ty: w.ty,
+                    ty: w.ty.name(),
                     reason: format!("{}: input rows of {}, expected {}", w.name, x.cols, w.cols),
                 });
             }

@@ -44,8 +44,9 @@ use std::time::SystemTime;
 use minijinja::Environment;
 use serde_json::Value as Json;
 
+pub use crate::tools::ToolCall;
 pub use coordinator::{Chat, Phase, ToolChoice, TurnOptions, TurnResult};
-pub use message::{Message, ToolCall};
+pub use message::Message;
 
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;

@@ -187,9 +187,10 @@ impl<'a> Generator<'a> {
                     self.raw.extend_from_slice(logits);
                     raw_logprobs(logits, n)
                 });
+                let left = (self.max_tokens > 0).then(|| self.max_tokens - self.tokens.len());
                 let next = match &mut self.constraint {
                     None => self.sampler.sample(logits),
-                    Some(c) => match c.sample(&mut self.sampler, logits) {
+                    Some(c) => match c.sample(&mut self.sampler, logits, left) {
                         Some(t) => t,
                         None => return self.done(FinishReason::GrammarDeadEnd, String::new()),
                     },

@@ -57,6 +57,10 @@ pub struct Request<'d> {
     pub draft: Option<Draft<'d>>,
     /// Run in this slot only (waiting until it is free).
     pub slot: Option<usize>,
+    /// Choices: `n` sequences generated after one prefill of the prompt, each after the
+    /// first forked from it into a free slot (its context copied, not computed again), with
+    /// the seed plus its index. Their events carry the ids after the one `submit` returns.
+    pub n: usize,
 }
 
 impl<'d> Request<'d> {
@@ -69,6 +73,7 @@ impl<'d> Request<'d> {
             lora: None,
             draft: None,
             slot: None,
+            n: 1,
         }
     }
 
@@ -88,6 +93,12 @@ impl<'d> Request<'d> {
 
     pub fn with_lora(mut self, lora: LoraSet) -> Self {
         self.lora = Some(lora);
+        self
+    }
+
+    /// `n` choices (see [`Request::n`]).
+    pub fn with_n(mut self, n: usize) -> Self {
+        self.n = n.max(1);
         self
     }
 
@@ -184,6 +195,17 @@ pub enum Removed {
 pub(super) struct Slot<'e, S> {
     pub(super) session: S,
     pub(super) run: Option<Run<'e>>,
+    /// Choices waiting for this slot's prompt to be ready, to fork from it.
+    forks: Vec<Fork>,
+}
+
+/// A choice of a request with `n` > 1, forked from the first once its prompt is prefilled.
+struct Fork {
+    id: RequestId,
+    opts: GenerateOptions,
+    logprobs: Option<usize>,
+    lora: Option<LoraSet>,
+    since: Instant,
 }
 
 struct Waiting<'e> {
@@ -226,7 +248,11 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
 
     /// Adds a slot running in `session` (of this engine); returns its index.
     pub fn add_slot(&mut self, session: S) -> usize {
-        self.slots.push(Slot { session, run: None });
+        self.slots.push(Slot {
+            session,
+            run: None,
+            forks: Vec::new(),
+        });
         self.slots.len() - 1
     }
 
@@ -247,7 +273,7 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
     /// Queues a request; its events name it by the id returned.
     pub fn submit(&mut self, req: Request<'e>) -> RequestId {
         let id = self.next_id;
-        self.next_id += 1;
+        self.next_id += req.n.max(1) as RequestId;
         self.waiting.push_back(Waiting {
             id,
             req,
@@ -268,7 +294,11 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
 
     /// Nothing queued and nothing running.
     pub fn is_idle(&self) -> bool {
-        self.waiting.is_empty() && self.slots.iter().all(|s| s.run.is_none())
+        self.waiting.is_empty()
+            && self
+                .slots
+                .iter()
+                .all(|s| s.run.is_none() && s.forks.is_empty())
     }
 
     /// Tokens held by the slots running a request.
@@ -288,6 +318,10 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
             return Removed::Waiting;
         }
         for s in &mut self.slots {
+            if let Some(k) = s.forks.iter().position(|f| f.id == id) {
+                s.forks.remove(k);
+                return Removed::Waiting;
+            }
             if s.run.as_ref().is_some_and(|r| r.id == id) {
                 s.run = None;
                 return Removed::Running;
@@ -396,6 +430,19 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
                 drafter: Box::new(NgramDrafter::new(c.ngram_min, c.ngram_max)),
             })
         });
+        let forks: Vec<Fork> = (1..req.n.max(1))
+            .map(|k| {
+                let mut opts = req.opts.clone();
+                opts.sampler.seed = opts.sampler.seed.wrapping_add(k as u64);
+                Fork {
+                    id: id + k as RequestId,
+                    opts,
+                    logprobs: req.logprobs,
+                    lora: req.lora.clone(),
+                    since,
+                }
+            })
+            .collect();
         let slot = &mut self.slots[i];
         let session = slot.session.borrow_mut();
         let cache = self.opts.prefix_cache.as_deref();
@@ -413,14 +460,111 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
         );
         match r {
             Ok(mut run) => {
-                if run.ready() {
+                run.hold = !forks.is_empty();
+                slot.forks = forks;
+                if run.ready() && !run.hold {
                     run.begin(self.engine, session, cache, on);
                 }
                 slot.run = (!run.is_finished()).then_some(run);
+                self.release_forks(on);
             }
             Err(error) => {
                 session.reset();
                 on(Event::Error { id, error });
+                for f in forks {
+                    on(Event::Error {
+                        id: f.id,
+                        error: Error::Model("the request's first choice failed".into()),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Slots whose prompt is ready and whose request has more choices: each choice gets a
+    /// free slot with a copy of the context (or, with none free, waits first in the queue
+    /// for one, reusing what it can of the prompt then); then they all start sampling.
+    fn release_forks(&mut self, on: &mut dyn FnMut(Event) -> Control) {
+        let cache = self.opts.prefix_cache.clone();
+        let cache = cache.as_deref();
+        for i in 0..self.slots.len() {
+            if self.slots[i].forks.is_empty() {
+                continue;
+            }
+            let forks = match &self.slots[i].run {
+                Some(run) if !run.ready() => continue,
+                Some(_) => std::mem::take(&mut self.slots[i].forks),
+                None => {
+                    // the first choice failed: so do the others
+                    for f in std::mem::take(&mut self.slots[i].forks) {
+                        on(Event::Error {
+                            id: f.id,
+                            error: Error::Model("the request's first choice failed".into()),
+                        });
+                    }
+                    continue;
+                }
+            };
+            let state = self.slots[i].session.borrow_mut().checkpoint();
+            let tokens = self.slots[i].session.borrow().tokens().to_vec();
+            for f in forks {
+                let free = (0..self.slots.len()).find(|&j| {
+                    j != i && self.slots[j].run.is_none() && self.slots[j].forks.is_empty()
+                });
+                let (Some(j), Ok(bytes)) = (free, &state) else {
+                    let mut req = Request::new(tokens.clone(), f.opts);
+                    req.logprobs = f.logprobs;
+                    req.lora = f.lora;
+                    self.waiting.push_front(Waiting {
+                        id: f.id,
+                        req,
+                        since: f.since,
+                    });
+                    continue;
+                };
+                on(Event::Started { id: f.id, slot: j });
+                let spec = self.opts.spec.as_ref().map(|c| Draft {
+                    options: c.options.clone(),
+                    drafter: Box::new(NgramDrafter::new(c.ngram_min, c.ngram_max)),
+                });
+                let s = self.slots[j].session.borrow_mut();
+                let forked = match &f.lora {
+                    Some(l) => s.set_loras(l.clone()),
+                    None => Ok(()),
+                }
+                .and_then(|()| s.restore(bytes))
+                .and_then(|()| {
+                    Run::start(
+                        s,
+                        f.id,
+                        j,
+                        Prompt::Tokens(tokens.clone()),
+                        f.opts,
+                        f.logprobs,
+                        None,
+                        spec,
+                        f.since,
+                        cache,
+                    )
+                });
+                match forked {
+                    Ok(mut run) => {
+                        run.begin(self.engine, s, cache, on);
+                        self.slots[j].run = (!run.is_finished()).then_some(run);
+                    }
+                    Err(error) => {
+                        s.reset();
+                        on(Event::Error { id: f.id, error });
+                    }
+                }
+            }
+            let slot = &mut self.slots[i];
+            if let Some(run) = &mut slot.run {
+                run.hold = false;
+                run.begin(self.engine, slot.session.borrow_mut(), cache, on);
+                if run.is_finished() {
+                    slot.run = None;
+                }
             }
         }
     }
@@ -451,7 +595,7 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
         }
         for (i, s) in self.slots.iter_mut().enumerate() {
             let Some(run) = &mut s.run else { continue };
-            if run.decoding() || budget == 0 {
+            if run.decoding() || run.ready() || budget == 0 {
                 continue;
             }
             let f = run.prefill_feed(s.session.borrow(), budget);
@@ -527,6 +671,7 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
                 s.run = None;
             }
         }
+        self.release_forks(on);
         Ok(())
     }
 }

@@ -66,6 +66,8 @@ pub(super) struct Run<'e> {
     top: Vec<(u32, f32)>,
     top_used: bool,
     finished: bool,
+    /// Stop at `Ready` after the prompt (its other choices fork from the context first).
+    pub hold: bool,
 }
 
 impl<'e> Run<'e> {
@@ -118,6 +120,7 @@ impl<'e> Run<'e> {
             top: Vec::new(),
             top_used: false,
             finished: false,
+            hold: false,
         })
     }
 
@@ -273,7 +276,11 @@ impl<'e> Run<'e> {
             Phase::Prefill | Phase::Ready => {
                 self.summary.prefill += dt;
                 if f.logits != Logits::None {
-                    self.begin(engine, session, cache, on);
+                    if self.hold {
+                        self.phase = Phase::Ready;
+                    } else {
+                        self.begin(engine, session, cache, on);
+                    }
                 }
             }
             Phase::Decode { .. } if f.logits == Logits::All => {

@@ -5,6 +5,7 @@
 //! section), padding to `general.alignment` (default 32), then the tensor data, each tensor at
 //! an aligned offset.
 
+mod fingerprint;
 mod meta;
 mod reader;
 mod value;
@@ -14,6 +15,7 @@ pub mod mix;
 pub mod requantize;
 pub mod split;
 
+pub use fingerprint::Fingerprint;
 pub use meta::FromValue;
 pub use reader::{DEFAULT_ALIGNMENT, GgufFile, MAX_DIMS, TensorInfo};
 pub use value::{Array, Value, ValueType};

@@ -183,7 +183,7 @@ fn plan(src: &GgufFile, ft: FileType, opts: &QuantizeOptions) -> Result<(Vec<Pla
         }
         if ty != t.ty && !ty.can_quantize() {
             return Err(Error::QuantUnsupported {
-                ty,
+                ty: ty.name(),
                 op: "quantization (the reference quantizer for this type is not written yet)",
             });
         }
@@ -263,7 +263,7 @@ pub fn requantize(
         }
         if !t.ty.can_dequantize() {
             return Err(Error::QuantUnsupported {
-                ty: t.ty,
+                ty: t.ty.name(),
                 op: "dequantization (to quantize this tensor again)",
             });
         }

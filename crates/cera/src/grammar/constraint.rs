@@ -29,6 +29,8 @@ pub(crate) struct Constraint<'a> {
     /// Output bytes so far while waiting for a trigger word.
     waiting: Vec<u8>,
     saved: Vec<f32>,
+    /// Per grammar position, the fewest code points completing its alternative.
+    rest: Vec<u32>,
     cache: HashMap<GrammarState, Rc<Vec<u64>>>,
     /// How many steps needed the full mask (for diagnostics and benchmarks).
     pub(crate) n_masked: usize,
@@ -47,6 +49,7 @@ impl<'a> Constraint<'a> {
             state,
             waiting: Vec::new(),
             saved: Vec::new(),
+            rest: c.grammar.rest_lengths(),
             cache: HashMap::new(),
             n_masked: 0,
             time: Duration::ZERO,
@@ -67,7 +70,16 @@ impl<'a> Constraint<'a> {
     }
 
     /// Picks the next token; `None` when the grammar allows no token at all (a dead end).
-    pub(crate) fn sample(&mut self, sampler: &mut Sampler, logits: &mut [f32]) -> Option<u32> {
+    /// With `left` (the tokens that may still be generated, this one included), the text is
+    /// kept completable within them: near the limit, a token after which the grammar needs
+    /// more code points than tokens remain is replaced by the likeliest one that leaves enough
+    /// (closing a string, an object, a tool call before the limit cuts it).
+    pub(crate) fn sample(
+        &mut self,
+        sampler: &mut Sampler,
+        logits: &mut [f32],
+        left: Option<usize>,
+    ) -> Option<u32> {
         if self.state.is_none() {
             return Some(sampler.sample(logits));
         }
@@ -78,9 +90,46 @@ impl<'a> Constraint<'a> {
         // the draw itself is what unconstrained sampling costs too: not counted
         let t = sampler.sample(logits);
         let t1 = Instant::now();
-        let r = self.check_or_resample(t, sampler, logits);
+        let mut r = self.check_or_resample(t, sampler, logits);
+        if let (Some(t), Some(left)) = (r, left) {
+            r = Some(self.within(t, left.saturating_sub(1)));
+        }
         self.time += copy + t1.elapsed();
         r
+    }
+
+    /// Code points still needed after token `t` from the current state (`u32::MAX`: `t`
+    /// is not allowed).
+    fn distance_after(&self, st: &GrammarState, t: u32) -> u32 {
+        if self.tok.is_eog(t) {
+            return if st.is_complete() { 0 } else { u32::MAX };
+        }
+        let bytes = self.tok.token_bytes(t);
+        if bytes.is_empty() {
+            return u32::MAX;
+        }
+        st.advance_bytes(&self.grammar, bytes)
+            .map_or(u32::MAX, |n| n.distance(&self.rest))
+    }
+
+    /// `t`, or, when completing the text after it would need more than `after` tokens (one
+    /// code point each, at worst), the likeliest token that leaves it completable in time.
+    fn within(&self, t: u32, after: usize) -> u32 {
+        let Some(st) = &self.state else { return t };
+        // far from the limit: no token can make completing need that many more
+        const SLACK: usize = 64;
+        let now = st.distance(&self.rest) as usize;
+        if now.saturating_add(SLACK) < after || self.distance_after(st, t) as usize <= after {
+            return t;
+        }
+        let mut order: Vec<u32> = (0..self.saved.len() as u32)
+            .filter(|&i| self.saved[i as usize] > f32::NEG_INFINITY)
+            .collect();
+        order.sort_unstable_by(|&a, &b| self.saved[b as usize].total_cmp(&self.saved[a as usize]));
+        order
+            .into_iter()
+            .find(|&c| self.distance_after(st, c) as usize <= after)
+            .unwrap_or(t)
     }
 
     fn check_or_resample(

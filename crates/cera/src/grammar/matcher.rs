@@ -144,7 +144,61 @@ impl Grammar {
     }
 }
 
+impl Grammar {
+    /// Per element position, the fewest code points that complete the rest of its
+    /// alternative (`u32::MAX`: it cannot complete), by fixpoint over the rules' shortest
+    /// lengths: what [`GrammarState::distance`] adds up.
+    pub(crate) fn rest_lengths(&self) -> Vec<u32> {
+        let n = self.elems.len();
+        let mut rule_min = vec![u32::MAX; self.rules.len()];
+        let mut rest = vec![u32::MAX; n];
+        loop {
+            let mut changed = false;
+            // backwards, so a position sees the rest after it from this very pass
+            for i in (0..n).rev() {
+                let after = || rest.get(i + 1).copied().unwrap_or(u32::MAX);
+                let v = match self.elems[i] {
+                    Elem::End => 0,
+                    Elem::Class(_) => after().saturating_add(1),
+                    Elem::Ref(r) => rule_min[r as usize].saturating_add(after()),
+                };
+                if v < rest[i] {
+                    rest[i] = v;
+                    changed = true;
+                }
+            }
+            for (r, alts) in self.rules.iter().enumerate() {
+                let m = alts
+                    .iter()
+                    .map(|&a| rest[a as usize])
+                    .min()
+                    .unwrap_or(u32::MAX);
+                if m < rule_min[r] {
+                    rule_min[r] = m;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return rest;
+            }
+        }
+    }
+}
+
 impl GrammarState {
+    /// The fewest code points that complete the text from here (0: complete already), with
+    /// `rest` from [`Grammar::rest_lengths`].
+    pub(crate) fn distance(&self, rest: &[u32]) -> u32 {
+        self.stacks
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .fold(0u32, |acc, &p| acc.saturating_add(rest[p as usize]))
+            })
+            .min()
+            .unwrap_or(u32::MAX)
+    }
+
     /// No stack left: nothing can follow.
     pub fn is_dead(&self) -> bool {
         self.stacks.is_empty()

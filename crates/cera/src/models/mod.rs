@@ -1,6 +1,7 @@
 //! Model architectures. Each family has one file declaring its hyperparameters and tensors;
 //! shared blocks live in `common/`; names and keys come from [`names`] and [`crate::keys`].
 
+mod adapter;
 pub mod bert;
 pub mod common;
 pub mod gemma2;
@@ -10,6 +11,7 @@ pub mod llama;
 pub mod loader;
 pub mod names;
 pub mod olmo2;
+pub mod peft;
 pub mod phi3;
 pub mod qwen2;
 pub mod step;
@@ -133,7 +135,7 @@ impl Model {
                 && crate::kernels::KernelTable::vec_dot_type(t.ty).is_none()
             {
                 return Err(Error::QuantUnsupported {
-                    ty: t.ty,
+                    ty: t.ty.name(),
                     op: "matrix multiplication (tensor in this model)",
                 });
             }

@@ -370,18 +370,19 @@ fn quantizer(ty: GgmlType) -> Option<QuantFn> {
 }
 
 fn check_lengths(ty: GgmlType, n_elems: usize, n_bytes: usize) -> Result<()> {
-    let (be, bb) = ty
-        .block()
-        .ok_or(Error::QuantUnsupported { ty, op: "reading" })?;
+    let (be, bb) = ty.block().ok_or(Error::QuantUnsupported {
+        ty: ty.name(),
+        op: "reading",
+    })?;
     if !n_elems.is_multiple_of(be) {
         return Err(Error::QuantShape {
-            ty,
+            ty: ty.name(),
             reason: format!("{n_elems} elements is not a multiple of the block size {be}"),
         });
     }
     if n_elems / be * bb != n_bytes {
         return Err(Error::QuantShape {
-            ty,
+            ty: ty.name(),
             reason: format!(
                 "{n_bytes} bytes do not hold {n_elems} elements ({} blocks of {bb} bytes)",
                 n_elems / be
@@ -394,7 +395,7 @@ fn check_lengths(ty: GgmlType, n_elems: usize, n_bytes: usize) -> Result<()> {
 /// Dequantizes `src` (whole blocks of type `ty`) into `dst`, whose length is the element count.
 pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     let f = dequantizer(ty).ok_or(Error::QuantUnsupported {
-        ty,
+        ty: ty.name(),
         op: "dequantization",
     })?;
     check_lengths(ty, dst.len(), src.len())?;
@@ -405,7 +406,7 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
 /// Quantizes `src` into `dst` (whole blocks of type `ty`) with the reference quantizer.
 pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     let f = quantizer(ty).ok_or(Error::QuantUnsupported {
-        ty,
+        ty: ty.name(),
         op: "quantization",
     })?;
     check_lengths(ty, src.len(), dst.len())?;
@@ -425,7 +426,7 @@ pub fn quantize_to_vec(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>> {
     let n = ty
         .bytes_for(src.len() as u64)
         .ok_or_else(|| Error::QuantShape {
-            ty,
+            ty: ty.name(),
             reason: format!("{} elements is not a whole number of blocks", src.len()),
         })?;
     let mut out = vec![0u8; n as usize];

@@ -190,6 +190,13 @@ pub struct Session {
     pub(crate) lora: LoraSet,
 }
 
+impl crate::engine::Engine {
+    /// A new, empty session.
+    pub fn session(&self, opts: SessionOptions) -> Session {
+        Session::new(Arc::clone(&self.inner), opts)
+    }
+}
+
 impl Session {
     pub(crate) fn new(engine: Arc<EngineInner>, opts: SessionOptions) -> Session {
         let n_ctx = if opts.n_ctx == 0 {

@@ -12,11 +12,10 @@ pub mod checkpoint;
 mod checksum;
 pub(crate) mod codec;
 mod file;
-mod fingerprint;
 pub mod prefix;
 pub(crate) mod snapshot;
 
+pub use crate::gguf::Fingerprint;
 pub use checksum::checksum;
 pub use file::atomic_write;
-pub use fingerprint::Fingerprint;
 pub use prefix::{PrefixCache, PrefixCacheOptions, PrefixStats};

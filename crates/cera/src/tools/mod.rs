@@ -21,7 +21,8 @@ mod pythonic;
 
 use serde_json::{Map, Value as Json};
 
-pub use crate::chat::ToolCall;
+mod call;
+pub use call::ToolCall;
 pub use constrain::call_grammar;
 pub use parse::parse_reply;
 

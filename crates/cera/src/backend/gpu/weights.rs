@@ -456,14 +456,14 @@ pub(super) fn matmul_bias(
     for (w, out) in ws.iter().zip(outs.iter_mut()) {
         if x.cols != w.cols {
             return Err(Error::QuantShape {
-                ty: w.ty,
+                ty: w.ty.name(),
                 reason: format!("{}: input rows of {}, expected {}", w.name, x.cols, w.cols),
             });
         }
         if acc {
             if (out.rows, out.cols) != (t, w.rows) {
                 return Err(Error::QuantShape {
-                    ty: w.ty,
+                    ty: w.ty.name(),
                     reason: format!(
                         "{}: adding {t} x {} to a {} x {} tensor",
                         w.name, w.rows, out.rows, out.cols

@@ -66,28 +66,6 @@ impl Fingerprint {
     }
 }
 
-impl Fingerprint {
-    /// The fingerprint of this model with the adapters `lora` applied (itself without any):
-    /// state computed with adapters is only restored where the same ones, at the same scales,
-    /// are attached.
-    pub fn with_adapters(self, lora: &crate::lora::LoraSet) -> Fingerprint {
-        if lora.is_empty() {
-            return self;
-        }
-        let mut h = Sha256::new();
-        h.update(b"cera-fingerprint-lora-v1\0");
-        h.update(self.0);
-        for a in lora.iter() {
-            h.update(a.adapter.fingerprint.0);
-            h.update(a.scale.to_le_bytes());
-        }
-        let d = h.finalize();
-        let mut out = [0u8; 16];
-        out.copy_from_slice(&d[..16]);
-        Fingerprint(out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
