@@ -43,6 +43,11 @@ check("blocking equals stream", g.text == streamed)
 check("finish reason", g.finishReason == "length") { g.finishReason }
 check("one token per step", g.tokens.size == n.toInt()) { "${g.tokens.size}" }
 check("context is prompt + reply", s.tokens() == engine.tokenize(prompt) + g.tokens)
+// several prompts at once, in shared batched steps: each gets what it gets alone
+val batch = engine.generateBatch(listOf(prompt, "The capital of France is"), greedy, SessionConfig(nCtx = 512u))
+check("batch: the first prompt's text", batch.size == 2 && batch[0].text == streamed) { "${batch.map { it.text }}" }
+val second = engine.session(SessionConfig(nCtx = 512u)).generate("The capital of France is", greedy)
+check("batch: the second prompt's text", batch[1].text == second.text && batch[1].tokens == second.tokens)
 val heard = StringBuilder()
 val viaListener = engine.session(SessionConfig(nCtx = 512u)).generateWith(prompt, greedy, object : TokenListener {
     override fun onText(text: String): Boolean { heard.append(text); return true }

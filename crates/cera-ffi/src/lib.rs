@@ -84,6 +84,29 @@ impl Engine {
         }))
     }
 
+    /// Generates for every prompt at once, each in a session of its own (`session`'s
+    /// options): prefilled and decoded together in batched steps, as a server runs parallel
+    /// requests. Results in the prompts' order (blocking).
+    pub fn generate_batch(
+        &self,
+        prompts: Vec<String>,
+        config: GenerateConfig,
+        session: SessionConfig,
+    ) -> Result<Vec<Generation>> {
+        let opts = config.to_core()?;
+        let tok = self.inner.tokenizer();
+        let toks: Vec<Vec<u32>> = prompts.iter().map(|p| tok.encode(p, true, false)).collect();
+        let done = self.inner.generate_many(&toks, &opts, session.to_core()?)?;
+        Ok(done
+            .into_iter()
+            .map(|c| Generation {
+                text: c.text,
+                tokens: c.tokens,
+                finish_reason: c.finished.summary.finish.as_str().to_owned(),
+            })
+            .collect())
+    }
+
     /// A conversation with the model's chat template, over a new session.
     pub fn chat(&self, config: SessionConfig) -> Result<Arc<chat::Chat>> {
         let c = self.inner.session(config.to_core()?).into_chat()?;

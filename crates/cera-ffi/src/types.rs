@@ -95,29 +95,16 @@ pub struct Generation {
 
 impl GenerateConfig {
     pub(crate) fn to_core(&self) -> Result<cera::session::GenerateOptions> {
-        let (t, p, m) = (self.temperature, self.top_p, self.min_p);
-        if !(t.is_finite() && p.is_finite() && m.is_finite() && self.repeat_penalty.is_finite()) {
-            return Err(invalid(
-                "temperature, top_p, min_p and repeat_penalty must be finite numbers",
-            ));
-        }
-        if !(0.0..=1.0).contains(&p) || !(0.0..=1.0).contains(&m) {
-            return Err(invalid(format!(
-                "top_p and min_p must be within [0, 1] (got top_p {p}, min_p {m})"
-            )));
-        }
-        let mut o = cera::session::GenerateOptions::default();
-        o.max_tokens = self.max_tokens as usize;
-        o.sampler.temperature = t;
-        o.sampler.top_k = self.top_k as usize;
-        o.sampler.top_p = p;
-        o.sampler.min_p = m;
-        o.sampler.repeat_penalty = self.repeat_penalty;
-        if let Some(s) = self.seed {
-            o.sampler.seed = s;
-        }
-        o.stop = self.stop.clone();
-        Ok(o)
+        let mut b = cera::session::BasicOptions::default();
+        b.max_tokens = self.max_tokens as usize;
+        b.temperature = self.temperature;
+        b.top_k = self.top_k as usize;
+        b.top_p = self.top_p;
+        b.min_p = self.min_p;
+        b.repeat_penalty = self.repeat_penalty;
+        b.seed = self.seed;
+        b.stop = self.stop.clone();
+        b.to_options().map_err(|e| invalid(e.camel_case()))
     }
 }
 

@@ -286,3 +286,32 @@ fn schema_and_tool_helpers() {
         "string"
     );
 }
+
+#[test]
+fn a_batch_generates_what_each_prompt_does_alone() {
+    let prompts = vec![PROMPT.to_owned(), "The capital of France is".to_owned()];
+    let cfg = SessionConfig {
+        n_ctx: 512,
+        cache_type_k: None,
+        cache_type_v: None,
+    };
+    let got = engine()
+        .generate_batch(prompts.clone(), greedy(24), cfg)
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    for (p, g) in prompts.iter().zip(&got) {
+        let alone = session(512).generate(p.clone(), greedy(24)).unwrap();
+        assert_eq!((&g.text, &g.tokens), (&alone.text, &alone.tokens), "{p}");
+        assert_eq!(g.finish_reason, alone.finish_reason);
+    }
+    // a bad option is refused by name before anything runs
+    let mut bad = greedy(4);
+    bad.top_p = 2.0;
+    let cfg = SessionConfig {
+        n_ctx: 512,
+        cache_type_k: None,
+        cache_type_v: None,
+    };
+    let e = engine().generate_batch(prompts, bad, cfg).unwrap_err();
+    assert!(e.to_string().contains("topP"), "{e}");
+}

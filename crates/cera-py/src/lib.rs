@@ -129,12 +129,12 @@ impl Engine {
         }
         let done = py.detach(|| batch::generate(&self.inner, &prompts, &opts, n_ctx))?;
         done.into_iter()
-            .map(|(text, f)| {
+            .map(|c| {
                 let d = pyo3::types::PyDict::new(py);
-                d.set_item("text", text)?;
-                d.set_item("finish_reason", f.summary.finish.as_str())?;
-                d.set_item("prompt_tokens", f.summary.prompt_tokens)?;
-                d.set_item("completion_tokens", f.summary.generated_tokens)?;
+                d.set_item("text", c.text)?;
+                d.set_item("finish_reason", c.finished.summary.finish.as_str())?;
+                d.set_item("prompt_tokens", c.finished.summary.prompt_tokens)?;
+                d.set_item("completion_tokens", c.finished.summary.generated_tokens)?;
                 Ok(d)
             })
             .collect()
@@ -268,28 +268,17 @@ pub(crate) fn options(
     seed: Option<u64>,
     stop: Option<Vec<String>>,
 ) -> PyResult<cera::session::GenerateOptions> {
-    if !(temperature.is_finite() && top_p.is_finite() && min_p.is_finite()) {
-        return Err(PyValueError::new_err(
-            "temperature, top_p and min_p must be finite numbers",
-        ));
-    }
-    if !(0.0..=1.0).contains(&top_p) || !(0.0..=1.0).contains(&min_p) {
-        return Err(PyValueError::new_err(
-            "top_p and min_p must be within [0, 1]",
-        ));
-    }
-    let mut o = cera::session::GenerateOptions::default();
-    o.max_tokens = max_tokens;
-    o.sampler.temperature = temperature;
-    o.sampler.top_k = top_k;
-    o.sampler.top_p = top_p;
-    o.sampler.min_p = min_p;
-    o.sampler.repeat_penalty = repeat_penalty;
-    if let Some(s) = seed {
-        o.sampler.seed = s;
-    }
-    o.stop = stop.unwrap_or_default();
-    Ok(o)
+    let mut b = cera::session::BasicOptions::default();
+    b.max_tokens = max_tokens;
+    b.temperature = temperature;
+    b.top_k = top_k;
+    b.top_p = top_p;
+    b.min_p = min_p;
+    b.repeat_penalty = repeat_penalty;
+    b.seed = seed;
+    b.stop = stop.unwrap_or_default();
+    b.to_options()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// One sequence's context. Generation holds the session (other calls on it wait), and runs

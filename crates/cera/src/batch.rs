@@ -24,13 +24,15 @@ use std::sync::Arc;
 
 use crate::engine::EngineInner;
 use crate::error::{Error, Result};
-use crate::models::{Logits, SeqInput, Workspace};
+use crate::models::{Logits, SeqInput};
 use crate::session::Session;
 
 /// One session's part of a step.
 struct Entry<'s> {
     session: &'s mut Session,
     tokens: &'s [u32],
+    /// `[tokens.len(), n_embd]` input rows given for these positions instead of lookups.
+    embd: Option<&'s [f32]>,
     logits: Logits,
 }
 
@@ -97,10 +99,48 @@ impl<'s> Batch<'s> {
                 self.entries.len()
             )));
         }
-        session.prepare_feed(tokens)?;
+        self.add_input(session, tokens, None, logits)
+    }
+
+    /// [`Batch::add`] of positions whose input rows are given (`rows`, `[n, n_embd]`: an
+    /// image's or an audio clip's embeddings) and stand in the context as `ids` (see
+    /// [`media_ids`](crate::session::media_ids)).
+    pub fn add_embeddings(
+        &mut self,
+        session: &'s mut Session,
+        ids: &'s [u32],
+        rows: &'s [f32],
+        logits: Logits,
+    ) -> Result<()> {
+        if !Arc::ptr_eq(&session.engine, &self.engine) {
+            return Err(Error::Model(
+                "a session of another engine cannot join this step".into(),
+            ));
+        }
+        let n_embd = self.engine.model.n_embd();
+        if ids.is_empty() || rows.len() != ids.len() * n_embd {
+            return Err(Error::Model(format!(
+                "batch entry {}: {} embedding values for {} positions of {n_embd}",
+                self.entries.len(),
+                rows.len(),
+                ids.len()
+            )));
+        }
+        self.add_input(session, ids, Some(rows), logits)
+    }
+
+    fn add_input(
+        &mut self,
+        session: &'s mut Session,
+        tokens: &'s [u32],
+        embd: Option<&'s [f32]>,
+        logits: Logits,
+    ) -> Result<()> {
+        session.prepare_feed(tokens, embd)?;
         self.entries.push(Entry {
             session,
             tokens,
+            embd,
             logits,
         });
         Ok(())
@@ -149,6 +189,7 @@ impl<'s> Batch<'s> {
             .map(|e| SeqInput {
                 pos0: e.session.tokens.len(),
                 tokens: e.tokens,
+                embd: e.embd,
                 logits: e.logits,
                 state: &mut e.session.state.seq,
                 lora: &e.session.lora,
@@ -182,23 +223,5 @@ impl crate::engine::Engine {
     /// tokens, then run them in one forward pass.
     pub fn batch<'s>(&self) -> Batch<'s> {
         Batch::new(Arc::clone(&self.inner))
-    }
-}
-
-impl EngineInner {
-    /// A step workspace from the pool (or a new one): batched steps reuse their buffers.
-    pub(crate) fn take_workspace(&self) -> Workspace {
-        self.workspaces
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-            .unwrap_or_default()
-    }
-
-    pub(crate) fn put_workspace(&self, ws: Workspace) {
-        self.workspaces
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(ws);
     }
 }

@@ -294,6 +294,7 @@ impl Engine {
                     .map(|(st, t)| SeqInput {
                         state: st,
                         tokens: &t[at..end.min(t.len())],
+                        embd: None,
                         pos0: at,
                         logits: if logits == Logits::Last && end < t.len() {
                             Logits::None

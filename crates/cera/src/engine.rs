@@ -329,3 +329,21 @@ fn gpu_device(_file: &GgufFile, _allow_software: bool) -> Result<Device> {
         "this build of cera has no GPU backend (build with the `gpu` feature)".into(),
     ))
 }
+
+impl EngineInner {
+    /// A step workspace from the pool (or a new one): batched steps reuse their buffers.
+    pub(crate) fn take_workspace(&self) -> crate::models::Workspace {
+        self.workspaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn put_workspace(&self, ws: crate::models::Workspace) {
+        self.workspaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ws);
+    }
+}

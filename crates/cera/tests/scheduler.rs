@@ -110,7 +110,7 @@ fn requests_in_shared_steps_equal_each_alone() {
 #[test]
 fn choices_fork_from_one_prefill() {
     let eng = engine();
-    let prompt = "Write a short poem about the sea.";
+    let prompt = "The sea at night is";
     let toks = eng.tokenizer().encode(prompt, true, false);
     let o = opts(20, 1.0, 11);
     // four slots for three choices; then two slots, where the third choice waits for one

@@ -103,6 +103,22 @@ class Engine:
     ) -> List[List[List[float]]]:
         """Per text: one pooled vector, or one per token with pooling="none"."""
     def load_lora(self, path: str) -> LoraAdapter: ...
+    def generate_batch(
+        self,
+        prompts: List[str],
+        max_tokens: int = 128,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        n_ctx: int = 0,
+        ignore_eos: bool = False,
+    ) -> List[dict]:
+        """Every prompt at once, in shared batched steps: per prompt a dict with `text`,
+        `finish_reason`, `prompt_tokens` and `completion_tokens`."""
     def chat(self, n_ctx: int = 0) -> "Chat": ...
     @property
     def n_vocab(self) -> int: ...

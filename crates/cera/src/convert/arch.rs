@@ -10,21 +10,10 @@ use super::checkpoint::bad;
 use super::params::{lfm2_ff_dim, rope_parameters, text_params};
 use crate::error::Result;
 use crate::gguf::{Array, Value};
+use crate::models::hf;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Family {
-    Llama,
-    Granite,
-    Qwen2,
-    Qwen3,
-    Olmo2,
-    Lfm2,
-    Lfm2Moe,
-    Gemma2,
-    Gemma3,
-    Phi3,
-    Bert,
-}
+/// The model families the converter knows: the architectures Cera runs.
+pub(super) use crate::models::Arch as Family;
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Arch {
@@ -71,60 +60,6 @@ pub(super) fn skipped(name: &str) -> bool {
         || name.ends_with(".rotary_emb.inv_freq")
 }
 
-/// Per-layer names (after `model.layers.N.`, without `.weight`/`.bias`).
-const LAYER: &[(&str, &str)] = &[
-    ("input_layernorm", "attn_norm"),
-    ("post_attention_layernorm", "ffn_norm"),
-    ("self_attn.q_proj", "attn_q"),
-    ("self_attn.k_proj", "attn_k"),
-    ("self_attn.v_proj", "attn_v"),
-    ("self_attn.o_proj", "attn_output"),
-    ("self_attn.q_norm", "attn_q_norm"),
-    ("self_attn.k_norm", "attn_k_norm"),
-    ("mlp.gate_proj", "ffn_gate"),
-    ("mlp.up_proj", "ffn_up"),
-    ("mlp.down_proj", "ffn_down"),
-];
-
-/// OLMo 2's norms sit after the attention and the FFN.
-const OLMO2: &[(&str, &str)] = &[
-    ("post_attention_layernorm", "post_attention_norm"),
-    ("post_feedforward_layernorm", "post_ffw_norm"),
-];
-
-/// LFM2: short-convolution blocks and attention blocks with their own names.
-const LFM2: &[(&str, &str)] = &[
-    ("operator_norm", "attn_norm"),
-    ("ffn_norm", "ffn_norm"),
-    ("self_attn.out_proj", "attn_output"),
-    ("self_attn.q_layernorm", "attn_q_norm"),
-    ("self_attn.k_layernorm", "attn_k_norm"),
-    ("conv.in_proj", "shortconv.in_proj"),
-    ("conv.out_proj", "shortconv.out_proj"),
-    ("conv.conv", "shortconv.conv"),
-    ("feed_forward.w1", "ffn_gate"),
-    ("feed_forward.w3", "ffn_up"),
-    ("feed_forward.w2", "ffn_down"),
-    ("feed_forward.gate", "ffn_gate_inp"),
-    ("feed_forward.expert_bias", "exp_probs_b"),
-    ("feed_forward.experts.w1", "ffn_gate_exps"),
-    ("feed_forward.experts.w3", "ffn_up_exps"),
-    ("feed_forward.experts.w2", "ffn_down_exps"),
-];
-
-/// Gemma 2/3: a norm before and after both the attention and the FFN.
-const GEMMA: &[(&str, &str)] = &[
-    ("post_attention_layernorm", "post_attention_norm"),
-    ("pre_feedforward_layernorm", "ffn_norm"),
-    ("post_feedforward_layernorm", "post_ffw_norm"),
-];
-
-/// Phi-3 keeps Q, K, V fused and gate/up fused (as `ffn_up`, twice as wide).
-const PHI3: &[(&str, &str)] = &[
-    ("self_attn.qkv_proj", "attn_qkv"),
-    ("mlp.gate_up_proj", "ffn_up"),
-];
-
 /// BERT encoders (names after `encoder.layer.N.`, and the embeddings).
 const BERT_LAYER: &[(&str, &str)] = &[
     ("attention.self.query", "attn_q"),
@@ -141,13 +76,6 @@ const BERT_GLOBAL: &[(&str, &str)] = &[
     ("embeddings.position_embeddings", "position_embd"),
     ("embeddings.token_type_embeddings", "token_types"),
     ("embeddings.LayerNorm", "token_embd_norm"),
-];
-
-const GLOBAL: &[(&str, &str)] = &[
-    ("model.embed_tokens", "token_embd"),
-    ("model.norm", "output_norm"),
-    ("model.embedding_norm", "token_embd_norm"),
-    ("lm_head", "output"),
 ];
 
 impl Arch {
@@ -171,22 +99,13 @@ impl Arch {
             .strip_suffix(".weight")
             .map(|b| (b, ".weight"))
             .or_else(|| name.strip_suffix(".bias").map(|b| (b, ".bias")))?;
-        if let Some(&(_, g)) = GLOBAL.iter().find(|(h, _)| *h == base) {
+        if let Some(&(_, g)) = hf::GLOBAL.iter().find(|(h, _)| *h == base) {
             return Some(format!("{g}{suffix}"));
         }
         let rest = base.strip_prefix("model.layers.")?;
         let (bid, part) = rest.split_once('.')?;
         let bid: u32 = bid.parse().ok()?;
-        let table: &[&[(&str, &str)]] = match self.family {
-            Family::Olmo2 => &[OLMO2, LAYER],
-            Family::Lfm2 | Family::Lfm2Moe => &[LFM2, LAYER],
-            Family::Gemma2 | Family::Gemma3 => &[GEMMA, LAYER],
-            Family::Phi3 => &[PHI3, LAYER],
-            _ => &[LAYER],
-        };
-        let g = table
-            .iter()
-            .find_map(|t| t.iter().find(|(h, _)| *h == part).map(|&(_, g)| g))?;
+        let g = hf::layer_name(self.family, part)?;
         let qk_norm = matches!(
             self.family,
             Family::Qwen3 | Family::Olmo2 | Family::Lfm2 | Family::Lfm2Moe | Family::Gemma3
@@ -213,7 +132,7 @@ impl Arch {
                 *x += 1.0;
             }
         }
-        if matches!(self.family, Family::Llama | Family::Granite) {
+        if hf::permutes_qk(self.family) {
             let n_head = ck.need_u64(&["n_heads", "num_attention_heads"])? as usize;
             let n_kv = ck
                 .hparam_u64(&["n_kv_heads", "num_key_value_heads"])
@@ -226,8 +145,10 @@ impl Arch {
                 None
             };
             if let Some(h) = heads {
-                permute_rows(v, shape, h)
+                let cols: usize = shape[1..].iter().product();
+                let out = hf::permute_head_rows(v, shape[0], cols, h)
                     .map_err(|r| super::checkpoint::bad(&ck.dir, format!("{hf_name}: {r}")))?;
+                v.copy_from_slice(&out);
             }
         }
         Ok(())
@@ -774,44 +695,9 @@ fn pooling_type(ck: &Checkpoint) -> Result<Option<u32>> {
     }))
 }
 
-/// llama's permutation: within each head, rows `[r0 r1 .. | r_h/2 ..]` (NeoX halves) become
-/// interleaved pairs, `reshape(h, 2, d/2, ...).swapaxes(1, 2)`.
-fn permute_rows(v: &mut [f32], shape: &[usize], heads: usize) -> std::result::Result<(), String> {
-    let rows = shape[0];
-    let cols: usize = shape[1..].iter().product();
-    if heads == 0 || !rows.is_multiple_of(heads * 2) {
-        return Err(format!(
-            "{rows} rows do not split into {heads} heads of pairs"
-        ));
-    }
-    let half = rows / heads / 2;
-    let src = v.to_vec();
-    for h in 0..heads {
-        for i in 0..half {
-            for j in 0..2 {
-                // out[h][i][j] = in[h][j][i]
-                let out_row = h * 2 * half + i * 2 + j;
-                let in_row = h * 2 * half + j * half + i;
-                v[out_row * cols..(out_row + 1) * cols]
-                    .copy_from_slice(&src[in_row * cols..(in_row + 1) * cols]);
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn permutation_interleaves_each_heads_halves() {
-        // 2 heads of 4 rows, one column: [a0 a1 b0 b1] per head -> [a0 b0 a1 b1]
-        let mut v: Vec<f32> = (0..8).map(|x| x as f32).collect();
-        permute_rows(&mut v, &[8, 1], 2).unwrap();
-        assert_eq!(v, [0., 2., 1., 3., 4., 6., 5., 7.]);
-        assert!(permute_rows(&mut v, &[8, 1], 3).is_err());
-    }
 
     #[test]
     fn names_map_to_gguf() {

@@ -238,7 +238,7 @@ fn convert_float(
 
     // --- tensors: names, types, shapes
     let mut plan = Vec::new();
-    if matches!(arch.family, arch::Family::Llama | arch::Family::Granite)
+    if crate::models::hf::permutes_qk(arch.family)
         && let Some(f) = params::llama3_rope_factors(ck)?
     {
         plan.push(Planned {

@@ -33,12 +33,14 @@
 //! ```
 
 mod generator;
+mod many;
 mod scheduler;
 mod session;
 mod slot;
 
 pub use generator::{Generator, Step, partial_match_len};
+pub use many::Completion;
 pub use scheduler::{
-    Draft, Event, Finished, Prompt, Removed, Request, RequestId, Scheduler, SchedulerOptions,
-    SpecConfig,
+    Chunk, Draft, Event, Finished, Prompt, Removed, Request, RequestId, Scheduler,
+    SchedulerOptions, SpecConfig,
 };

@@ -36,6 +36,19 @@ pub enum Prompt {
     Tokens(Vec<u32>),
     /// The slot's context as it is (it must have logits: a prefill or a generation ran last).
     Continue,
+    /// A context of text and media, in order (as [`Prompt::Tokens`], media positions
+    /// counted as tokens and matched by the hash of their rows).
+    Chunks(Vec<Chunk>),
+}
+
+/// A run of a prompt's positions.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Chunk {
+    Tokens(Vec<u32>),
+    /// Input rows (`[n, n_embd]`, in the model's input space: an image's or an audio
+    /// clip's embeddings), one position each.
+    Embeddings(Arc<[f32]>),
 }
 
 /// A drafter for one request, and how to speculate with it.
@@ -82,6 +95,14 @@ impl<'d> Request<'d> {
         Request {
             prompt: Prompt::Continue,
             slot: Some(slot),
+            ..Request::new(Vec::new(), opts)
+        }
+    }
+
+    /// Generate after a prompt of text and media chunks (see [`Prompt::Chunks`]).
+    pub fn chunks(chunks: Vec<Chunk>, opts: GenerateOptions) -> Request<'d> {
+        Request {
+            prompt: Prompt::Chunks(chunks),
             ..Request::new(Vec::new(), opts)
         }
     }
@@ -394,7 +415,7 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
     fn best_slot(&self, req: &Request<'_>) -> Option<usize> {
         let prompt: &[u32] = match &req.prompt {
             Prompt::Tokens(p) => p,
-            Prompt::Continue => &[],
+            Prompt::Continue | Prompt::Chunks(_) => &[],
         };
         self.slots
             .iter()
@@ -632,7 +653,12 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
                 let (one, tail) = tail.split_first_mut().expect("slot exists");
                 base = i + 1;
                 rest = tail;
-                if let Err(e) = batch.add(one.session.borrow_mut(), &f.tokens, f.logits) {
+                let session = one.session.borrow_mut();
+                let added = match &f.embd {
+                    None => batch.add(session, &f.tokens, f.logits),
+                    Some(rows) => batch.add_embeddings(session, &f.tokens, rows, f.logits),
+                };
+                if let Err(e) = added {
                     // this slot cannot go on; the others run without it next step
                     refused = Some((*i, e));
                     break;

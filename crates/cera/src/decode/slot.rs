@@ -2,16 +2,19 @@
 //! and a draft), and what it does with the logits it gets back (sample and stream, or verify
 //! a draft and roll back what the target disagrees with), until it finishes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::generator::{Generator, Step};
-use super::scheduler::{Draft, Event, Finished, Prompt, RequestId};
+use super::scheduler::{Chunk, Draft, Event, Finished, Prompt, RequestId};
 use crate::engine::EngineInner;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lora::LoraSet;
 use crate::models::Logits;
 use crate::runtime::time::Instant;
-use crate::session::{Control, FinishReason, GenerateOptions, Session, Summary};
+use crate::session::{
+    Control, FinishReason, GenerateOptions, Session, Summary, is_media_id, media_ids,
+};
 use crate::spec::{Adapt, SpecStats};
 use crate::state::PrefixCache;
 
@@ -25,6 +28,8 @@ enum Flow {
 pub(super) struct Fed {
     pub tokens: Vec<u32>,
     pub logits: Logits,
+    /// `[tokens.len(), n_embd]`: the input rows of media positions (`tokens` their ids).
+    pub embd: Option<Vec<f32>>,
 }
 
 enum Phase<'e> {
@@ -55,6 +60,8 @@ pub(super) struct Run<'e> {
     logprobs: Option<usize>,
     /// The context to reach while prefilling.
     prompt: Vec<u32>,
+    /// Its media runs: (first position, positions, `[n, n_embd]` rows).
+    media: Vec<(usize, usize, Arc<[f32]>)>,
     phase: Phase<'e>,
     spec: Option<SlotSpec<'e>>,
     summary: Summary,
@@ -87,8 +94,36 @@ impl<'e> Run<'e> {
         if let Some(l) = lora {
             session.set_loras(l)?;
         }
+        let mut media = Vec::new();
+        let prompt = match prompt {
+            Prompt::Chunks(chunks) => {
+                let n_embd = session.engine.model.n_embd();
+                let mut ids = Vec::new();
+                for c in chunks {
+                    match c {
+                        Chunk::Tokens(t) => ids.extend_from_slice(&t),
+                        Chunk::Embeddings(rows) => {
+                            if rows.is_empty() || !rows.len().is_multiple_of(n_embd) {
+                                return Err(Error::Model(format!(
+                                    "{} embedding values are not a whole number of rows of \
+                                     {n_embd}",
+                                    rows.len()
+                                )));
+                            }
+                            let n = rows.len() / n_embd;
+                            media.push((ids.len(), n, rows.clone()));
+                            ids.extend(media_ids(&rows, n));
+                        }
+                    }
+                }
+                Prompt::Tokens(ids)
+            }
+            p => p,
+        };
         let (summary, prompt, cached, phase) = match prompt {
-            Prompt::Continue => (session.start_generation()?, Vec::new(), 0, Phase::Ready),
+            Prompt::Continue | Prompt::Chunks(_) => {
+                (session.start_generation()?, Vec::new(), 0, Phase::Ready)
+            }
             Prompt::Tokens(p) => {
                 session.take_cancel();
                 let rep = session.reuse_prefix(&p, cache)?;
@@ -105,6 +140,7 @@ impl<'e> Run<'e> {
             opts,
             logprobs,
             prompt,
+            media,
             phase,
             spec: spec.map(|d| SlotSpec {
                 adapt: Adapt::new(&d.options),
@@ -156,14 +192,30 @@ impl<'e> Run<'e> {
         self.sample(session, None, cache, on);
     }
 
-    /// The next prompt chunk, at most `budget` tokens.
+    /// The next prompt chunk, at most `budget` positions: text tokens, or rows of one media
+    /// run (a step's entry is one or the other).
     pub fn prefill_feed(&self, session: &Session, budget: usize) -> Fed {
         let done = session.tokens().len();
-        let n = (self.prompt.len() - done).min(budget);
-        let last = done + n == self.prompt.len();
+        let most = done + (self.prompt.len() - done).min(budget);
+        let (end, embd) = match self.media.iter().find(|m| done >= m.0 && done < m.0 + m.1) {
+            Some((start, n, rows)) => {
+                let end = most.min(start + n);
+                let w = rows.len() / n;
+                (
+                    end,
+                    Some(rows[(done - start) * w..(end - start) * w].to_vec()),
+                )
+            }
+            None => {
+                let next = self.media.iter().map(|m| m.0).filter(|&s| s > done).min();
+                (most.min(next.unwrap_or(usize::MAX)), None)
+            }
+        };
+        let last = end == self.prompt.len();
         Fed {
-            tokens: self.prompt[done..done + n].to_vec(),
+            tokens: self.prompt[done..end].to_vec(),
             logits: if last { Logits::Last } else { Logits::None },
+            embd,
         }
     }
 
@@ -203,7 +255,9 @@ impl<'e> Run<'e> {
                 sp.ctx.push(*next);
                 let k = k.min(room);
                 sp.draft_of.drafter.propose(&sp.ctx, k, &mut sp.draft)?;
-                sp.draft.truncate(k);
+                // (a lookup over a context with media may propose their ids: not tokens)
+                let media = sp.draft.iter().position(|&t| is_media_id(t));
+                sp.draft.truncate(k.min(media.unwrap_or(k)));
                 // the grammar's state after `next` is the generator's (it accepted `next`)
                 let allowed = g.grammar_allowed_prefix(&sp.draft);
                 sp.stats.grammar_cut += sp.draft.len() - allowed;
@@ -225,7 +279,11 @@ impl<'e> Run<'e> {
         } else {
             Logits::Last
         };
-        Ok(Some(Fed { tokens, logits }))
+        Ok(Some(Fed {
+            tokens,
+            logits,
+            embd: None,
+        }))
     }
 
     /// Runs `f` for this slot alone, in its session's own workspace: a decode step whose
@@ -237,7 +295,7 @@ impl<'e> Run<'e> {
         f: &Fed,
         rows: &mut Vec<f32>,
     ) -> Result<()> {
-        session.prepare_feed(&f.tokens)?;
+        session.prepare_feed(&f.tokens, f.embd.as_deref())?;
         self.top_used = false;
         if let Phase::Decode { g, .. } = &self.phase
             && f.logits == Logits::Last
@@ -248,7 +306,7 @@ impl<'e> Run<'e> {
             return Ok(());
         }
         let all = f.logits == Logits::All;
-        session.forward(&f.tokens, all)?;
+        session.forward_input(&f.tokens, f.embd.as_deref(), all)?;
         if all {
             std::mem::swap(rows, &mut session.logits);
             let n_vocab = rows.len() / f.tokens.len();

@@ -254,6 +254,46 @@ macro_rules! simd_dot {
     }};
 }
 
+/// The quantized formats every tier's table has, each as `TYPE: fmt::Block x act::Block,
+/// family;` (its weight block, its activation format's block, and its x86 GEMM family: `x8`
+/// for 32-element blocks, `kx8` for 256-element ones against Q8_K): the one list the tiers'
+/// fills walk, passed to their macro `$m` after `$arg, …;`.
+macro_rules! quant_formats {
+    ($m:ident $(, $arg:ident)*) => {
+        $m! { $($arg,)* ;
+            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0, x8;
+            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1, x8;
+            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0, x8;
+            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1, x8;
+            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0, x8;
+            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0, x8;
+            Q2_K: q2_k::BlockQ2_K x q8_k::BlockQ8_K, kx8;
+            Q3_K: q3_k::BlockQ3_K x q8_k::BlockQ8_K, kx8;
+            Q4_K: q4_k::BlockQ4_K x q8_k::BlockQ8_K, kx8;
+            Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K, kx8;
+            Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K, kx8;
+            IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K, kx8;
+        }
+    };
+}
+
+/// The x86 GEMM entries of [`quant_formats`]: each format's `x8` or `kx8` kernel (`$x8`,
+/// `$kx8`), one entry at a time.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_gemms {
+    ($t:ident, $x8:ident, $kx8:ident, ;) => {};
+    ($t:ident, $x8:ident, $kx8:ident, ;
+     $ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, x8; $($rest:tt)*) => {
+        x8_gemms! { $t, $x8; $ty: $fmt; }
+        x86_gemms! { $t, $x8, $kx8, ; $($rest)* }
+    };
+    ($t:ident, $x8:ident, $kx8:ident, ;
+     $ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, kx8; $($rest:tt)*) => {
+        kx8_gemms! { $t, $kx8; $ty: $fmt; }
+        x86_gemms! { $t, $x8, $kx8, ; $($rest)* }
+    };
+}
+
 /// GEMM table entries for the 32-element x8 kernels, `$fmt::x86::$f::<NT>(nb, n_rows, w,
 /// packed_acts, out, ldo)`, one per weight type. Only used while building the table of a tier
 /// that [`CpuTier::is_supported`] confirmed.
@@ -546,54 +586,12 @@ impl KernelTable {
         t.set_dot(F32, float::vec_dot_f32_scalar);
         t.set_dot(F16, float::vec_dot_f16_scalar);
         t.set_dot(BF16, float::vec_dot_bf16_scalar);
-        t.set_dot(
-            Q4_0,
-            scalar_dot!(q4_0::BlockQ4_0, q8_0::BlockQ8_0, q4_0::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q4_1,
-            scalar_dot!(q4_1::BlockQ4_1, q8_1::BlockQ8_1, q4_1::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q5_0,
-            scalar_dot!(q5_0::BlockQ5_0, q8_0::BlockQ8_0, q5_0::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q5_1,
-            scalar_dot!(q5_1::BlockQ5_1, q8_1::BlockQ8_1, q5_1::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q8_0,
-            scalar_dot!(q8_0::BlockQ8_0, q8_0::BlockQ8_0, q8_0::vec_dot_scalar),
-        );
-        t.set_dot(
-            IQ4_NL,
-            scalar_dot!(iq4_nl::BlockIQ4_NL, q8_0::BlockQ8_0, iq4_nl::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q2_K,
-            scalar_dot!(q2_k::BlockQ2_K, q8_k::BlockQ8_K, q2_k::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q3_K,
-            scalar_dot!(q3_k::BlockQ3_K, q8_k::BlockQ8_K, q3_k::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q4_K,
-            scalar_dot!(q4_k::BlockQ4_K, q8_k::BlockQ8_K, q4_k::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q5_K,
-            scalar_dot!(q5_k::BlockQ5_K, q8_k::BlockQ8_K, q5_k::vec_dot_scalar),
-        );
-        t.set_dot(
-            Q6_K,
-            scalar_dot!(q6_k::BlockQ6_K, q8_k::BlockQ8_K, q6_k::vec_dot_scalar),
-        );
-        t.set_dot(
-            IQ4_XS,
-            scalar_dot!(iq4_xs::BlockIQ4_XS, q8_k::BlockQ8_K, iq4_xs::vec_dot_scalar),
-        );
+        macro_rules! set {
+            (; $($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, $fam:ident;)*) => {$(
+                t.set_dot($ty, scalar_dot!($fmt::$wb, $act::$ab, $fmt::vec_dot_scalar));
+            )*};
+        }
+        quant_formats!(set);
 
         #[cfg(target_arch = "x86_64")]
         if tier.includes(CpuTier::Avx2) {
@@ -653,7 +651,7 @@ impl KernelTable {
         self.set_dot(F16, simd_dot!(raw float::neon::vec_dot_f16_neon));
         self.set_dot(BF16, simd_dot!(raw float::neon::vec_dot_bf16_neon));
         macro_rules! set {
-            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$(
+            (; $($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, $fam:ident;)*) => {$(
                 self.set_dot($ty, if dotprod {
                     simd_dot!($fmt::$wb, $act::$ab, $fmt::neon::vec_dot_dotprod)
                 } else {
@@ -661,23 +659,10 @@ impl KernelTable {
                 });
             )*};
         }
-        set! {
-            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
-            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
-            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
-            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
-            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
-            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
-            Q2_K: q2_k::BlockQ2_K x q8_k::BlockQ8_K;
-            Q3_K: q3_k::BlockQ3_K x q8_k::BlockQ8_K;
-            Q4_K: q4_k::BlockQ4_K x q8_k::BlockQ8_K;
-            Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
-            Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
-            IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
-        }
+        quant_formats!(set);
         // the GEMMs over plain rows (`quant::neon_gemm`): the same two instantiations
         macro_rules! gemm {
-            ($($ty:ident: $fmt:ident;)*) => {$({
+            (; $($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, $fam:ident;)*) => {$({
                 #[allow(unused_unsafe)]
                 fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
                     // SAFETY: as for `simd_dot`.
@@ -691,20 +676,7 @@ impl KernelTable {
                 self.gemm[$ty.id() as usize] = Some(f);
             })*};
         }
-        gemm! {
-            Q4_0: q4_0;
-            Q4_1: q4_1;
-            Q5_0: q5_0;
-            Q5_1: q5_1;
-            Q8_0: q8_0;
-            IQ4_NL: iq4_nl;
-            Q2_K: q2_k;
-            Q3_K: q3_k;
-            Q4_K: q4_k;
-            Q5_K: q5_k;
-            Q6_K: q6_k;
-            IQ4_XS: iq4_xs;
-        }
+        quant_formats!(gemm);
         macro_rules! gemm_float {
             ($($ty:ident: $f:ident;)*) => {$({
                 #[allow(unused_unsafe)]
@@ -738,7 +710,7 @@ impl KernelTable {
     fn fill_neon_i8mm(&mut self) {
         use GgmlType::*;
         macro_rules! gemm {
-            ($($ty:ident: $fmt:ident;)*) => {$({
+            (; $($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, $fam:ident;)*) => {$({
                 fn g(k: usize, n: usize, w: &[u8], a: &ActRows<'_>, out: &mut [f32], ldo: usize) {
                     // SAFETY: as for `simd_dot`.
                     unsafe { $fmt::neon::gemm_i8mm(k, n, w, a, out, ldo) }
@@ -746,20 +718,7 @@ impl KernelTable {
                 self.gemm[$ty.id() as usize] = Some(g as GemmFn);
             })*};
         }
-        gemm! {
-            Q4_0: q4_0;
-            Q4_1: q4_1;
-            Q5_0: q5_0;
-            Q5_1: q5_1;
-            Q8_0: q8_0;
-            IQ4_NL: iq4_nl;
-            Q2_K: q2_k;
-            Q3_K: q3_k;
-            Q4_K: q4_k;
-            Q5_K: q5_k;
-            Q6_K: q6_k;
-            IQ4_XS: iq4_xs;
-        }
+        quant_formats!(gemm);
     }
 
     /// The `Simd128` tier (wasm32): the 8-bit activation quantizers and the dot products of the
@@ -783,24 +742,11 @@ impl KernelTable {
         });
 
         macro_rules! set {
-            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$(
+            (; $($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, $fam:ident;)*) => {$(
                 self.set_dot($ty, scalar_dot!($fmt::$wb, $act::$ab, $fmt::wasm::vec_dot));
             )*};
         }
-        set! {
-            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
-            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
-            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
-            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
-            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
-            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
-            Q2_K: q2_k::BlockQ2_K x q8_k::BlockQ8_K;
-            Q3_K: q3_k::BlockQ3_K x q8_k::BlockQ8_K;
-            Q4_K: q4_k::BlockQ4_K x q8_k::BlockQ8_K;
-            Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
-            Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
-            IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
-        }
+        quant_formats!(set);
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -816,24 +762,11 @@ impl KernelTable {
         self.set_dot(F16, simd_dot!(raw float::x86::vec_dot_f16_avx2));
         self.set_dot(BF16, simd_dot!(raw float::x86::vec_dot_bf16_avx2));
         macro_rules! set {
-            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$(
+            (; $($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, $fam:ident;)*) => {$(
                 self.set_dot($ty, simd_dot!($fmt::$wb, $act::$ab, $fmt::x86::vec_dot_avx2));
             )*};
         }
-        set! {
-            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
-            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
-            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
-            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
-            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
-            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
-            Q2_K: q2_k::BlockQ2_K x q8_k::BlockQ8_K;
-            Q3_K: q3_k::BlockQ3_K x q8_k::BlockQ8_K;
-            Q4_K: q4_k::BlockQ4_K x q8_k::BlockQ8_K;
-            Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
-            Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
-            IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
-        }
+        quant_formats!(set);
         // GEMMs over x8-packed weights where `vpmaddubsw` is exact: codes below 128, or signed
         // values with the sign trick (Q8_0, IQ4_NL, IQ4_XS); F32 and BF16 over plain rows (F16
         // keeps the per-token GEMV: a GEMM measured no faster, see `float::x86`)
@@ -842,22 +775,7 @@ impl KernelTable {
             F32: gemm_f32_avx2;
             BF16: gemm_bf16_avx2;
         }
-        x8_gemms! { self, gemm_avx2;
-            Q4_0: q4_0;
-            Q4_1: q4_1;
-            Q5_0: q5_0;
-            Q5_1: q5_1;
-            Q8_0: q8_0;
-            IQ4_NL: iq4_nl;
-        }
-        kx8_gemms! { self, gemm_x8_avx2;
-            Q2_K: q2_k;
-            Q3_K: q3_k;
-            Q4_K: q4_k;
-            Q5_K: q5_k;
-            Q6_K: q6_k;
-            IQ4_XS: iq4_xs;
-        }
+        quant_formats!(x86_gemms, self, gemm_avx2, gemm_x8_avx2);
     }
 
     /// The AVX-512 tier keeps the AVX2 activation quantizers (they are a small part of a
@@ -875,45 +793,17 @@ impl KernelTable {
             self.set_dot(BF16, simd_dot!(raw float::x86::vec_dot_bf16_avx512));
         }
         macro_rules! set {
-            ($($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident;)*) => {$(
+            (; $($ty:ident: $fmt:ident::$wb:ident x $act:ident::$ab:ident, $fam:ident;)*) => {$(
                 self.set_dot($ty, simd_dot!($fmt::$wb, $act::$ab, $fmt::x86::vec_dot_avx512));
             )*};
         }
-        set! {
-            Q4_0: q4_0::BlockQ4_0 x q8_0::BlockQ8_0;
-            Q4_1: q4_1::BlockQ4_1 x q8_1::BlockQ8_1;
-            Q5_0: q5_0::BlockQ5_0 x q8_0::BlockQ8_0;
-            Q5_1: q5_1::BlockQ5_1 x q8_1::BlockQ8_1;
-            Q8_0: q8_0::BlockQ8_0 x q8_0::BlockQ8_0;
-            IQ4_NL: iq4_nl::BlockIQ4_NL x q8_0::BlockQ8_0;
-            Q2_K: q2_k::BlockQ2_K x q8_k::BlockQ8_K;
-            Q3_K: q3_k::BlockQ3_K x q8_k::BlockQ8_K;
-            Q4_K: q4_k::BlockQ4_K x q8_k::BlockQ8_K;
-            Q5_K: q5_k::BlockQ5_K x q8_k::BlockQ8_K;
-            Q6_K: q6_k::BlockQ6_K x q8_k::BlockQ8_K;
-            IQ4_XS: iq4_xs::BlockIQ4_XS x q8_k::BlockQ8_K;
-        }
+        quant_formats!(set);
         float_gemms! { self;
             F32: gemm_f32_avx512;
             F16: gemm_f16_avx512;
             BF16: gemm_bf16_avx512;
         }
-        kx8_gemms! { self, gemm_x8_avx512;
-            Q2_K: q2_k;
-            Q3_K: q3_k;
-            Q4_K: q4_k;
-            Q5_K: q5_k;
-            Q6_K: q6_k;
-            IQ4_XS: iq4_xs;
-        }
-        x8_gemms! { self, gemm_avx512;
-            Q4_0: q4_0;
-            Q4_1: q4_1;
-            Q5_0: q5_0;
-            Q5_1: q5_1;
-            Q8_0: q8_0;
-            IQ4_NL: iq4_nl;
-        }
+        quant_formats!(x86_gemms, self, gemm_avx512, gemm_x8_avx512);
     }
 }
 

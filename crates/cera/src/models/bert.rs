@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::common::BaseHparams;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
-use super::step::{SeqInput, Workspace, attend, project};
+use super::step::{SeqInput, Workspace, XBuf, attend, project};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, KvType, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
@@ -226,6 +226,7 @@ impl Bert {
         )?;
         ws.lora
             .embed_deltas(be, &mut ws.cx, &ws.tokens, &mut ws.h)?;
+        ws.inject_embeddings(be, XBuf::H);
         let pos: Vec<u32> = ws.pos.iter().map(|&p| p as u32).collect();
         be.embed(&mut ws.cx, &self.pos_embd, &self.pos_embd, &pos, &mut ws.o)?;
         be.add(&mut ws.cx, &mut ws.h, &ws.o);

@@ -24,7 +24,9 @@ use super::common::shortconv::ConvState;
 use super::loader::TensorLoader;
 use super::names::{self as n, Arch, layer_tensor, tensor};
 use super::rope_config;
-use super::step::{LogitsPost, SeqInput, Workspace, dumping, logits_out, project, rope_attend};
+use super::step::{
+    LogitsPost, SeqInput, Workspace, XBuf, dumping, logits_out, project, rope_attend,
+};
 use crate::backend::moe::{Gating, MoeWeights};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, RopeKind, Weight};
 use crate::error::{Error, Result};
@@ -368,6 +370,7 @@ impl Lfm2 {
         )?;
         ws.lora
             .embed_deltas(be, &mut ws.cx, &ws.tokens, &mut ws.x)?;
+        ws.inject_embeddings(be, XBuf::X);
         // the backend's fused ops (a GPU's dispatches): each block's input norm read by its
         // first product, the residual added by its last (not with adapters or dumps)
         let fuse = be.fuses_ops() && ws.lora.is_empty() && !dumping();

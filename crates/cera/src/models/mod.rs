@@ -6,6 +6,7 @@ pub mod bert;
 pub mod common;
 pub mod gemma2;
 pub mod gemma3;
+pub mod hf;
 pub mod lfm2;
 pub mod llama;
 pub mod loader;
@@ -348,7 +349,7 @@ impl Model {
         seqs: &mut [SeqInput<'_, B>],
         logits: &mut Vec<f32>,
     ) -> Result<()> {
-        ws.plan(seqs, self.n_vocab())?;
+        ws.plan(seqs, self.n_vocab(), self.n_embd())?;
         for s in seqs.iter_mut() {
             s.state.conv.begin(be, &mut ws.cx, s.pos0)?;
         }
@@ -389,9 +390,27 @@ impl Model {
         lora: &LoraSet,
         logits: &mut Vec<f32>,
     ) -> Result<()> {
+        self.forward_input(be, st, tokens, None, pos0, all_logits, lora, logits)
+    }
+
+    /// [`Model::forward_with`] of positions whose input rows may be given (`embd`,
+    /// `[tokens.len(), n_embd]`; `tokens` then stand for them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_input<B: Backend>(
+        &self,
+        be: &B,
+        st: &mut ModelState<B>,
+        tokens: &[u32],
+        embd: Option<&[f32]>,
+        pos0: usize,
+        all_logits: bool,
+        lora: &LoraSet,
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
         let mut seq = [SeqInput {
             state: &mut st.seq,
             tokens,
+            embd,
             pos0,
             logits: if all_logits {
                 Logits::All
@@ -401,6 +420,38 @@ impl Model {
             lora,
         }];
         self.forward_batch(be, &mut st.ws, &mut seq, logits)
+    }
+}
+
+impl Model {
+    /// The input rows the token path gives `tokens` (`[n, n_embd]` into `out`): what the
+    /// first layer reads for them, the embedding lookup with any scale the architecture
+    /// applies (no adapters). An embedding input of these rows computes what the tokens do.
+    pub fn input_rows<B: Backend>(
+        &self,
+        be: &B,
+        ws: &mut Workspace<B>,
+        tokens: &[u32],
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        let n_vocab = self.n_vocab();
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(Error::TokenOutOfRange { id: bad, n_vocab });
+        }
+        match self {
+            Model::Decoder(d) => {
+                be.embed(&mut ws.cx, &d.token_embd, &d.output, tokens, &mut ws.x)?;
+                if d.cfg.embed_scale != 1.0 {
+                    be.scale(&mut ws.cx, &mut ws.x, d.cfg.embed_scale);
+                }
+            }
+            Model::Lfm2(m) => be.embed(&mut ws.cx, &m.token_embd, &m.output, tokens, &mut ws.x)?,
+            Model::Encoder(b) => {
+                be.embed(&mut ws.cx, &b.token_embd, &b.token_embd, tokens, &mut ws.x)?
+            }
+        }
+        be.download(&mut ws.cx, &ws.x, out);
+        Ok(())
     }
 }
 

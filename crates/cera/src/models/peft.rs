@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, GgufWriter};
 use crate::keys::{self, arch as k, arch_key};
-use crate::models::Arch;
+use crate::models::{Arch, hf};
 use crate::quant::GgmlType;
 use crate::safetensors::{Dtype, SafeTensors};
 
@@ -182,14 +182,19 @@ pub fn to_gguf(dir: &Path, base: &GgufFile) -> Result<Vec<u8>> {
             ))
         })?;
         let mut data = st.data(t).to_vec();
-        if !is_a && permutes_qk(arch) {
+        if !is_a && hf::permutes_qk(arch) {
             // the converter permutes llama's Q and K rows for its RoPE layout; B holds the rows
-            if module.ends_with("self_attn.q_proj") {
-                data = permute_rows(&data, rows, cols * t.dtype.size(), n_head);
+            let heads = if module.ends_with("self_attn.q_proj") {
+                Some(n_head)
             } else if module.ends_with("self_attn.k_proj") {
                 let layer = layer_of(module).unwrap_or(0);
-                let kv = n_head_kv.get(layer).copied().unwrap_or(n_head);
-                data = permute_rows(&data, rows, cols * t.dtype.size(), kv);
+                Some(n_head_kv.get(layer).copied().unwrap_or(n_head))
+            } else {
+                None
+            };
+            if let Some(h) = heads {
+                data = hf::permute_head_rows(&data, rows, cols * t.dtype.size(), h)
+                    .map_err(|r| err(format!("'{tname}': {r}")))?;
             }
         }
         let suffix = if is_a { "lora_a" } else { "lora_b" };
@@ -321,59 +326,12 @@ fn layer_of(module: &str) -> Option<usize> {
 
 /// The GGUF base name (without `.weight`) of a Hugging Face module path.
 fn gguf_name(arch: Arch, module: &str) -> Option<String> {
-    use crate::models::names as n;
     if module == "lm_head" {
-        return Some(n::OUTPUT.to_owned());
+        return Some(crate::models::names::OUTPUT.to_owned());
     }
     let il = layer_of(module)?;
     let tail = module.split(&format!("layers.{il}.")).nth(1)?;
-    let lfm2 = matches!(arch, Arch::Lfm2 | Arch::Lfm2Moe);
-    let g = match tail {
-        "self_attn.q_proj" => n::ATTN_Q,
-        "self_attn.k_proj" => n::ATTN_K,
-        "self_attn.v_proj" => n::ATTN_V,
-        "self_attn.o_proj" => n::ATTN_OUT,
-        "self_attn.out_proj" if lfm2 => n::ATTN_OUT,
-        "self_attn.qkv_proj" => n::ATTN_QKV,
-        "mlp.gate_proj" => n::FFN_GATE,
-        "mlp.up_proj" => n::FFN_UP,
-        "mlp.down_proj" => n::FFN_DOWN,
-        "mlp.gate_up_proj" => n::FFN_UP,
-        "conv.in_proj" if lfm2 => n::SHORTCONV_IN_PROJ,
-        "conv.out_proj" if lfm2 => n::SHORTCONV_OUT_PROJ,
-        "feed_forward.w1" if lfm2 => n::FFN_GATE,
-        "feed_forward.w3" if lfm2 => n::FFN_UP,
-        "feed_forward.w2" if lfm2 => n::FFN_DOWN,
-        "feed_forward.gate" if lfm2 => n::FFN_GATE_INP,
-        _ => return None,
-    };
-    Some(format!("blk.{il}.{g}"))
-}
-
-/// Architectures whose converter permutes the Q and K projections' rows (llama's
-/// `undo_permute`: Hugging Face stores the halves of each head apart, GGUF interleaves them).
-fn permutes_qk(arch: Arch) -> bool {
-    matches!(arch, Arch::Llama | Arch::Granite)
-}
-
-/// Reorders `rows` rows (of `row_bytes` each) within each of `n_head` heads: the row at
-/// `(half j, i)` of a head moves to `(i, j)`, as the converter's
-/// `reshape(n_head, 2, d/2, …).swapaxes(1, 2)`.
-fn permute_rows(data: &[u8], rows: usize, row_bytes: usize, n_head: usize) -> Vec<u8> {
-    let hd = rows / n_head.max(1);
-    let half = hd / 2;
-    let mut out = vec![0u8; data.len()];
-    for h in 0..n_head {
-        for i in 0..half {
-            for j in 0..2 {
-                let src = h * hd + j * half + i;
-                let dst = h * hd + i * 2 + j;
-                out[dst * row_bytes..(dst + 1) * row_bytes]
-                    .copy_from_slice(&data[src * row_bytes..(src + 1) * row_bytes]);
-            }
-        }
-    }
-    out
+    Some(format!("blk.{il}.{}", hf::layer_name(arch, tail)?))
 }
 
 #[cfg(test)]
@@ -417,16 +375,6 @@ mod tests {
         assert_eq!(
             transpose(&data, 2, 3, 2),
             vec![0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11]
-        );
-    }
-
-    #[test]
-    fn permutation_interleaves_each_heads_halves() {
-        // one head of 4 rows [a0 a1 | b0 b1] -> [a0 b0 a1 b1]
-        let data: Vec<u8> = vec![0, 1, 2, 3, 10, 11, 12, 13];
-        assert_eq!(
-            permute_rows(&data, 8, 1, 2),
-            vec![0, 2, 1, 3, 10, 12, 11, 13]
         );
     }
 }

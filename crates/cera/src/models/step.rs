@@ -33,7 +33,12 @@ impl Logits {
 /// want logits.
 pub struct SeqInput<'a, B: Backend = Device> {
     pub state: &'a mut SeqState<B>,
+    /// One id per position; where `embd` is given, ids that stand for its rows in the
+    /// context (looked up nowhere).
     pub tokens: &'a [u32],
+    /// `[tokens.len(), n_embd]`: the positions' input rows themselves (an image's or an audio
+    /// clip's embeddings, in the model's input space) instead of token lookups.
+    pub embd: Option<&'a [f32]>,
     pub pos0: usize,
     pub logits: Logits,
     /// The LoRA adapters this sequence applies (none: the base model).
@@ -292,6 +297,10 @@ pub struct Workspace<B: Backend = Device> {
     pub(crate) lg: B::Tensor,
     /// Per token of the step: id and position (host copies of the plan).
     pub(crate) tokens: Vec<u32>,
+    /// Input rows given as embeddings: `(first row, rows)` per run, their values end to end
+    /// (`[rows, n_embd]` each).
+    pub(crate) embd_spans: Vec<(usize, usize)>,
+    pub(crate) embd: Vec<f32>,
     pub(crate) pos: Vec<usize>,
     /// Per sequence: its rows.
     pub(crate) spans: Vec<SeqSpan>,
@@ -313,6 +322,8 @@ impl<B: Backend> Default for Workspace<B> {
         Workspace {
             cx: Default::default(),
             x: Default::default(),
+            embd_spans: Vec::new(),
+            embd: Vec::new(),
             h: Default::default(),
             o: Default::default(),
             q: Default::default(),
@@ -346,11 +357,18 @@ impl<B: Backend> Workspace<B> {
 
     /// Lays the sequences' tokens end to end and checks them: at least one token each, room in
     /// each cache, ids in the vocabulary. Nothing is computed when a check fails.
-    pub(crate) fn plan(&mut self, seqs: &[SeqInput<'_, B>], n_vocab: usize) -> Result<()> {
+    pub(crate) fn plan(
+        &mut self,
+        seqs: &[SeqInput<'_, B>],
+        n_vocab: usize,
+        n_embd: usize,
+    ) -> Result<()> {
         if seqs.is_empty() {
             return Err(Error::Model("a step needs at least one sequence".into()));
         }
         self.tokens.clear();
+        self.embd_spans.clear();
+        self.embd.clear();
         self.pos.clear();
         self.spans.clear();
         self.out_rows.clear();
@@ -368,16 +386,33 @@ impl<B: Backend> Workspace<B> {
                     needed: s.pos0 + n,
                 });
             }
-            if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= n_vocab) {
-                return Err(Error::TokenOutOfRange { id: bad, n_vocab });
-            }
             let row0 = self.tokens.len();
+            match s.embd {
+                None => {
+                    if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+                        return Err(Error::TokenOutOfRange { id: bad, n_vocab });
+                    }
+                    self.tokens.extend_from_slice(s.tokens);
+                }
+                Some(rows) => {
+                    if n_embd == 0 || rows.len() != n * n_embd {
+                        return Err(Error::Model(format!(
+                            "sequence {i} of the step gives {} embedding values for {n} \
+                             positions of {n_embd}",
+                            rows.len()
+                        )));
+                    }
+                    // looked up and then replaced: any id in the table will do
+                    self.tokens.extend(std::iter::repeat_n(0, n));
+                    self.embd_spans.push((row0, n));
+                    self.embd.extend_from_slice(rows);
+                }
+            }
             self.spans.push(SeqSpan {
                 row0,
                 n,
                 pos0: s.pos0,
             });
-            self.tokens.extend_from_slice(s.tokens);
             self.pos.extend(s.pos0..s.pos0 + n);
             let r = s.logits.rows(n);
             self.out_rows.extend(row0 + n - r..row0 + n);
@@ -387,10 +422,39 @@ impl<B: Backend> Workspace<B> {
         Ok(())
     }
 
+    /// Puts the rows given as embeddings into `x` (`[n, n_embd]`, the token lookups made for
+    /// every row), replacing what the lookup put there: through the host, as it is only the
+    /// steps that carry media that pay for it.
+    pub(crate) fn inject_embeddings(&mut self, be: &B, x: XBuf) {
+        if self.embd_spans.is_empty() {
+            return;
+        }
+        let t = match x {
+            XBuf::X => &mut self.x,
+            XBuf::H => &mut self.h,
+        };
+        let (rows, cols) = be.shape(t);
+        let mut host = Vec::new();
+        be.download(&mut self.cx, t, &mut host);
+        let mut at = 0;
+        for &(row0, n) in &self.embd_spans {
+            host[row0 * cols..(row0 + n) * cols].copy_from_slice(&self.embd[at..at + n * cols]);
+            at += n * cols;
+        }
+        be.upload(&mut self.cx, &host, rows, cols, t);
+    }
+
     /// Tokens in the step.
     pub(crate) fn n(&self) -> usize {
         self.tokens.len()
     }
+}
+
+/// Which buffer of the workspace holds a model's input rows.
+#[derive(Clone, Copy)]
+pub(crate) enum XBuf {
+    X,
+    H,
 }
 
 /// Sequences up to which the per-layer list of caches lives on the stack.

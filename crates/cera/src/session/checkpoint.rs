@@ -104,7 +104,10 @@ impl Session {
             )));
         }
         let n_vocab = self.engine.model.n_vocab();
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        if let Some(&bad) = tokens
+            .iter()
+            .find(|&&t| t as usize >= n_vocab && !super::is_media_id(t))
+        {
             return Err(r.error(format!("token id {bad} is past the vocabulary ({n_vocab})")));
         }
         let logits = r.f32s("logits")?;

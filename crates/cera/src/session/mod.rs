@@ -7,15 +7,19 @@ use std::time::Duration;
 
 use crate::runtime::time::Instant;
 
+mod basic;
 mod checkpoint;
 mod lora;
+mod media;
 mod prefill;
 mod rewind;
 mod shift;
 
 use crate::engine::{EngineInner, SessionOptions};
 use crate::error::{Error, Result};
+pub use basic::{BadOption, BasicOptions};
 pub(crate) use checkpoint::map_file;
+pub use media::{MEDIA_ID_BASE, is_media_id, media_ids};
 pub use prefill::PrefillReport;
 
 use crate::backend::{Backend, KvCache, KvSpec, KvType};
@@ -172,9 +176,9 @@ pub struct Session {
     n_ubatch: usize,
     /// The KV cache types asked for (layers whose heads a block type cannot hold keep f16).
     pub(crate) kv_types: KvSpec,
-    cancel: Arc<AtomicBool>,
-    pending_prompt: usize,
-    pending_prefill: Duration,
+    pub(crate) cancel: Arc<AtomicBool>,
+    pub(crate) pending_prompt: usize,
+    pub(crate) pending_prefill: Duration,
     /// The recurrent state is behind `tokens` (after a truncate): the tokens from here on are
     /// prefilled again before anything else is appended.
     pub(crate) replay_from: Option<usize>,
@@ -448,12 +452,24 @@ impl Session {
 
     /// Runs `chunk` after the context (whose state must be up to date) and appends it.
     pub(crate) fn forward(&mut self, chunk: &[u32], all: bool) -> Result<()> {
+        self.forward_input(chunk, None, all)
+    }
+
+    /// [`Session::forward`] of positions whose input rows may be given (`embd`,
+    /// `[chunk.len(), n_embd]`), `chunk` then holding their ids.
+    pub(crate) fn forward_input(
+        &mut self,
+        chunk: &[u32],
+        embd: Option<&[f32]>,
+        all: bool,
+    ) -> Result<()> {
         let pos0 = self.tokens.len();
         let e = &self.engine;
-        e.model.forward_with(
+        e.model.forward_input(
             &e.dev,
             &mut self.state,
             chunk,
+            embd,
             pos0,
             all,
             &self.lora,
@@ -483,7 +499,7 @@ impl Session {
     /// Checks, before anything runs, that `tokens` can follow the context: shifting it first
     /// when that is on, they must fit and be in the vocabulary; a recurrent state behind the
     /// tokens (after a truncate) is brought up to date.
-    pub(crate) fn prepare_feed(&mut self, tokens: &[u32]) -> Result<()> {
+    pub(crate) fn prepare_feed(&mut self, tokens: &[u32], embd: Option<&[f32]>) -> Result<()> {
         self.make_room(tokens.len())?;
         let needed = self.tokens.len() + tokens.len();
         if needed > self.n_ctx {
@@ -493,7 +509,9 @@ impl Session {
             });
         }
         let n_vocab = self.engine.model.n_vocab();
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        if embd.is_none()
+            && let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab)
+        {
             return Err(Error::TokenOutOfRange { id: bad, n_vocab });
         }
         self.catch_up()

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 
 use super::Session;
 use crate::backend::Backend;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::models::KeptState;
 
 /// Snapshots after the most recent forward passes.
@@ -141,6 +141,17 @@ impl Session {
         let Some(from) = self.replay_from else {
             return Ok(());
         };
+        if let Some(i) = self.tokens[from..]
+            .iter()
+            .position(|&t| super::is_media_id(t))
+        {
+            // the rows are not kept: what follows them cannot be computed again
+            return Err(Error::Model(format!(
+                "the recurrent state cannot be rebuilt over embedding input (position {}); \
+                 prefill the context again",
+                from + i
+            )));
+        }
         let replay: Vec<u32> = self.tokens.drain(from..).collect();
         if from == 0 {
             self.snaps.clear();

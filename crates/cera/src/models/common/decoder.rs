@@ -6,7 +6,7 @@
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, RopeConfig, Weight};
 use crate::error::Result;
 use crate::models::step::{
-    Buf, LogitsPost, SeqInput, Workspace, dump, dumping, logits_out, project, rope_attend,
+    Buf, LogitsPost, SeqInput, Workspace, XBuf, dump, dumping, logits_out, project, rope_attend,
 };
 
 /// Where the RMS norms sit around attention and the FFN.
@@ -165,6 +165,7 @@ impl Decoder {
         if c.embed_scale != 1.0 {
             be.scale(&mut ws.cx, &mut ws.x, c.embed_scale);
         }
+        ws.inject_embeddings(be, XBuf::X);
         dump(be, ws, "embd", None, Buf::X);
         for (il, lw) in self.layers.iter().enumerate() {
             self.attention_block(be, il, lw, seqs, ws)?;
