@@ -104,7 +104,7 @@ impl GenerateConfig {
         b.repeat_penalty = self.repeat_penalty;
         b.seed = self.seed;
         b.stop = self.stop.clone();
-        b.to_options().map_err(|e| invalid(e.camel_case()))
+        b.to_options().map_err(|e| invalid(e.to_string()))
     }
 }
 

@@ -313,5 +313,5 @@ fn a_batch_generates_what_each_prompt_does_alone() {
         cache_type_v: None,
     };
     let e = engine().generate_batch(prompts, bad, cfg).unwrap_err();
-    assert!(e.to_string().contains("topP"), "{e}");
+    assert!(e.to_string().contains("top_p"), "{e}");
 }

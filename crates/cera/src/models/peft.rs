@@ -192,9 +192,12 @@ pub fn to_gguf(dir: &Path, base: &GgufFile) -> Result<Vec<u8>> {
             } else {
                 None
             };
-            if let Some(h) = heads {
-                data = hf::permute_head_rows(&data, rows, cols * t.dtype.size(), h)
-                    .map_err(|r| err(format!("'{tname}': {r}")))?;
+            // rows that do not split into the heads are an adapter of other dimensions, which
+            // resolving it against the model names
+            if let Some(Ok(p)) =
+                heads.map(|h| hf::permute_head_rows(&data, rows, cols * t.dtype.size(), h))
+            {
+                data = p;
             }
         }
         let suffix = if is_a { "lora_a" } else { "lora_b" };

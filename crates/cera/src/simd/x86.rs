@@ -729,3 +729,42 @@ impl F32s for __m512 {
         _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b), f, t)
     }
 }
+
+/// The two x86 tiers' `#[target_feature]` entry points of a Q8_K-activation GEMM over
+/// x8-packed weights, `gemm_x8_avx512` and `gemm_x8_avx2`: each runs the format's GEMM body
+/// (`$body`, inlined into it) over activation blocks `$act` (Q8_K's), with the tier's
+/// dot-accumulate and flags (`[$g512]`, `[$g2]`, the body's generic arguments before the
+/// token count). What each format's kernel does is
+/// said at its call.
+macro_rules! kx8_gemm_entries {
+    ($act:ty; $($body:ident)::+, [$($g512:tt)*], [$($g2:tt)*]) => {
+        /// AVX-512 tier GEMM over x8-packed weights (`vpdpbusd`/`vpdpwssd`).
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+        pub(crate) fn gemm_x8_avx512<const NT: usize>(
+            k: usize,
+            n_rows: usize,
+            w: &[u8],
+            acts: &crate::simd::GemmActs<'_, $act>,
+            out: &mut [f32],
+            ldo: usize,
+        ) {
+            // SAFETY: this function's features are the tier's.
+            unsafe { $($body)::+::<$($g512)*, NT>(k, n_rows, w, acts, out, ldo) }
+        }
+
+        /// AVX2 tier GEMM over x8-packed weights (`vpmaddubsw`).
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(crate) fn gemm_x8_avx2<const NT: usize>(
+            k: usize,
+            n_rows: usize,
+            w: &[u8],
+            acts: &crate::simd::GemmActs<'_, $act>,
+            out: &mut [f32],
+            ldo: usize,
+        ) {
+            // SAFETY: this function's features are the tier's.
+            unsafe { $($body)::+::<$($g2)*, NT>(k, n_rows, w, acts, out, ldo) }
+        }
+    };
+}
+pub(crate) use kx8_gemm_entries;

@@ -59,40 +59,17 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockIQ4_XS], a: &[BlockQ8_K]) -> f3
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): each 32-element sub-block is
-/// laid out as an IQ4_NL block of eight rows, so `vpdpbusd` against broadcast activation dwords
-/// gives eight rows' sums per instruction; the code book is biased by +128 and `128·Σa` (from
-/// the Q8_K 16-sums) comes off. The integers and the float formula per super-block are the
-/// scalar reference's, so each result is bit for bit the GEMV's.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn gemm_x8_avx512<const NT: usize>(
-    k: usize,
-    n_rows: usize,
-    w: &[u8],
-    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
-    out: &mut [f32],
-    ldo: usize,
-) {
-    // SAFETY: this function's features are the tier's.
-    unsafe { gemm_x8::<Vnni, false, NT>(k, n_rows, w, acts, out, ldo) }
-}
-
-/// AVX2 tier GEMM over x8-packed weights: the same kernel on the signed code-book values
-/// through the sign trick (`vpmaddubsw(|w|, a·sign w)`: the values and the Q8_K activations
-/// lie in −127..=127, so a pair of products cannot saturate; biased codes up to 241 could), with
-/// no bias to take off.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn gemm_x8_avx2<const NT: usize>(
-    k: usize,
-    n_rows: usize,
-    w: &[u8],
-    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
-    out: &mut [f32],
-    ldo: usize,
-) {
-    // SAFETY: this function's features are the tier's.
-    unsafe { gemm_x8::<SignedMaddubs, true, NT>(k, n_rows, w, acts, out, ldo) }
-}
+// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): each 32-element sub-block is
+// laid out as an IQ4_NL block of eight rows, so `vpdpbusd` against broadcast activation dwords
+// gives eight rows' sums per instruction; the code book is biased by +128 and `128·Σa` (from
+// the Q8_K 16-sums) comes off. The integers and the float formula per super-block are the
+// scalar reference's, so each result is bit for bit the GEMV's.
+//
+// AVX2 tier GEMM over x8-packed weights: the same kernel on the signed code-book values
+// through the sign trick (`vpmaddubsw(|w|, a·sign w)`: the values and the Q8_K activations
+// lie in −127..=127, so a pair of products cannot saturate; biased codes up to 241 could), with
+// no bias to take off.
+kx8_gemm_entries!(BlockQ8_K; gemm_x8, [Vnni, false], [SignedMaddubs, true]);
 
 /// The GEMM body: `D` takes the code-book values as they are (`SIGNED`) or biased by +128.
 /// Inlined into the tiers' `#[target_feature]` wrappers.

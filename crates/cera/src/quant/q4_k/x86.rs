@@ -68,38 +68,15 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ4_K], a: &[BlockQ8_K]) -> f32 
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
 
-/// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): eight rows per vector, one per
-/// 32-bit lane, so each sub-block's integer dot products for eight rows come from eight
-/// `vpdpbusd` against broadcast activation dwords, and the scales and mins apply per lane. The
-/// integers and the float formula per super-block are the scalar reference's, so each result
-/// is bit for bit the GEMV's.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn gemm_x8_avx512<const NT: usize>(
-    k: usize,
-    n_rows: usize,
-    w: &[u8],
-    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
-    out: &mut [f32],
-    ldo: usize,
-) {
-    // SAFETY: this function's features are the tier's.
-    unsafe { gemm_k4x8::<Vnni, false, NT>(k, n_rows, w, acts, out, ldo) }
-}
-
-/// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the codes
-/// are below 16).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn gemm_x8_avx2<const NT: usize>(
-    k: usize,
-    n_rows: usize,
-    w: &[u8],
-    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
-    out: &mut [f32],
-    ldo: usize,
-) {
-    // SAFETY: this function's features are the tier's.
-    unsafe { gemm_k4x8::<Maddubs, false, NT>(k, n_rows, w, acts, out, ldo) }
-}
+// AVX-512 tier GEMM over x8-packed weights (`kernels::pack`): eight rows per vector, one per
+// 32-bit lane, so each sub-block's integer dot products for eight rows come from eight
+// `vpdpbusd` against broadcast activation dwords, and the scales and mins apply per lane. The
+// integers and the float formula per super-block are the scalar reference's, so each result
+// is bit for bit the GEMV's.
+//
+// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the codes
+// are below 16).
+kx8_gemm_entries!(BlockQ8_K; gemm_k4x8, [Vnni, false], [Maddubs, false]);
 
 /// The Q4_K GEMM, and with `Q5` the Q5_K one: its x8 layout is Q4_K's with the fifth bits
 /// appended (`kernels::pack`), added to the codes before the dot products ([`Dp::add_where`]).

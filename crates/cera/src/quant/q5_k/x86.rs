@@ -64,32 +64,13 @@ pub(crate) fn vec_dot_avx512(n: usize, w: &[BlockQ5_K], a: &[BlockQ8_K]) -> f32 
     dot(n, w, a, |acc, p, s| _mm256_dpwssd_epi32(acc, p, s))
 }
 
-/// AVX-512 tier GEMM over x8-packed weights: Q4_K's kernel with the fifth bits (see
-/// `q4_k::x86::gemm_k4x8`); bit for bit the GEMV's.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-pub(crate) fn gemm_x8_avx512<const NT: usize>(
-    k: usize,
-    n_rows: usize,
-    w: &[u8],
-    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
-    out: &mut [f32],
-    ldo: usize,
-) {
-    // SAFETY: this function's features are the tier's.
-    unsafe { crate::quant::q4_k::x86::gemm_k4x8::<Vnni, true, NT>(k, n_rows, w, acts, out, ldo) }
-}
-
-/// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the codes
-/// are below 32) and the fifth bits added through a byte compare.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn gemm_x8_avx2<const NT: usize>(
-    k: usize,
-    n_rows: usize,
-    w: &[u8],
-    acts: &crate::simd::GemmActs<'_, BlockQ8_K>,
-    out: &mut [f32],
-    ldo: usize,
-) {
-    // SAFETY: this function's features are the tier's.
-    unsafe { crate::quant::q4_k::x86::gemm_k4x8::<Maddubs, true, NT>(k, n_rows, w, acts, out, ldo) }
-}
+// AVX-512 tier GEMM over x8-packed weights: Q4_K's kernel with the fifth bits (see
+// `q4_k::x86::gemm_k4x8`); bit for bit the GEMV's.
+//
+// AVX2 tier GEMM over x8-packed weights: the same kernel with `vpmaddubsw` (exact: the codes
+// are below 32) and the fifth bits added through a byte compare.
+kx8_gemm_entries!(BlockQ8_K;
+    crate::quant::q4_k::x86::gemm_k4x8,
+    [Vnni, true],
+    [Maddubs, true]
+);
