@@ -14,6 +14,7 @@
 //! * Errors are OpenAI-shaped JSON with a 4xx for anything the client sent wrong; nothing a
 //!   request carries can panic the server, and a failing request never stops the scheduler.
 
+mod chat_stream;
 pub mod completions;
 pub mod embeddings;
 pub mod error;

@@ -27,7 +27,6 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::error::ApiError;
 use crate::scheduler::{Done, Event, Job, Refused};
-use crate::toolstream::ToolSplitter;
 use crate::{Ready, Shared, unix_now};
 
 /// Parses a JSON body, or says where it is wrong: the syntax error's place, or the known
@@ -383,9 +382,9 @@ fn messages(raw: &[Json]) -> Result<Vec<Message>, ApiError> {
 }
 
 /// What the tools of a request need.
-struct ToolPlan {
+pub(crate) struct ToolPlan {
     tools: Vec<Tool>,
-    format: ToolFormat,
+    pub format: ToolFormat,
     /// `none`: tools are not offered.
     offered: bool,
     grammar: Option<GrammarConstraint>,
@@ -634,7 +633,7 @@ fn token_entry(r: &Ready, id: u32, lp: f32) -> Json {
     })
 }
 
-fn chat_logprobs(r: &Ready, lps: &[TokenLogprobs]) -> Json {
+pub(crate) fn chat_logprobs(r: &Ready, lps: &[TokenLogprobs]) -> Json {
     let content: Vec<Json> = lps
         .iter()
         .map(|l| {
@@ -647,7 +646,7 @@ fn chat_logprobs(r: &Ready, lps: &[TokenLogprobs]) -> Json {
     json!({ "content": content })
 }
 
-fn call_json(c: &ToolCall, i: usize) -> Json {
+pub(crate) fn call_json(c: &ToolCall, i: usize) -> Json {
     json!({
         "id": c.id.clone().unwrap_or_else(|| format!("call_{i}")),
         "type": "function",
@@ -668,7 +667,7 @@ pub(crate) fn new_id(prefix: &str) -> String {
 /// Splits a reply into content and calls; calls get ids.
 /// A reply the token limit (or the context) cut short is not an error: what was generated is
 /// the content, unparsed, and `finish_reason` says `length`.
-fn split_calls(
+pub(crate) fn split_calls(
     plan: &ToolPlan,
     text: &str,
     required: bool,
@@ -753,10 +752,10 @@ pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<R
     }
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let tools = plan.filter(|p| p.offered);
-    let stream = chat_stream(
+    let stream = crate::chat_stream::chat_stream(
         Arc::clone(&st),
         rx,
-        ChatStream {
+        crate::chat_stream::ChatStream {
             id,
             created,
             model,
@@ -837,136 +836,6 @@ pub(crate) fn end_sse(
 
 pub(crate) fn sse(v: Json) -> Result<SseEvent, Infallible> {
     Ok(SseEvent::default().data(v.to_string()))
-}
-
-/// What a streamed chat completion's chunks carry.
-struct ChatStream {
-    id: String,
-    created: u64,
-    model: String,
-    include_usage: bool,
-    logprobs: bool,
-    n: usize,
-}
-
-fn chat_stream(
-    st: Shared,
-    mut rx: UnboundedReceiver<Event>,
-    cs: ChatStream,
-    tools: Option<ToolPlan>,
-    required: bool,
-) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let ChatStream {
-        id,
-        created,
-        model,
-        include_usage,
-        logprobs,
-        n,
-    } = cs;
-    let chunk = move |i: usize, delta: Json, finish: Option<&str>, lp: Option<Json>| {
-        json!({
-            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "system_fingerprint": format!("cera-{}", env!("CARGO_PKG_VERSION")),
-            "choices": [{"index": i, "delta": delta, "logprobs": lp, "finish_reason": finish}],
-        })
-    };
-    async_stream(move |tx| async move {
-        let r = match st.ready() {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = tx.send(sse(e.body()));
-                return;
-            }
-        };
-        // per choice: its tool-call splitter, its end
-        let mut splitters: Vec<ToolSplitter> = match &tools {
-            Some(p) => (0..n).map(|_| ToolSplitter::new(p.format)).collect(),
-            None => Vec::new(),
-        };
-        let mut ends = ChoiceEnds::new(n);
-        for i in 0..n {
-            let role = json!({"role": "assistant", "content": ""});
-            let _ = tx.send(sse(chunk(i, role, None, None)));
-        }
-        while let Some(ev) = rx.recv().await {
-            match ev {
-                Event::Token {
-                    text,
-                    logprobs: lp,
-                    choice,
-                    ..
-                } if choice < n => {
-                    let text = match splitters.get_mut(choice) {
-                        Some(s) => s.push(&text),
-                        None => text,
-                    };
-                    let lp = if logprobs {
-                        lp.map(|l| chat_logprobs(r, &[l]))
-                    } else {
-                        None
-                    };
-                    if text.is_empty() && lp.is_none() {
-                        continue;
-                    }
-                    let c = chunk(choice, json!({"content": text}), None, lp);
-                    if tx.send(sse(c)).is_err() {
-                        return; // the client left: dropping `rx` cancels the job
-                    }
-                }
-                Event::Done(done) if done.choice < n => {
-                    let i = done.choice;
-                    let mut calls = Vec::new();
-                    if let (Some(s), Some(plan)) = (splitters.get_mut(i), &tools) {
-                        let (in_call, held) = s.finish();
-                        let (content, c) = if in_call {
-                            match split_calls(plan, &held, required, done.finish) {
-                                Ok(x) => x,
-                                Err(e) => {
-                                    let _ = tx.send(sse(e.body()));
-                                    return;
-                                }
-                            }
-                        } else {
-                            (held, Vec::new())
-                        };
-                        if !content.is_empty() {
-                            let c = chunk(i, json!({"content": content}), None, None);
-                            let _ = tx.send(sse(c));
-                        }
-                        calls = c;
-                    }
-                    for (k, c) in calls.iter().enumerate() {
-                        let full = call_json(c, k);
-                        let head = json!({"tool_calls": [{
-                            "index": k, "id": full["id"], "type": "function",
-                            "function": {"name": c.name, "arguments": ""},
-                        }]});
-                        let _ = tx.send(sse(chunk(i, head, None, None)));
-                        let args = json!({"tool_calls": [{
-                            "index": k, "function": {"arguments": full["function"]["arguments"]},
-                        }]});
-                        let _ = tx.send(sse(chunk(i, args, None, None)));
-                    }
-                    let fr = finish_reason(done.finish, !calls.is_empty());
-                    let _ = tx.send(sse(chunk(i, json!({}), Some(fr), None)));
-                    if let Some(t) = ends.end(done) {
-                        end_sse(
-                            &tx,
-                            include_usage.then(|| chunk(0, json!({}), None, None)),
-                            &t,
-                        );
-                        return;
-                    }
-                }
-                Event::Error(e) => {
-                    let _ = tx.send(sse(generation_error(e).body()));
-                    return;
-                }
-                _ => {}
-            }
-        }
-    })
 }
 
 /// A stream fed by a task through a channel; when the client goes away the stream is dropped,
