@@ -184,3 +184,27 @@ fn a_prompt_over_the_context_fails_alone() {
     assert!(log.errors[0].1.contains("context"), "{}", log.errors[0].1);
     assert_eq!(log.texts[1], alone(&eng, PROMPTS[1], &opts(4, 0.0, 0)));
 }
+
+#[test]
+fn a_request_joining_a_running_one_changes_neither() {
+    // the first runs alone for a few steps (a one-slot step reads only the top candidates of
+    // its logits), then the second joins it in batched steps, then it runs alone again
+    let eng = engine();
+    for o in [opts(40, 0.0, 0), opts(40, 0.9, 3)] {
+        let mut sched = eng.scheduler(2, sopts(), SchedulerOptions::default());
+        let mut log = Log::new(2);
+        let a = eng.tokenizer().encode(PROMPTS[0], true, false);
+        sched.submit(Request::new(a, o.clone()));
+        for _ in 0..5 {
+            sched.step(&mut |ev| log.on(ev));
+        }
+        let mut short = o.clone();
+        short.max_tokens = 10;
+        let b = eng.tokenizer().encode(PROMPTS[1], true, false);
+        sched.submit(Request::new(b, short.clone()));
+        sched.run_all(&mut |ev| log.on(ev));
+        assert!(log.errors.is_empty(), "{:?}", log.errors);
+        assert_eq!(log.texts[0], alone(&eng, PROMPTS[0], &o));
+        assert_eq!(log.texts[1], alone(&eng, PROMPTS[1], &short));
+    }
+}

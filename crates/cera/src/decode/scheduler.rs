@@ -653,6 +653,9 @@ impl<'e, S: BorrowMut<Session>> Scheduler<'e, S> {
                 let (one, tail) = tail.split_first_mut().expect("slot exists");
                 base = i + 1;
                 rest = tail;
+                if let Some(run) = &mut one.run {
+                    run.joins_batch();
+                }
                 let session = one.session.borrow_mut();
                 let added = match &f.embd {
                     None => batch.add(session, &f.tokens, f.logits),

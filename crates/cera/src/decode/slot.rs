@@ -286,6 +286,12 @@ impl<'e> Run<'e> {
         }))
     }
 
+    /// The slot joins a batched step: its logits come whole into the session (the top
+    /// candidates of an earlier step alone are stale).
+    pub fn joins_batch(&mut self) {
+        self.top_used = false;
+    }
+
     /// Runs `f` for this slot alone, in its session's own workspace: a decode step whose
     /// sampler reads only the top candidates asks the backend for those; all rows go to
     /// `rows` when asked for.
