@@ -31,6 +31,7 @@ export class Engine {
   static fromBytes(bytes: Uint8Array): Promise<Engine>;
   session(opts?: SessionOptions): Session;
   chat(opts?: SessionOptions): Chat;
+  generateBatch(prompts: string[], opts?: GenerateOptions, sessionOpts?: SessionOptions): Promise<GenerateResult[]>;
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Uint32Array;
   detokenize(ids: Uint32Array | number[]): string;
   embed(texts: string[]): Promise<Float32Array[]>;

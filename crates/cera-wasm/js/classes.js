@@ -92,6 +92,11 @@ export function makeClasses(call, memory, loadArgs) {
     session(opts) {
       return new Session(call(this.__handle, "session", [opts]));
     }
+    /// Several prompts at once, in batched steps: `generateBatch(prompts, opts, sessionOpts)`,
+    /// one result per prompt as `Session.generate` returns.
+    generateBatch(prompts, opts, sessionOpts) {
+      return call(this.__handle, "generateBatch", [prompts, opts, sessionOpts]);
+    }
     /// A conversation with the model's chat template over a new session (same options).
     chat(opts) {
       return new Chat(call(this.__handle, "chat", [opts]));

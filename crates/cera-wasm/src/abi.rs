@@ -144,6 +144,12 @@ fn call_engine(e: &cera::engine::Engine, method: &str, args: &[Value]) -> Result
                 e.clone()
             )))))
         }
+        "generateBatch" => {
+            let prompts: Vec<String> = arg(args, 0, "prompts")?;
+            let cfg: GenerateConfig = opts(args, 1, "generate options")?;
+            let scfg: SessionConfig = opts(args, 2, "session options")?;
+            json(&api::generate_batch(e, &prompts, &cfg, &scfg)?)
+        }
         "chat" => {
             let cfg: SessionConfig = opts(args, 0, "session options")?;
             Ok(Out::Json(json!(insert(Obj::Chat(Box::new(api::chat(

@@ -128,6 +128,36 @@ pub fn generate(
     })
 }
 
+/// Generates after every prompt at once, each in a new session of `scfg`'s options (BOS as the
+/// model asks; special tokens stay text): prefilled and decoded together in batched steps
+/// through the core's scheduler, one forward pass for all of them. Results in the prompts'
+/// order, as [`generate`]'s (`promptMs`/`decodeMs` each sequence's share of the shared steps).
+pub fn generate_batch(
+    e: &cera::engine::Engine,
+    prompts: &[String],
+    cfg: &GenerateConfig,
+    scfg: &SessionConfig,
+) -> Result<Vec<Generation>> {
+    let o = cfg.to_core()?;
+    let toks: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| e.tokenizer().encode(p, true, false))
+        .collect();
+    let done = e.generate_many(&toks, &o, scfg.to_core()?).map_err(core)?;
+    Ok(done
+        .into_iter()
+        .zip(&toks)
+        .map(|(c, p)| Generation {
+            text: c.text,
+            tokens: c.tokens,
+            finish_reason: c.finished.summary.finish.as_str().to_owned(),
+            prompt_tokens: p.len(),
+            prompt_ms: c.finished.summary.prefill.as_secs_f64() * 1e3,
+            decode_ms: c.finished.summary.decode.as_secs_f64() * 1e3,
+        })
+        .collect())
+}
+
 /// What a chat turn returns: `{ text, toolCalls: [{ id, name, arguments }], finishReason,
 /// promptTokens, completionTokens, reusedTokens }`.
 #[derive(Serialize)]

@@ -120,6 +120,23 @@ impl Engine {
         })
     }
 
+    /// Generates for every prompt at once, each in a session of its own (`sessionOpts`, as
+    /// `session`'s), prefilled and decoded together in batched steps: several sequences for
+    /// about the time of one. `opts` as `Session.generate`'s; returns one result per prompt,
+    /// in order, each as `Session.generate` returns.
+    #[wasm_bindgen(js_name = generateBatch)]
+    pub fn generate_batch(
+        &self,
+        prompts: Vec<String>,
+        opts: JsValue,
+        session_opts: JsValue,
+    ) -> std::result::Result<JsValue, JsValue> {
+        let cfg: GenerateConfig = from_js("generate options", opts)?;
+        let scfg: SessionConfig = from_js("session options", session_opts)?;
+        let g = api::generate_batch(&self.inner, &prompts, &cfg, &scfg)?;
+        Ok(serde_wasm_bindgen::to_value(&g).map_err(|e| invalid(e.to_string()))?)
+    }
+
     /// A conversation with the model's chat template over a new session (same options).
     pub fn chat(&self, opts: JsValue) -> Result<Chat> {
         let cfg: SessionConfig = from_js("session options", opts)?;

@@ -169,6 +169,23 @@ test("a tool call comes back parsed", () => {
   assert.ok(answer.text.length > 0);
 });
 
+test("generateBatch runs several prompts in shared steps, each as it runs alone", async () => {
+  const prompts = ["The capital of France is", "Once upon a time", "def fibonacci(n):"];
+  const opts = { maxTokens: 8, temperature: 0 };
+  const batch = await engine.generateBatch(prompts, opts, { nCtx: 128 });
+  assert.equal(batch.length, prompts.length);
+  for (let i = 0; i < prompts.length; i++) {
+    const alone = await engine.session({ nCtx: 128 }).generate(prompts[i], opts);
+    assert.equal(batch[i].text, alone.text, `prompt ${i}`);
+    assert.deepEqual(Array.from(batch[i].tokens), Array.from(alone.tokens));
+    assert.equal(batch[i].finishReason, "length");
+    assert.equal(batch[i].promptTokens, engine.tokenize(prompts[i], true, false).length);
+  }
+  assert.deepEqual(await engine.generateBatch([], opts, {}), []);
+  assert.throws(() => engine.generateBatch(["x", "word ".repeat(40)], opts, { nCtx: 16 }), /context/i);
+  assert.throws(() => engine.generateBatch(["x"], { maxTokenz: 2 }, {}), /maxTokenz/);
+});
+
 test("bad input is an error naming what is wrong", () => {
   assert.throws(() => Engine.fromBytes(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8])), /GGUF|magic|short|truncated/i);
   assert.throws(() => engine.session({ nCtxx: 5 }), /nCtxx/);
