@@ -508,7 +508,7 @@ parity!(
 /// The LFM2 family's own checks, beyond parity.
 mod lfm2 {
     use super::*;
-    use cera::backend::moe::Dispatch;
+    use cera::backend::Dispatch;
     use cera::engine::{Engine, EngineOptions, SessionOptions};
     use cera::gguf::{GgufWriter, Value};
 

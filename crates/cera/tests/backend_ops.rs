@@ -9,7 +9,8 @@
 mod backend_ops;
 
 use backend_ops::{Failure, check_all, run_all, run_groups};
-use cera::backend::moe::{Dispatch, MoeWeights};
+use cera::backend::Dispatch;
+use cera::backend::moe::MoeWeights;
 use cera::backend::reference::Reference;
 use cera::backend::{
     Act, AttentionParams, Backend, Cpu, CpuCtx, CpuTensor, KvLayer, KvSpec, KvType, RopeConfig,

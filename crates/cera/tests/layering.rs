@@ -1,5 +1,7 @@
 //! Guards the module layering: no cycle of imports between the crate's top-level modules
-//! (`src/<folder>/` or `src/<file>.rs`), and in the SIMD code `kernels` → `quant` → `simd`.
+//! (`src/<folder>/` or `src/<file>.rs`), none through a subfolder inside any folder (the
+//! modules of `backend/`, `quant/`, …), the CPU and GPU backends named only by `Device`, and in
+//! the SIMD code `kernels` → `quant` → `simd`.
 //!
 //! Cycles: every path out of a file's module to the crate root (`crate::x`, a `super::` chain
 //! that reaches the root) is an arrow from the file's top-level module to `x`; comments are
@@ -419,4 +421,268 @@ fn the_cycle_check_finds_cycles() {
     let text = without_comments("use crate::x; // crate::y\n/// [`crate::z`]\nfn f() {}");
     let segs: Vec<String> = root_paths(&text, 1).into_iter().map(|(_, s)| s).collect();
     assert_eq!(segs, vec!["x"]);
+}
+
+/// The module path of the file at `rel` (relative to `src/`): `backend/gpu/kv.rs` is
+/// `backend::gpu::kv`, `backend/mod.rs` is `backend`, `lib.rs` the root.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut segs: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_str().unwrap().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(segs.last().map(String::as_str), Some("mod" | "lib")) {
+        segs.pop();
+    }
+    segs
+}
+
+/// The paths of the use tree (or expression path) starting at byte `at` of `src`, each as its
+/// segments: `a::{b, c::d}` gives `a::b` and `a::c::d`; a path ends where its identifiers do.
+fn tree_paths(src: &str, at: usize) -> (Vec<Vec<String>>, usize) {
+    let b = src.as_bytes();
+    let skip_ws = |mut i: usize| {
+        while i < b.len() && (b[i] as char).is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut i = skip_ws(at);
+    if i < b.len() && b[i] == b'{' {
+        let mut out = Vec::new();
+        i += 1;
+        loop {
+            i = skip_ws(i);
+            if i >= b.len() || b[i] == b'}' {
+                return (out, i + 1);
+            }
+            let (sub, j) = tree_paths(src, i);
+            out.extend(sub);
+            // past an `as` rename to the item's end
+            i = j;
+            while i < b.len() && !matches!(b[i], b',' | b'}') {
+                i += 1;
+            }
+            if i < b.len() && b[i] == b',' {
+                i += 1;
+            }
+        }
+    }
+    if i < b.len() && b[i] == b'*' {
+        return (vec![vec!["*".into()]], i + 1);
+    }
+    let start = i;
+    while i < b.len() && is_ident_char(b[i] as char) {
+        i += 1;
+    }
+    let ident = src[start..i].to_string();
+    if ident.is_empty() {
+        return (vec![vec![]], i);
+    }
+    if src[i..].starts_with("::") {
+        let (subs, j) = tree_paths(src, i + 2);
+        let out = subs
+            .into_iter()
+            .map(|mut s| {
+                s.insert(0, ident.clone());
+                s
+            })
+            .collect();
+        return (out, j);
+    }
+    (vec![vec![ident]], i)
+}
+
+/// Every module path the file at module path `me` names, resolved from the crate root
+/// (`crate::`, `super::` chains, `self::`), with its line. Paths inside a file's inline modules
+/// resolve as if written at the file's level, which can only add an arrow to a name that is
+/// not a module of the folder (and so is ignored).
+fn resolved_paths(src: &str, me: &[String]) -> Vec<(usize, Vec<String>)> {
+    let line_of = |at: usize| src[..at].matches('\n').count() + 1;
+    let mut out = Vec::new();
+    let starts = ["crate::", "super::", "self::"];
+    let mut at = 0;
+    while at < src.len() {
+        let Some((i, kind)) = starts
+            .iter()
+            .filter_map(|k| src[at..].find(k).map(|i| (at + i, *k)))
+            .min()
+        else {
+            break;
+        };
+        if src[..i].chars().next_back().is_some_and(is_ident_char) {
+            at = i + kind.len();
+            continue;
+        }
+        let (base, mut end): (Vec<String>, usize) = match kind {
+            "crate::" => (Vec::new(), i + kind.len()),
+            "self::" => (me.to_vec(), i + kind.len()),
+            _ => {
+                let mut end = i;
+                let mut chain = 0;
+                while src[end..].starts_with("super::") {
+                    chain += 1;
+                    end += "super::".len();
+                }
+                if chain > me.len() {
+                    at = end;
+                    continue;
+                }
+                (me[..me.len() - chain].to_vec(), end)
+            }
+        };
+        let (paths, j) = tree_paths(src, end);
+        for p in paths {
+            let mut full = base.clone();
+            full.extend(p);
+            out.push((line_of(i), full));
+        }
+        end = end.max(j);
+        at = end;
+    }
+    out
+}
+
+/// Arrows between the modules directly inside the folder at module path `folder` (its files
+/// and subfolders; its own `mod.rs`, which declares and re-exports them, is not one): `a -> b`
+/// where a file of `a` names a path into `b`, with the first line that does.
+fn folder_arrows(
+    src_dir: &Path,
+    files: &[PathBuf],
+    folder: &[String],
+) -> (Vec<String>, BTreeMap<(String, String), String>) {
+    let mut children = BTreeSet::new();
+    let mut why: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut per_file = Vec::new();
+    for path in files {
+        let rel = path.strip_prefix(src_dir).unwrap();
+        let me = module_path(rel);
+        if me.len() <= folder.len() || me[..folder.len()] != *folder {
+            continue;
+        }
+        children.insert(me[folder.len()].clone());
+        per_file.push((rel.to_path_buf(), me));
+    }
+    for (rel, me) in per_file {
+        let text = without_comments(&std::fs::read_to_string(src_dir.join(&rel)).unwrap());
+        let from = &me[folder.len()];
+        for (line, p) in resolved_paths(&text, &me) {
+            if p.len() <= folder.len() || p[..folder.len()] != *folder {
+                continue;
+            }
+            let to = &p[folder.len()];
+            if to != from && children.contains(to) {
+                why.entry((from.clone(), to.clone()))
+                    .or_insert_with(|| format!("src/{}:{line}", rel.display()));
+            }
+        }
+    }
+    (children.into_iter().collect(), why)
+}
+
+/// Inside a folder, the modules a module may not be named by, except from the listed ones:
+/// the CPU and GPU backends are reached through the seam (`Device` picks one), never from
+/// each other or from the types they share.
+const ONLY_FROM: &[(&str, &str, &[&str])] = &[
+    ("backend", "cpu", &["device"]),
+    ("backend", "gpu", &["device"]),
+];
+
+#[test]
+fn no_import_cycle_inside_any_folder() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = rust_files(&src);
+    let mut folders: BTreeSet<Vec<String>> = BTreeSet::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let dirs: Vec<String> = rel
+            .parent()
+            .unwrap()
+            .iter()
+            .map(|c| c.to_str().unwrap().to_string())
+            .collect();
+        for n in 1..=dirs.len() {
+            folders.insert(dirs[..n].to_vec());
+        }
+    }
+    assert!(
+        folders.len() > 15,
+        "the folders this test reads are not there"
+    );
+    let mut report = Vec::new();
+    let mut n_arrows = 0;
+    for folder in &folders {
+        let (nodes, why) = folder_arrows(&src, &files, folder);
+        let subfolders: BTreeSet<&String> = folders
+            .iter()
+            .filter(|f| f.len() == folder.len() + 1 && f[..folder.len()] == folder[..])
+            .map(|f| &f[folder.len()])
+            .collect();
+        n_arrows += why.len();
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in why.keys() {
+            edges.entry(a.clone()).or_default().insert(b.clone());
+        }
+        for c in cycles(&nodes, &edges) {
+            // files of one module naming each other (a scheduler and its slots) are parts of
+            // one unit; a cycle through a subfolder ties units together
+            if !c.iter().any(|n| subfolders.contains(n)) {
+                continue;
+            }
+            let arrows: Vec<String> = why
+                .iter()
+                .filter(|((a, b), _)| c.contains(a) && c.contains(b))
+                .map(|((a, b), at)| format!("{a} -> {b} ({at})"))
+                .collect();
+            report.push(format!(
+                "cycle in src/{}/: {}",
+                folder.join("/"),
+                arrows.join(", ")
+            ));
+        }
+        for (f, target, allowed) in ONLY_FROM {
+            if folder.join("/") != *f {
+                continue;
+            }
+            for ((a, b), at) in &why {
+                if b == target && !allowed.contains(&a.as_str()) {
+                    report.push(format!(
+                        "src/{f}/{a} names {target} ({at}): only {allowed:?} may"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(n_arrows > 60, "too few arrows inside folders: {n_arrows}");
+    assert!(
+        report.is_empty(),
+        "imports inside folders break the layering:\n{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn nested_paths_resolve() {
+    let me: Vec<String> = ["backend", "gpu", "kv"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let src = "use super::super::{cpu::KvLayer, moe::{self, choose}};\nuse crate::quant::q8_0 as q;\nfn f() { self::g(); crate::backend::turbo::go(1) }";
+    let got: Vec<(usize, String)> = resolved_paths(src, &me)
+        .into_iter()
+        .map(|(l, p)| (l, p.join("::")))
+        .collect();
+    let want = [
+        (1, "backend::cpu::KvLayer"),
+        (1, "backend::moe::self"),
+        (1, "backend::moe::choose"),
+        (2, "quant::q8_0"),
+        (3, "backend::gpu::kv::g"),
+        (3, "backend::turbo::go"),
+    ];
+    assert_eq!(
+        got,
+        want.iter()
+            .map(|(l, p)| (*l, p.to_string()))
+            .collect::<Vec<_>>()
+    );
 }

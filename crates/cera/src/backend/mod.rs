@@ -22,38 +22,40 @@
 //! makes its resident copy on first use (the CPU packs quantized weights into its GEMM layout;
 //! a GPU uploads), keyed by the weight, since a model never changes after loading.
 //!
+//! Layout: this file is the seam ([`Backend`], [`KvCache`], the step's shared types); beside
+//! it the types every backend reads ([`Weight`], [`kvtype`], [`moe`], [`LowRank`], RoPE);
+//! `cpu/` and `gpu/` implement the trait and [`Device`] (`device.rs`) chooses between them at
+//! load time — the only module that names either (`tests/layering.rs`).
+//!
 //! Testing a backend: [`reference::Reference`] implements every op in plain f64 scalar code, and
 //! `tests/backend_ops.rs` (harness: `tests/common/backend_ops.rs`, `check_all`) runs each op on a
 //! backend and on it with the same random inputs, within per-op error bounds.
 
-mod activation;
-mod attention;
 pub(crate) mod cpu;
 mod device;
 mod elementwise;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod kvtype;
 mod lowrank;
-mod matmul;
 pub mod moe;
 pub mod reference;
 mod rope;
+mod weight;
 
-pub use attention::{
-    AttentionParams, AttnSeq, KvLayer, KvSpec, KvType, Rotation, round_trip, turbo,
-};
-pub use cpu::{CpuCtx, CpuTensor};
+pub use cpu::attention::{AttnSeq, KvLayer};
+pub use cpu::moe::Dispatch;
+pub use cpu::{Cpu, CpuCtx, CpuTensor, QuantizedActs};
 pub use device::{DevCtx, DevKv, DevTensor, Device};
 pub use elementwise::*;
+pub use kvtype::{KvSpec, KvType, Rotation, round_trip, turbo};
 pub use lowrank::LowRank;
-pub use matmul::{QuantizedActs, Weight};
+pub use moe::{MoeLora, NoLora};
 pub use rope::{RopeConfig, RopeKind, RopeScaling};
+pub use weight::Weight;
 
 use crate::error::Result;
-use crate::kernels::KernelTable;
-use crate::runtime::ThreadPool;
 use moe::MoeWeights;
-pub use moe::{MoeLora, NoLora};
 
 /// The activation of a gated FFN (`act(gate) * up`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +73,26 @@ pub struct SeqSpan {
     pub n: usize,
     pub pos0: usize,
 }
+
+#[derive(Clone, Debug)]
+pub struct AttentionParams {
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    /// Multiplies q·k (usually 1/sqrt(head_dim)).
+    pub scale: f32,
+    /// `cap * tanh(s / cap)` on the scores (Gemma 2).
+    pub softcap: Option<f32>,
+    /// Keys older than this many positions are masked (sliding-window layers).
+    pub window: Option<usize>,
+    /// Each query sees only the keys at or before its position; `false` (encoders): every key
+    /// of its sequence in the step, later ones included.
+    pub causal: bool,
+}
+
+/// The largest head the backends take (the CPU's tiles keep a row on the stack).
+pub(crate) const MAX_HEAD_DIM: usize = 512;
 
 /// A KV cache layer in backend memory.
 pub trait KvCache: Send {
@@ -531,150 +553,4 @@ pub trait Backend: Send + Sync {
         lora: &dyn MoeLora,
         out: &mut Self::Tensor,
     ) -> Result<()>;
-}
-
-/// The CPU backend: a kernel table (chosen at start-up from the CPU's features) and a pool.
-pub struct Cpu {
-    pub(crate) pool: ThreadPool,
-    pub(crate) table: &'static KernelTable,
-    /// The most threads a one-token step's ops take ([`Cpu::set_decode_threads`]).
-    decode_threads: std::sync::atomic::AtomicUsize,
-    /// Per-token MoE dispatch instead of grouped (for measuring; `CERA_MOE_DISPATCH=token`).
-    per_token_moe: std::sync::atomic::AtomicBool,
-}
-
-impl std::fmt::Debug for Cpu {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Cpu({} threads)", self.n_threads())
-    }
-}
-
-impl Cpu {
-    pub fn new(n_threads: usize) -> Cpu {
-        Cpu::with_table(n_threads, KernelTable::get())
-    }
-
-    /// A backend on a given kernel table (tests pin a CPU tier this way).
-    pub fn with_table(n_threads: usize, table: &'static KernelTable) -> Cpu {
-        let n_threads = n_threads.max(1);
-        Cpu {
-            pool: ThreadPool::new(n_threads),
-            table,
-            decode_threads: decode_threads_from_env()
-                .unwrap_or(n_threads)
-                .min(n_threads)
-                .into(),
-            per_token_moe: (moe::Dispatch::from_env() == moe::Dispatch::PerToken).into(),
-        }
-    }
-
-    /// How MoE layers reach their experts (grouped by default).
-    pub fn set_moe_dispatch(&self, d: moe::Dispatch) {
-        self.per_token_moe.store(
-            d == moe::Dispatch::PerToken,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
-
-    pub(crate) fn moe_dispatch(&self) -> moe::Dispatch {
-        if self
-            .per_token_moe
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            moe::Dispatch::PerToken
-        } else {
-            moe::Dispatch::Grouped
-        }
-    }
-
-    pub fn n_threads(&self) -> usize {
-        self.pool.n_threads()
-    }
-
-    /// The most threads an op of a one-token step (single-sequence decode) takes: the pool's
-    /// width unless `CERA_DECODE_THREADS` or [`Cpu::set_decode_threads`] pinned fewer. Decode
-    /// reads every weight once per token, and past the cores that saturate the memory bus
-    /// more threads only add joins (llama.cpp's `-t` against `-tb` is the same split). Steps of
-    /// several tokens, batched decode included, use the whole pool.
-    pub fn decode_threads(&self) -> usize {
-        self.decode_threads
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .clamp(1, self.n_threads())
-    }
-
-    /// Pins [`Cpu::decode_threads`] (at most the pool's width).
-    pub fn set_decode_threads(&self, n: usize) {
-        self.decode_threads.store(
-            n.clamp(1, self.n_threads()),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
-
-    /// The thread cap of an op in a step of `n_tokens` tokens.
-    pub fn step_threads(&self, n_tokens: usize) -> usize {
-        if n_tokens <= 1 {
-            self.decode_threads()
-        } else {
-            self.n_threads()
-        }
-    }
-
-    /// Threads for an op that reads about `bytes` of weights: at least `CERA_MIN_WORK` bytes
-    /// (default 32 KiB) per thread, since handing a job to a thread and joining it costs about
-    /// as much as a few tens of kilobytes of kernel work. `-t` stays the upper bound.
-    pub fn width_for(&self, bytes: usize) -> usize {
-        (bytes / min_bytes_per_thread()).clamp(1, self.n_threads())
-    }
-
-    /// [`Cpu::width_for`] for an op of a step of `n_tokens` tokens, whose weights are read
-    /// once per four tokens or so: at most [`Cpu::step_threads`].
-    pub fn width_for_step(&self, bytes: usize, n_tokens: usize) -> usize {
-        self.width_for(bytes).min(self.step_threads(n_tokens))
-    }
-
-    pub fn table(&self) -> &'static KernelTable {
-        self.table
-    }
-}
-
-/// `CERA_DECODE_THREADS`: pins the threads of one-token steps (see [`Cpu::decode_threads`]).
-fn decode_threads_from_env() -> Option<usize> {
-    static V: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *V.get_or_init(|| {
-        let v = std::env::var("CERA_DECODE_THREADS").ok()?;
-        match v.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => {
-                eprintln!("warning: CERA_DECODE_THREADS={v} is not a positive count; ignored");
-                None
-            }
-        }
-    })
-}
-
-fn min_bytes_per_thread() -> usize {
-    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *V.get_or_init(|| {
-        std::env::var("CERA_MIN_WORK")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(32 << 10)
-    })
-}
-
-/// A raw pointer that may be shared across the pool's threads; each thread writes a disjoint
-/// part of the buffer it points into.
-#[derive(Clone, Copy)]
-pub(crate) struct SyncPtr<T>(pub *mut T);
-// SAFETY: users guarantee disjoint writes and that the buffer outlives the parallel region.
-unsafe impl<T> Send for SyncPtr<T> {}
-unsafe impl<T> Sync for SyncPtr<T> {}
-
-impl<T> SyncPtr<T> {
-    /// # Safety
-    /// `start..start+len` must be in bounds and not aliased by another thread.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn slice(&self, start: usize, len: usize) -> &mut [T] {
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
-    }
 }

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use super::attention::kvtype as kv_codec;
+use super::kvtype as kv_codec;
 use super::moe::{Gating, MoeLora, MoeWeights};
 use super::{
     Act, AttentionParams, Backend, KvCache, KvSpec, KvType, LowRank, RopeConfig, RopeKind,

@@ -12,7 +12,7 @@
 use super::kernels::{Bind, fbits};
 use super::kv_slab::{KvPool, Side};
 use super::{Gpu, GpuCtx, GpuTensor};
-use crate::backend::attention::kvtype as codec;
+use crate::backend::kvtype as codec;
 use crate::backend::{AttentionParams, KvCache, KvSpec, KvType, RopeConfig, Rotation, SeqSpan};
 use crate::error::{Error, Result};
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::quant::q8_0::x86::ld_ps;
+use crate::simd::x86::ld_ps;
 use crate::simd::x86::{hsum_ps, hsum512_ps, prefetch_l2};
 
 /// Checks that both rows hold `n` elements of `size` bytes.

@@ -7,44 +7,6 @@ use super::{BlockQ8_0, QK};
 use crate::quant::dot_blocks;
 use crate::simd::x86::*;
 
-/// Loads 8 floats.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn ld_ps(x: &[f32]) -> __m256 {
-    assert!(x.len() >= 8);
-    // SAFETY: 8 readable floats checked above; unaligned load.
-    unsafe { _mm256_loadu_ps(x.as_ptr()) }
-}
-
-/// Largest lane.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn hmax_ps(v: __m256) -> f32 {
-    let x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-    let x = _mm_max_ss(x, _mm_movehdup_ps(x));
-    _mm_cvtss_f32(x)
-}
-
-/// `|x|`.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn abs_ps(x: __m256) -> __m256 {
-    _mm256_andnot_ps(_mm256_set1_ps(-0.0), x)
-}
-
-/// Four vectors of i32 (in range for i8) to 32 bytes in element order.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn pack_i32x32_to_i8(i0: __m256i, i1: __m256i, i2: __m256i, i3: __m256i) -> __m256i {
-    // packs works per 128-bit half: the result holds 4-element groups in the order
-    // 0 2 4 6 1 3 5 7; the permute puts them back.
-    let a = _mm256_packs_epi32(i0, i1);
-    let b = _mm256_packs_epi32(i2, i3);
-    let v = _mm256_packs_epi16(a, b);
-    _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
-}
-
 /// f32 to f16 bits with F16C (round to nearest even, as `quant::f32_to_f16`).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]

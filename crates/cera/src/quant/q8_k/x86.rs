@@ -4,8 +4,7 @@ use std::arch::x86_64::*;
 
 use super::BlockQ8_K;
 use crate::quant::QK_K;
-use crate::quant::q8_0::x86::{abs_ps, hmax_ps, ld_ps, pack_i32x32_to_i8};
-use crate::simd::x86::hsum_epi32;
+use crate::simd::x86::{abs_ps, hmax_ps, hsum_epi32, ld_ps, pack_i32x32_to_i8};
 
 /// AVX2 version of `q8_k::quantize`, byte for byte the same output: the first element of
 /// largest magnitude maps to -127, the rest round half to even (`vroundps` in nearest mode,

@@ -3,9 +3,7 @@
 //! score matrix is stored, and vectorised per CPU tier (`simd.rs`).
 
 mod kv;
-pub(crate) mod kvtype;
 mod simd;
-pub mod turbo;
 
 use half::f16;
 
@@ -16,26 +14,8 @@ use crate::quant::q8_0::{self, BlockQ8_0};
 
 use self::kv::KvBuf;
 pub use self::kv::KvLayer;
-pub use self::kvtype::{KvSpec, KvType, Rotation, round_trip};
-
-#[derive(Clone, Debug)]
-pub struct AttentionParams {
-    pub n_head: usize,
-    pub n_kv_head: usize,
-    pub head_dim: usize,
-    pub head_dim_v: usize,
-    /// Multiplies q·k (usually 1/sqrt(head_dim)).
-    pub scale: f32,
-    /// `cap * tanh(s / cap)` on the scores (Gemma 2).
-    pub softcap: Option<f32>,
-    /// Keys older than this many positions are masked (sliding-window layers).
-    pub window: Option<usize>,
-    /// Each query sees only the keys at or before its position; `false` (encoders): every key
-    /// of its sequence in the step, later ones included.
-    pub causal: bool,
-}
-
-pub(crate) const MAX_HEAD_DIM: usize = 512;
+use crate::backend::kvtype::KvType;
+use crate::backend::{AttentionParams, MAX_HEAD_DIM};
 
 /// Query rows (token × head of one GQA group) per tile: enough to amortise converting a key
 /// tile, few enough that the accumulators stay in L1.
@@ -438,6 +418,7 @@ fn tile<O: Ops>(ctx: &Ctx, it: Item, sc: &mut TileScratch) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::kvtype::{KvSpec, round_trip};
 
     /// Naive softmax attention in f64 for comparison.
     fn reference(

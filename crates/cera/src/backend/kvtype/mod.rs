@@ -10,7 +10,7 @@
 
 use half::f16;
 
-use super::turbo;
+pub mod turbo;
 use crate::quant::{self, GgmlType, q8_0};
 
 /// Element type of the KV cache.

@@ -2,13 +2,24 @@
 //! holds the quantized activations and the MoE routing scratch, and every op runs the CPU
 //! kernels (chosen per CPU tier) on the engine's thread pool.
 
-use super::moe::{self, MoeLora, MoeScratch, MoeWeights};
+pub(crate) mod activation;
+pub(crate) mod attention;
+pub(crate) mod lowrank;
+pub(crate) mod matmul;
+pub(crate) mod moe;
+
+pub use matmul::QuantizedActs;
+
+use self::attention::{AttnSeq, KvLayer};
+use self::moe::MoeScratch;
+use super::moe::{MoeLora, MoeWeights};
 use super::{
-    Act, AttentionParams, AttnSeq, Backend, Cpu, KvCache, KvLayer, KvSpec, LowRank, QuantizedActs,
-    RopeConfig, SeqSpan, SyncPtr, Weight, elementwise as ew,
+    Act, AttentionParams, Backend, KvCache, KvSpec, LowRank, RopeConfig, SeqSpan, Weight,
+    elementwise as ew,
 };
 use crate::error::{Error, Result};
 use crate::kernels::KernelTable;
+use crate::runtime::ThreadPool;
 
 /// A `rows` × `cols` f32 tensor in host memory. Reshaping keeps the storage (it only grows),
 /// so a steady-state decode step allocates nothing.
@@ -223,7 +234,7 @@ impl Backend for Cpu {
             }
             w.a.row_f32(tok as usize, t)?;
             let r = rows.map_or(i, |rs| rs[i]);
-            super::lowrank::rank_sum(
+            lowrank::rank_sum(
                 self.table.tier(),
                 t,
                 &w.bt,
@@ -248,7 +259,7 @@ impl Backend for Cpu {
         let a_ty = deltas[0].1.a.ty;
         let fused = x.rows <= 4
             && ops.len() <= 8
-            && deltas.len() <= super::lowrank::MAX_DELTAS
+            && deltas.len() <= lowrank::MAX_DELTAS
             && deltas.iter().all(|&(i, w, _)| {
                 self.lora_direct(w)
                     && KernelTable::vec_dot_type(w.a.ty) == KernelTable::vec_dot_type(a_ty)
@@ -560,4 +571,150 @@ pub(crate) fn causal_conv(
         tmp[j * d..(j + 1) * d].copy_from_slice(row(n + j));
     }
     state.copy_from_slice(tmp);
+}
+
+/// The CPU backend: a kernel table (chosen at start-up from the CPU's features) and a pool.
+pub struct Cpu {
+    pub(crate) pool: ThreadPool,
+    pub(crate) table: &'static KernelTable,
+    /// The most threads a one-token step's ops take ([`Cpu::set_decode_threads`]).
+    decode_threads: std::sync::atomic::AtomicUsize,
+    /// Per-token MoE dispatch instead of grouped (for measuring; `CERA_MOE_DISPATCH=token`).
+    per_token_moe: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cpu({} threads)", self.n_threads())
+    }
+}
+
+impl Cpu {
+    pub fn new(n_threads: usize) -> Cpu {
+        Cpu::with_table(n_threads, KernelTable::get())
+    }
+
+    /// A backend on a given kernel table (tests pin a CPU tier this way).
+    pub fn with_table(n_threads: usize, table: &'static KernelTable) -> Cpu {
+        let n_threads = n_threads.max(1);
+        Cpu {
+            pool: ThreadPool::new(n_threads),
+            table,
+            decode_threads: decode_threads_from_env()
+                .unwrap_or(n_threads)
+                .min(n_threads)
+                .into(),
+            per_token_moe: (moe::Dispatch::from_env() == moe::Dispatch::PerToken).into(),
+        }
+    }
+
+    /// How MoE layers reach their experts (grouped by default).
+    pub fn set_moe_dispatch(&self, d: moe::Dispatch) {
+        self.per_token_moe.store(
+            d == moe::Dispatch::PerToken,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn moe_dispatch(&self) -> moe::Dispatch {
+        if self
+            .per_token_moe
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            moe::Dispatch::PerToken
+        } else {
+            moe::Dispatch::Grouped
+        }
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.pool.n_threads()
+    }
+
+    /// The most threads an op of a one-token step (single-sequence decode) takes: the pool's
+    /// width unless `CERA_DECODE_THREADS` or [`Cpu::set_decode_threads`] pinned fewer. Decode
+    /// reads every weight once per token, and past the cores that saturate the memory bus
+    /// more threads only add joins (llama.cpp's `-t` against `-tb` is the same split). Steps of
+    /// several tokens, batched decode included, use the whole pool.
+    pub fn decode_threads(&self) -> usize {
+        self.decode_threads
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .clamp(1, self.n_threads())
+    }
+
+    /// Pins [`Cpu::decode_threads`] (at most the pool's width).
+    pub fn set_decode_threads(&self, n: usize) {
+        self.decode_threads.store(
+            n.clamp(1, self.n_threads()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The thread cap of an op in a step of `n_tokens` tokens.
+    pub fn step_threads(&self, n_tokens: usize) -> usize {
+        if n_tokens <= 1 {
+            self.decode_threads()
+        } else {
+            self.n_threads()
+        }
+    }
+
+    /// Threads for an op that reads about `bytes` of weights: at least `CERA_MIN_WORK` bytes
+    /// (default 32 KiB) per thread, since handing a job to a thread and joining it costs about
+    /// as much as a few tens of kilobytes of kernel work. `-t` stays the upper bound.
+    pub fn width_for(&self, bytes: usize) -> usize {
+        (bytes / min_bytes_per_thread()).clamp(1, self.n_threads())
+    }
+
+    /// [`Cpu::width_for`] for an op of a step of `n_tokens` tokens, whose weights are read
+    /// once per four tokens or so: at most [`Cpu::step_threads`].
+    pub fn width_for_step(&self, bytes: usize, n_tokens: usize) -> usize {
+        self.width_for(bytes).min(self.step_threads(n_tokens))
+    }
+
+    pub fn table(&self) -> &'static KernelTable {
+        self.table
+    }
+}
+
+/// `CERA_DECODE_THREADS`: pins the threads of one-token steps (see [`Cpu::decode_threads`]).
+fn decode_threads_from_env() -> Option<usize> {
+    static V: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let v = std::env::var("CERA_DECODE_THREADS").ok()?;
+        match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                eprintln!("warning: CERA_DECODE_THREADS={v} is not a positive count; ignored");
+                None
+            }
+        }
+    })
+}
+
+fn min_bytes_per_thread() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("CERA_MIN_WORK")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(32 << 10)
+    })
+}
+
+/// A raw pointer that may be shared across the pool's threads; each thread writes a disjoint
+/// part of the buffer it points into.
+#[derive(Clone, Copy)]
+pub(crate) struct SyncPtr<T>(pub *mut T);
+// SAFETY: users guarantee disjoint writes and that the buffer outlives the parallel region.
+unsafe impl<T> Send for SyncPtr<T> {}
+unsafe impl<T> Sync for SyncPtr<T> {}
+
+impl<T> SyncPtr<T> {
+    /// # Safety
+    /// `start..start+len` must be in bounds and not aliased by another thread.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slice(&self, start: usize, len: usize) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
 }

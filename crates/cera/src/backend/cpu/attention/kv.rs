@@ -6,8 +6,8 @@
 
 use half::f16;
 
-use super::kvtype::{self, KvSpec, KvType, Rotation};
 use crate::backend::RopeConfig;
+use crate::backend::kvtype::{self, KvSpec, KvType, Rotation};
 
 #[derive(Clone, Debug)]
 pub(super) enum KvBuf {

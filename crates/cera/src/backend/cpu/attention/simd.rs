@@ -40,7 +40,7 @@ pub(super) trait Ops {
     /// One TurboQuant group: 16 codes from `bits` u16 planes to `lut[code]`.
     #[inline(always)]
     unsafe fn tq_group(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
-        super::turbo::decode_group_scalar(bits, planes, lut, out)
+        crate::backend::turbo::decode_group_scalar(bits, planes, lut, out)
     }
 
     /// `s[j] = q · k[j·d..(j+1)·d]` for at least the keys `jl..jh` of a tile (`k`: `BK` rows of
