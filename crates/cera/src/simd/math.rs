@@ -52,6 +52,8 @@ pub(crate) trait F32s: Copy {
     unsafe fn copysign(self, sign: Self) -> Self;
     /// Per lane, `t` where `a < b` and `f` elsewhere (NaN compares false).
     unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self;
+    /// The sum of the lanes (in the tier's own order of pairwise additions).
+    unsafe fn sum(self) -> f32;
 }
 
 /// ln 2 in two parts: `LN2_HI` has 16 significant bits, so `n · LN2_HI` is exact for

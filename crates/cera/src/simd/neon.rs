@@ -300,4 +300,8 @@ impl F32s for float32x4_t {
     unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
         vbslq_f32(vcltq_f32(a, b), t, f)
     }
+    #[inline(always)]
+    unsafe fn sum(self) -> f32 {
+        vaddvq_f32(self)
+    }
 }

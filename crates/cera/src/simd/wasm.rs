@@ -392,4 +392,8 @@ impl F32s for v128 {
     unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
         v128_bitselect(t, f, f32x4_lt(a, b))
     }
+    #[inline(always)]
+    unsafe fn sum(self) -> f32 {
+        hsum_f32(self)
+    }
 }

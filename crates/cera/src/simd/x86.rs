@@ -698,6 +698,10 @@ impl F32s for __m256 {
     unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
         _mm256_blendv_ps(f, t, _mm256_cmp_ps::<_CMP_LT_OQ>(a, b))
     }
+    #[inline(always)]
+    unsafe fn sum(self) -> f32 {
+        hsum_ps(self)
+    }
 }
 
 // The AVX-512 tier's register: as `__m256`, with `vscalefps` for the scaling (which handles
@@ -765,6 +769,10 @@ impl F32s for __m512 {
     #[inline(always)]
     unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
         _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b), f, t)
+    }
+    #[inline(always)]
+    unsafe fn sum(self) -> f32 {
+        _mm512_reduce_add_ps(self)
     }
 }
 

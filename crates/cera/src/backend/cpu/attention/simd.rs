@@ -1,6 +1,10 @@
-//! Vector helpers of the attention tiles, one implementation per CPU tier. The tile loop in
-//! `mod.rs` is generic over [`Ops`] and instantiated inside `#[target_feature]` functions, so
-//! these `#[inline(always)]` helpers compile with the tier's instructions.
+//! Vector helpers of the attention tiles, per CPU tier. The tile loop in `mod.rs` is generic
+//! over [`Ops`] and instantiated inside `#[target_feature]` functions, so these
+//! `#[inline(always)]` helpers compile with the tier's instructions. The dot product, the
+//! softmax's exponentials and the `P·V` update are written once over a register of lanes
+//! ([`F32s`]: AVX2's, AVX-512's, NEON's, simd128's), each tier choosing its accumulator
+//! count; what differs in kind (AVX-512's masked f16 loads and 16-key score transpose, the
+//! f16 widening, TurboQuant's code lookups) stays per tier.
 // Every function here is an unsafe SIMD helper whose one precondition is the tier's CPU
 // features, checked once when the tier is chosen; marking each operation inside adds nothing.
 #![allow(unsafe_op_in_unsafe_fn)]
@@ -124,6 +128,147 @@ unsafe fn softcap_max<V: F32s>(
     mt
 }
 
+/// [`Ops::dot`] on `A` independent accumulators of `V` (an FMA chain each, so the loop does not
+/// wait on one latency), then whole vectors into the first, the accumulators added pairwise
+/// (`(a0 + a1) + (a2 + a3)`), the lanes summed, and the last values one by one.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[inline(always)]
+unsafe fn dot_v<V: F32s, const A: usize>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let w = V::LANES;
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let mut acc = [V::splat(0.0); A];
+    let mut i = 0;
+    while i + A * w <= n {
+        for (k, x) in acc.iter_mut().enumerate() {
+            *x = V::load(pa.add(i + k * w)).mul_add(V::load(pb.add(i + k * w)), *x);
+        }
+        i += A * w;
+    }
+    while i + w <= n {
+        acc[0] = V::load(pa.add(i)).mul_add(V::load(pb.add(i)), acc[0]);
+        i += w;
+    }
+    let mut m = A;
+    while m > 1 {
+        for k in 0..m / 2 {
+            acc[k] = acc[2 * k].add(acc[2 * k + 1]);
+        }
+        m /= 2;
+    }
+    let mut s = acc[0].sum();
+    while i < n {
+        s += a[i] * b[i];
+        i += 1;
+    }
+    s
+}
+
+/// [`Ops::exp_sum`] a vector of `V` at a time.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[inline(always)]
+unsafe fn exp_sum_v<V: F32s>(s: &mut [f32; BK], m: f32) -> f32 {
+    let mv = V::splat(m);
+    let mut sum = V::splat(0.0);
+    for i in (0..BK).step_by(V::LANES) {
+        let p = s.as_mut_ptr().add(i);
+        let e = math::exp(V::load(p).sub(mv));
+        e.store(p);
+        sum = sum.add(e);
+    }
+    sum.sum()
+}
+
+/// [`Ops::pv`]: `R` vectors of outputs at a time (every key into them), then one vector, then
+/// single values. With `TWO`, even and odd keys go into two sets of accumulators added at the
+/// end (twice the FMA chains, for tiers whose FMA latency one set of `R` would wait on).
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[inline(always)]
+unsafe fn pv_v<V: F32s, const R: usize, const TWO: bool>(
+    acc: &mut [f32],
+    c: f32,
+    p: &[f32; BK],
+    v: &[f32],
+    kb: usize,
+) {
+    let dv = acc.len();
+    assert!(v.len() >= kb * dv && kb <= BK);
+    let (w, cv) = (V::LANES, V::splat(c));
+    let mut c0 = 0;
+    while c0 + R * w <= dv {
+        pv_block::<V, R, TWO>(acc, cv, p, v, kb, c0);
+        c0 += R * w;
+    }
+    while c0 + w <= dv {
+        pv_block::<V, 1, TWO>(acc, cv, p, v, kb, c0);
+        c0 += w;
+    }
+    for d in c0..dv {
+        let mut x = acc[d] * c;
+        for (j, &pj) in p.iter().enumerate().take(kb) {
+            x += pj * v[j * dv + d];
+        }
+        acc[d] = x;
+    }
+}
+
+/// Outputs `c0..c0 + R·LANES` of [`pv_v`] (`v.len() >= kb · acc.len()` checked there).
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[inline(always)]
+unsafe fn pv_block<V: F32s, const R: usize, const TWO: bool>(
+    acc: &mut [f32],
+    cv: V,
+    p: &[f32; BK],
+    v: &[f32],
+    kb: usize,
+    c0: usize,
+) {
+    let (dv, w) = (acc.len(), V::LANES);
+    let a = acc.as_mut_ptr().add(c0);
+    let vp = v.as_ptr();
+    let mut r: [V; R] = std::array::from_fn(|i| V::load(a.add(w * i)).mul(cv));
+    let mut r2 = [V::splat(0.0); R];
+    let mut j = 0;
+    if TWO {
+        while j + 2 <= kb {
+            let (p0, p1) = (V::splat(p[j]), V::splat(p[j + 1]));
+            let (v0, v1) = (vp.add(j * dv + c0), vp.add((j + 1) * dv + c0));
+            for i in 0..R {
+                r[i] = p0.mul_add(V::load(v0.add(w * i)), r[i]);
+                r2[i] = p1.mul_add(V::load(v1.add(w * i)), r2[i]);
+            }
+            j += 2;
+        }
+    }
+    while j < kb {
+        let (pj, vr) = (V::splat(p[j]), vp.add(j * dv + c0));
+        for (i, x) in r.iter_mut().enumerate() {
+            *x = pj.mul_add(V::load(vr.add(w * i)), *x);
+        }
+        j += 1;
+    }
+    for (i, x) in r.iter().enumerate() {
+        let x = if TWO { x.add(r2[i]) } else { *x };
+        x.store(a.add(w * i));
+    }
+}
+
 pub(super) struct Scalar;
 
 impl Ops for Scalar {
@@ -169,18 +314,9 @@ mod x86 {
 
     use half::f16;
 
-    use super::{BK, Ops, softcap_max};
-    use crate::simd::math::exp;
+    use super::{BK, Ops, dot_v, exp_sum_v, pv_v, softcap_max};
 
     pub(in super::super) struct Avx2;
-
-    #[inline(always)]
-    unsafe fn hsum256(v: __m256) -> f32 {
-        let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-        let x = _mm_add_ss(x, _mm_movehdup_ps(x));
-        _mm_cvtss_f32(x)
-    }
 
     impl Ops for Avx2 {
         #[inline(always)]
@@ -189,28 +325,7 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            let n = a.len().min(b.len());
-            let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-            let mut i = 0;
-            while i + 16 <= n {
-                a0 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(a.as_ptr().add(i)),
-                    _mm256_loadu_ps(b.as_ptr().add(i)),
-                    a0,
-                );
-                a1 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(a.as_ptr().add(i + 8)),
-                    _mm256_loadu_ps(b.as_ptr().add(i + 8)),
-                    a1,
-                );
-                i += 16;
-            }
-            let mut sum = hsum256(_mm256_add_ps(a0, a1));
-            while i < n {
-                sum += a[i] * b[i];
-                i += 1;
-            }
-            sum
+            dot_v::<__m256, 2>(a, b)
         }
         #[inline(always)]
         unsafe fn scale_softcap_max(
@@ -224,76 +339,11 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            let mv = _mm256_set1_ps(m);
-            let mut sum = _mm256_setzero_ps();
-            for i in (0..BK).step_by(8) {
-                let p = s.as_mut_ptr().add(i);
-                let e = exp(_mm256_sub_ps(_mm256_loadu_ps(p), mv));
-                _mm256_storeu_ps(p, e);
-                sum = _mm256_add_ps(sum, e);
-            }
-            hsum256(sum)
+            exp_sum_v::<__m256>(s, m)
         }
         #[inline(always)]
         unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            let dv = acc.len();
-            assert!(v.len() >= kb * dv && kb <= BK);
-            let cv = _mm256_set1_ps(c);
-            let mut c0 = 0;
-            // 32 outputs (4 registers) at a time, every key into them
-            while c0 + 32 <= dv {
-                let a = acc.as_mut_ptr().add(c0);
-                let mut r = [
-                    _mm256_mul_ps(_mm256_loadu_ps(a), cv),
-                    _mm256_mul_ps(_mm256_loadu_ps(a.add(8)), cv),
-                    _mm256_mul_ps(_mm256_loadu_ps(a.add(16)), cv),
-                    _mm256_mul_ps(_mm256_loadu_ps(a.add(24)), cv),
-                ];
-                // even and odd keys into two sets of accumulators (eight FMA chains), added
-                // at the end: four chains would wait on the FMA latency
-                let mut r2 = [_mm256_setzero_ps(); 4];
-                let mut j = 0;
-                while j + 2 <= kb {
-                    let (p0, p1) = (_mm256_set1_ps(p[j]), _mm256_set1_ps(p[j + 1]));
-                    let (v0, v1) = (
-                        v.as_ptr().add(j * dv + c0),
-                        v.as_ptr().add((j + 1) * dv + c0),
-                    );
-                    for i in 0..4 {
-                        r[i] = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v0.add(8 * i)), r[i]);
-                        r2[i] = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v1.add(8 * i)), r2[i]);
-                    }
-                    j += 2;
-                }
-                if j < kb {
-                    let pv = _mm256_set1_ps(p[j]);
-                    let vr = v.as_ptr().add(j * dv + c0);
-                    for (i, x) in r.iter_mut().enumerate() {
-                        *x = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr.add(8 * i)), *x);
-                    }
-                }
-                for i in 0..4 {
-                    _mm256_storeu_ps(a.add(8 * i), _mm256_add_ps(r[i], r2[i]));
-                }
-                c0 += 32;
-            }
-            while c0 + 8 <= dv {
-                let a = acc.as_mut_ptr().add(c0);
-                let mut x = _mm256_mul_ps(_mm256_loadu_ps(a), cv);
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    let vr = v.as_ptr().add(j * dv + c0);
-                    x = _mm256_fmadd_ps(_mm256_set1_ps(pj), _mm256_loadu_ps(vr), x);
-                }
-                _mm256_storeu_ps(a, x);
-                c0 += 8;
-            }
-            for d in c0..dv {
-                let mut x = acc[d] * c;
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    x += pj * v[j * dv + d];
-                }
-                acc[d] = x;
-            }
+            pv_v::<__m256, 4, true>(acc, c, p, v, kb)
         }
         #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
@@ -329,26 +379,7 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            let n = a.len().min(b.len());
-            let mut acc = _mm512_setzero_ps();
-            let mut i = 0;
-            while i + 16 <= n {
-                acc = _mm512_fmadd_ps(
-                    _mm512_loadu_ps(a.as_ptr().add(i)),
-                    _mm512_loadu_ps(b.as_ptr().add(i)),
-                    acc,
-                );
-                i += 16;
-            }
-            if i < n {
-                let m: __mmask16 = (1u32 << (n - i)).wrapping_sub(1) as u16;
-                acc = _mm512_fmadd_ps(
-                    _mm512_maskz_loadu_ps(m, a.as_ptr().add(i)),
-                    _mm512_maskz_loadu_ps(m, b.as_ptr().add(i)),
-                    acc,
-                );
-            }
-            _mm512_reduce_add_ps(acc)
+            dot_v::<__m512, 1>(a, b)
         }
         /// Sixteen keys at a time when `d` is whole vectors: each key's products accumulate in
         /// a vector of its own, as in [`Ops::dot`], and one transpose-and-add tree sums all
@@ -445,68 +476,11 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            let mv = _mm512_set1_ps(m);
-            let mut sum = _mm512_setzero_ps();
-            for i in (0..BK).step_by(16) {
-                let p = s.as_mut_ptr().add(i);
-                let e = exp(_mm512_sub_ps(_mm512_loadu_ps(p), mv));
-                _mm512_storeu_ps(p, e);
-                sum = _mm512_add_ps(sum, e);
-            }
-            _mm512_reduce_add_ps(sum)
+            exp_sum_v::<__m512>(s, m)
         }
         #[inline(always)]
         unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            let dv = acc.len();
-            assert!(v.len() >= kb * dv && kb <= BK);
-            let cv = _mm512_set1_ps(c);
-            let mut c0 = 0;
-            while c0 < dv {
-                // up to 64 outputs (4 registers, the last one masked) at a time
-                let w = (dv - c0).min(64);
-                let nreg = w.div_ceil(16);
-                let last: __mmask16 = if w.is_multiple_of(16) {
-                    0xFFFF
-                } else {
-                    ((1u32 << (w % 16)) - 1) as u16
-                };
-                let mask = |i: usize| if i + 1 == nreg { last } else { 0xFFFF };
-                let a = acc.as_mut_ptr().add(c0);
-                // even and odd keys into two sets of accumulators, added at the end: one chain
-                // of FMAs per output register would wait on the FMA latency at every key
-                let mut r = [_mm512_setzero_ps(); 4];
-                let mut r2 = [_mm512_setzero_ps(); 4];
-                for (i, x) in r.iter_mut().enumerate().take(nreg) {
-                    *x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask(i), a.add(16 * i)), cv);
-                }
-                let mut j = 0;
-                while j + 2 <= kb {
-                    let (p0, p1) = (_mm512_set1_ps(p[j]), _mm512_set1_ps(p[j + 1]));
-                    let (v0, v1) = (
-                        v.as_ptr().add(j * dv + c0),
-                        v.as_ptr().add((j + 1) * dv + c0),
-                    );
-                    for i in 0..nreg {
-                        let x0 = _mm512_maskz_loadu_ps(mask(i), v0.add(16 * i));
-                        let x1 = _mm512_maskz_loadu_ps(mask(i), v1.add(16 * i));
-                        r[i] = _mm512_fmadd_ps(p0, x0, r[i]);
-                        r2[i] = _mm512_fmadd_ps(p1, x1, r2[i]);
-                    }
-                    j += 2;
-                }
-                if j < kb {
-                    let pv = _mm512_set1_ps(p[j]);
-                    let vr = v.as_ptr().add(j * dv + c0);
-                    for (i, x) in r.iter_mut().enumerate().take(nreg) {
-                        let vx = _mm512_maskz_loadu_ps(mask(i), vr.add(16 * i));
-                        *x = _mm512_fmadd_ps(pv, vx, *x);
-                    }
-                }
-                for i in 0..nreg {
-                    _mm512_mask_storeu_ps(a.add(16 * i), mask(i), _mm512_add_ps(r[i], r2[i]));
-                }
-                c0 += w;
-            }
+            pv_v::<__m512, 4, true>(acc, c, p, v, kb)
         }
         #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
@@ -536,44 +510,15 @@ mod arm {
 
     use half::f16;
 
-    use super::{BK, Ops, softcap_max};
+    use super::{BK, Ops, dot_v, exp_sum_v, pv_v, softcap_max};
     use crate::kernels::neon::f16x4_to_f32;
-    use crate::simd::math::exp;
 
     pub(in super::super) struct Neon;
 
     impl Ops for Neon {
         #[inline(always)]
         unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            let n = a.len().min(b.len());
-            let mut acc = [vdupq_n_f32(0.0); 4];
-            let mut i = 0;
-            while i + 16 <= n {
-                for (k, acc) in acc.iter_mut().enumerate() {
-                    let at = i + 4 * k;
-                    *acc = vfmaq_f32(
-                        *acc,
-                        vld1q_f32(a.as_ptr().add(at)),
-                        vld1q_f32(b.as_ptr().add(at)),
-                    );
-                }
-                i += 16;
-            }
-            while i + 4 <= n {
-                acc[0] = vfmaq_f32(
-                    acc[0],
-                    vld1q_f32(a.as_ptr().add(i)),
-                    vld1q_f32(b.as_ptr().add(i)),
-                );
-                i += 4;
-            }
-            let v = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
-            let mut s = vaddvq_f32(v);
-            while i < n {
-                s += a[i] * b[i];
-                i += 1;
-            }
-            s
+            dot_v::<float32x4_t, 4>(a, b)
         }
         #[inline(always)]
         unsafe fn scale_softcap_max(
@@ -587,55 +532,11 @@ mod arm {
         }
         #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            let mv = vdupq_n_f32(m);
-            let mut sum = vdupq_n_f32(0.0);
-            for i in (0..BK).step_by(4) {
-                let p = s.as_mut_ptr().add(i);
-                let e = exp(vsubq_f32(vld1q_f32(p), mv));
-                vst1q_f32(p, e);
-                sum = vaddq_f32(sum, e);
-            }
-            vaddvq_f32(sum)
+            exp_sum_v::<float32x4_t>(s, m)
         }
         #[inline(always)]
         unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            let dv = acc.len();
-            assert!(v.len() >= kb * dv && kb <= BK);
-            let mut c0 = 0;
-            // 32 outputs (8 registers) at a time, then 4, then single values
-            while c0 + 32 <= dv {
-                let a = acc.as_mut_ptr().add(c0);
-                let mut r = [vdupq_n_f32(0.0); 8];
-                for (i, x) in r.iter_mut().enumerate() {
-                    *x = vmulq_n_f32(vld1q_f32(a.add(4 * i)), c);
-                }
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    let vr = v.as_ptr().add(j * dv + c0);
-                    for (i, x) in r.iter_mut().enumerate() {
-                        *x = vfmaq_n_f32(*x, vld1q_f32(vr.add(4 * i)), pj);
-                    }
-                }
-                for (i, x) in r.iter().enumerate() {
-                    vst1q_f32(a.add(4 * i), *x);
-                }
-                c0 += 32;
-            }
-            while c0 + 4 <= dv {
-                let a = acc.as_mut_ptr().add(c0);
-                let mut x = vmulq_n_f32(vld1q_f32(a), c);
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    x = vfmaq_n_f32(x, vld1q_f32(v.as_ptr().add(j * dv + c0)), pj);
-                }
-                vst1q_f32(a, x);
-                c0 += 4;
-            }
-            for o in c0..dv {
-                let mut x = acc[o] * c;
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    x += pj * v[j * dv + o];
-                }
-                acc[o] = x;
-            }
+            pv_v::<float32x4_t, 8, false>(acc, c, p, v, kb)
         }
         #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
@@ -667,9 +568,8 @@ mod wasm {
 
     use half::f16;
 
-    use super::{BK, Ops, softcap_max};
-    use crate::simd::math::exp;
-    use crate::simd::wasm::{f16x4_to_f32, hsum_f32, ld, ld_f32};
+    use super::{BK, Ops, dot_v, exp_sum_v, pv_v, softcap_max};
+    use crate::simd::wasm::{f16x4_to_f32, ld};
 
     pub(in super::super) struct Simd128;
 
@@ -684,27 +584,7 @@ mod wasm {
     impl Ops for Simd128 {
         #[inline(always)]
         unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            let n = a.len().min(b.len());
-            let mut acc = [f32x4_splat(0.0); 4];
-            let mut i = 0;
-            while i + 16 <= n {
-                for (k, acc) in acc.iter_mut().enumerate() {
-                    let at = i + 4 * k;
-                    *acc = f32x4_add(*acc, f32x4_mul(ld_f32(&a[at..]), ld_f32(&b[at..])));
-                }
-                i += 16;
-            }
-            while i + 4 <= n {
-                acc[0] = f32x4_add(acc[0], f32x4_mul(ld_f32(&a[i..]), ld_f32(&b[i..])));
-                i += 4;
-            }
-            let v = f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3]));
-            let mut s = hsum_f32(v);
-            while i < n {
-                s += a[i] * b[i];
-                i += 1;
-            }
-            s
+            dot_v::<v128, 4>(a, b)
         }
         #[inline(always)]
         unsafe fn scale_softcap_max(
@@ -718,52 +598,11 @@ mod wasm {
         }
         #[inline(always)]
         unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            let mv = f32x4_splat(m);
-            let mut sum = f32x4_splat(0.0);
-            for c in s.chunks_exact_mut(4) {
-                let e = exp(f32x4_sub(ld_f32(c), mv));
-                st_f32(c, e);
-                sum = f32x4_add(sum, e);
-            }
-            hsum_f32(sum)
+            exp_sum_v::<v128>(s, m)
         }
         #[inline(always)]
         unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            let dv = acc.len();
-            assert!(v.len() >= kb * dv && kb <= BK);
-            let cv = f32x4_splat(c);
-            let mut c0 = 0;
-            // 32 outputs (8 registers) at a time, every key into them, then 4, then single
-            // values
-            while c0 + 32 <= dv {
-                let mut r: [v128; 8] =
-                    std::array::from_fn(|i| f32x4_mul(ld_f32(&acc[c0 + 4 * i..]), cv));
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    let (vr, pj) = (&v[j * dv + c0..], f32x4_splat(pj));
-                    for (i, x) in r.iter_mut().enumerate() {
-                        *x = f32x4_add(*x, f32x4_mul(ld_f32(&vr[4 * i..]), pj));
-                    }
-                }
-                for (i, x) in r.iter().enumerate() {
-                    st_f32(&mut acc[c0 + 4 * i..], *x);
-                }
-                c0 += 32;
-            }
-            while c0 + 4 <= dv {
-                let mut x = f32x4_mul(ld_f32(&acc[c0..]), cv);
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    x = f32x4_add(x, f32x4_mul(ld_f32(&v[j * dv + c0..]), f32x4_splat(pj)));
-                }
-                st_f32(&mut acc[c0..], x);
-                c0 += 4;
-            }
-            for o in c0..dv {
-                let mut x = acc[o] * c;
-                for (j, &pj) in p.iter().enumerate().take(kb) {
-                    x += pj * v[j * dv + o];
-                }
-                acc[o] = x;
-            }
+            pv_v::<v128, 8, false>(acc, c, p, v, kb)
         }
         #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
