@@ -228,6 +228,10 @@ def test_bad_requests(server):
     assert "best_of" in err(post(server, "/v1/completions", {"prompt": "a", "n": 3, "best_of": 2}), 400)
     assert "stream" in err(post(server, "/v1/completions", {"prompt": "a", "best_of": 2, "stream": True}), 400)
     err(post(server, "/v1/chat/completions", {"messages": msg, "temperature": 7}), 400)
+    # the core's ranges, named (one check for every front end)
+    assert "min_p" in err(post(server, "/v1/chat/completions", {"messages": msg, "min_p": 5}), 400)
+    assert "repeat_penalty" in err(post(server, "/v1/completions", {"prompt": "a", "repeat_penalty": -1}), 400)
+    assert "top_p" in err(post(server, "/api/generate", {"model": requests.get(server.url + "/api/tags").json()["models"][0]["name"], "prompt": "a", "stream": False, "options": {"top_p": 3}}), 400)
     err(post(server, "/v1/chat/completions", {"messages": msg, "logit_bias": {"abc": 1}}), 400)
     err(post(server, "/v1/chat/completions", {"messages": msg, "tool_choice": "required"}), 400)
     err(post(server, "/v1/chat/completions", {"messages": msg, "tools": WEATHER,

@@ -50,6 +50,7 @@ prompt), /save FILE, /load FILE, /tool [ID] RESULT (answer a tool call), /exit";
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let grammar = a.structured.grammar(a.model.verbose)?;
+    let sampler = a.sampling.config()?;
     let path = resolve_model(a.model.model.as_deref())?;
     let engine = Engine::load(&path, a.model.engine_options())
         .with_context(|| format!("loading {}", path.display()))?;
@@ -80,7 +81,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         a.n_predict as usize
     };
-    opts.sampler = a.sampling.config();
+    opts.sampler = sampler;
     let mut turn = TurnOptions::new(opts);
     match &tools {
         Some((t, g)) => {

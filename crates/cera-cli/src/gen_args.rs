@@ -114,7 +114,9 @@ fn parse_bias(s: &str) -> Result<(u32, f32), String> {
 }
 
 impl SamplingArgs {
-    pub fn config(&self) -> SamplerConfig {
+    /// The sampler's options, or an error naming the flag out of range (`--top-p must be
+    /// within [0, 1] (got 5)`), before the model loads.
+    pub fn config(&self) -> anyhow::Result<SamplerConfig> {
         let mut c = SamplerConfig::default();
         c.temperature = self.temp;
         c.top_k = self.top_k;
@@ -132,7 +134,15 @@ impl SamplingArgs {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0)
         });
-        c
+        c.check().map_err(|b| {
+            let flag = match b.field {
+                "temperature" => "temp".to_string(),
+                "typical_p" => "typical".to_string(),
+                f => f.replace('_', "-"),
+            };
+            anyhow::anyhow!("--{flag} {}", b.reason)
+        })?;
+        Ok(c)
     }
 }
 

@@ -198,6 +198,7 @@ pub fn print_summary(s: &Summary, verbose: bool) {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let text = read_prompt(&a.prompt, &a.file)?;
     let grammar = a.structured.grammar(a.model.verbose)?;
+    let sampler = a.sampling.config()?;
     let path = resolve_model(a.model.model.as_deref())?;
     let t0 = std::time::Instant::now();
     let engine = Engine::load(&path, a.model.engine_options())
@@ -270,7 +271,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         a.n_predict as usize
     };
-    opts.sampler = a.sampling.config();
+    opts.sampler = sampler;
     opts.stop = a.stop.clone();
     opts.ignore_eog = a.ignore_eos;
     opts.grammar = match &tools {

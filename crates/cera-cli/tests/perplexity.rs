@@ -175,6 +175,34 @@ fn kv_cache_types_match_llama_cpp() {
     );
 }
 
+/// A sampling option out of range is refused naming its flag, before the model loads.
+#[test]
+fn sampling_flags_out_of_range_are_named() {
+    for (flag, value) in [
+        ("--top-p", "5"),
+        ("--min-p", "1.5"),
+        ("--repeat-penalty", "0"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cera"))
+            .args([
+                "run",
+                "-m",
+                "no-such-model.gguf",
+                "-p",
+                "x",
+                "-n",
+                "1",
+                flag,
+                value,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains(flag) && err.contains(value), "{flag}: {err}");
+    }
+}
+
 /// A cache type or rotation value that does not exist is refused naming the choices.
 #[test]
 fn unknown_cache_types_are_refused() {

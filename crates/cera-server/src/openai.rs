@@ -195,11 +195,6 @@ impl Sampling {
             c.temperature = t;
         }
         if let Some(p) = self.top_p {
-            if !(0.0..=1.0).contains(&p) {
-                return Err(
-                    ApiError::bad_request(format!("top_p {p} is outside 0..1")).param("top_p")
-                );
-            }
             c.top_p = p;
         }
         if let Some(k) = self.top_k {
@@ -248,6 +243,10 @@ impl Sampling {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(7)
         });
+        // the core's ranges (top_p, min_p within [0, 1], repeat_penalty positive, …), checked
+        // where every generation checks them; OpenAI's tighter ones above
+        c.check()
+            .map_err(|b| ApiError::bad_request(b.to_string()).param(b.field))?;
         Ok(c)
     }
 }

@@ -71,6 +71,9 @@ pub enum Error {
     TokenOutOfRange { id: u32, n_vocab: usize },
     #[error("cancelled")]
     Cancelled,
+    /// A generation option out of its range (`top_p must be within [0, 1] (got 1.5)`).
+    #[error("{0}")]
+    BadOption(BadOption),
     /// A checkpoint or prefix-cache entry that cannot be used: truncated, corrupt, of another
     /// format version, another model, another KV cache type or a bigger context.
     #[error("{what}: {reason}")]
@@ -185,5 +188,46 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+}
+
+/// An option out of its range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BadOption {
+    /// Its snake_case name (`top_p`).
+    pub field: &'static str,
+    /// What is wrong, after the name (`must be within [0, 1] (got 1.5)`).
+    pub reason: String,
+}
+
+impl BadOption {
+    /// The message with the option's camelCase name (`topP must be …`), as Kotlin, Swift
+    /// and JavaScript spell it.
+    pub fn camel_case(&self) -> String {
+        let mut name = String::new();
+        let mut up = false;
+        for c in self.field.chars() {
+            match c {
+                '_' => up = true,
+                c if up => {
+                    name.extend(c.to_uppercase());
+                    up = false;
+                }
+                c => name.push(c),
+            }
+        }
+        format!("{name} {}", self.reason)
+    }
+}
+
+impl From<BadOption> for Error {
+    fn from(b: BadOption) -> Self {
+        Error::BadOption(b)
+    }
+}
+
+impl std::fmt::Display for BadOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.field, self.reason)
     }
 }

@@ -185,6 +185,46 @@ fn a_prompt_over_the_context_fails_alone() {
     assert_eq!(log.texts[1], alone(&eng, PROMPTS[1], &opts(4, 0.0, 0)));
 }
 
+/// Options out of range fail their request before it runs, naming the option, through the
+/// scheduler and `Session::generate` alike; the other request runs.
+#[test]
+fn options_out_of_range_fail_named() {
+    let eng = engine();
+    let mut sched = eng.scheduler(2, sopts(), SchedulerOptions::default());
+    let p = eng.tokenizer().encode(PROMPTS[1], true, false);
+    let mut bad = opts(4, 0.8, 0);
+    bad.sampler.top_p = 1.5;
+    sched.submit(Request::new(p.clone(), bad.clone()));
+    sched.submit(Request::new(p, opts(4, 0.0, 0)));
+    let mut log = Log::new(2);
+    sched.run_all(&mut |ev| log.on(ev));
+    assert_eq!(log.errors.len(), 1, "{:?}", log.errors);
+    assert_eq!(log.errors[0].0, 0);
+    assert!(log.errors[0].1.contains("top_p") && log.errors[0].1.contains("1.5"));
+    assert!(log.texts[0].is_empty());
+    assert_eq!(log.texts[1], alone(&eng, PROMPTS[1], &opts(4, 0.0, 0)));
+
+    let mut s = eng.session(sopts());
+    s.append_text(PROMPTS[0], false).unwrap();
+    for (field, set) in [
+        (
+            "min_p",
+            (|o: &mut GenerateOptions| o.sampler.min_p = f32::NAN) as fn(&mut _),
+        ),
+        ("repeat_penalty", |o| o.sampler.repeat_penalty = 0.0),
+        ("logit_bias", |o| {
+            o.sampler.logit_bias = vec![(5, f32::INFINITY)]
+        }),
+    ] {
+        let mut o = opts(4, 0.8, 0);
+        set(&mut o);
+        let e = s
+            .generate(&o, &mut |_: u32, _: &str| Control::Continue)
+            .unwrap_err();
+        assert!(e.to_string().starts_with(field), "{field}: {e}");
+    }
+}
+
 #[test]
 fn a_request_joining_a_running_one_changes_neither() {
     // the first runs alone for a few steps (a one-slot step reads only the top candidates of

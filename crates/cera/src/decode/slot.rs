@@ -91,6 +91,7 @@ impl<'e> Run<'e> {
         since: Instant,
         cache: Option<&PrefixCache>,
     ) -> Result<Run<'e>> {
+        opts.sampler.check()?;
         if let Some(l) = lora {
             session.set_loras(l)?;
         }

@@ -9,6 +9,8 @@ mod rng;
 
 use std::collections::{HashMap, VecDeque};
 
+pub use crate::error::BadOption;
+
 pub use rng::Rng;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +63,54 @@ impl SamplerConfig {
             temperature: 0.0,
             ..Default::default()
         }
+    }
+}
+
+impl SamplerConfig {
+    /// The first option out of its range, named: every number finite (a logit bias may be
+    /// −∞, which bans its token), `top_p`, `min_p` and `typical_p` within [0, 1],
+    /// `repeat_penalty` positive. Every generation checks its options here before it starts;
+    /// front ends call it to name the option their own way (a 400 naming `top_p`, a
+    /// `ValueError`, `--top-p`).
+    pub fn check(&self) -> Result<(), BadOption> {
+        let bad = |field, reason: String| Err(BadOption { field, reason });
+        for (field, v) in [
+            ("temperature", self.temperature),
+            ("top_p", self.top_p),
+            ("min_p", self.min_p),
+            ("typical_p", self.typical_p),
+            ("repeat_penalty", self.repeat_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+        ] {
+            if !v.is_finite() {
+                return bad(field, format!("must be a finite number (got {v})"));
+            }
+        }
+        for (field, v) in [
+            ("top_p", self.top_p),
+            ("min_p", self.min_p),
+            ("typical_p", self.typical_p),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(field, format!("must be within [0, 1] (got {v})"));
+            }
+        }
+        if self.repeat_penalty <= 0.0 {
+            let v = self.repeat_penalty;
+            return bad("repeat_penalty", format!("must be positive (got {v})"));
+        }
+        if let Some((t, v)) = self
+            .logit_bias
+            .iter()
+            .find(|(_, v)| v.is_nan() || *v == f32::INFINITY)
+        {
+            return bad(
+                "logit_bias",
+                format!("of token {t} must be a number or -inf (got {v})"),
+            );
+        }
+        Ok(())
     }
 }
 

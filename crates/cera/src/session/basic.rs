@@ -3,6 +3,7 @@
 //! its own way ([`BadOption::field`] is the snake_case name).
 
 use super::GenerateOptions;
+pub use crate::sample::BadOption;
 
 /// Plain values of one generation's sampling and stopping.
 #[derive(Clone, Debug)]
@@ -39,65 +40,10 @@ impl Default for BasicOptions {
     }
 }
 
-/// An option out of its range.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BadOption {
-    /// Its snake_case name (`top_p`).
-    pub field: &'static str,
-    /// What is wrong, after the name (`must be within [0, 1] (got 1.5)`).
-    pub reason: String,
-}
-
-impl BadOption {
-    /// The message with the option's camelCase name (`topP must be …`), as Kotlin, Swift
-    /// and JavaScript spell it.
-    pub fn camel_case(&self) -> String {
-        let mut name = String::new();
-        let mut up = false;
-        for c in self.field.chars() {
-            match c {
-                '_' => up = true,
-                c if up => {
-                    name.extend(c.to_uppercase());
-                    up = false;
-                }
-                c => name.push(c),
-            }
-        }
-        format!("{name} {}", self.reason)
-    }
-}
-
-impl std::fmt::Display for BadOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.field, self.reason)
-    }
-}
-
 impl BasicOptions {
-    /// The generation options, or the first option out of range: every number finite,
-    /// `top_p` and `min_p` within [0, 1], `repeat_penalty` positive.
+    /// The generation options, or the first option out of range
+    /// ([`SamplerConfig::check`](crate::sample::SamplerConfig::check)).
     pub fn to_options(&self) -> Result<GenerateOptions, BadOption> {
-        let bad = |field, reason: String| Err(BadOption { field, reason });
-        for (field, v) in [
-            ("temperature", self.temperature),
-            ("top_p", self.top_p),
-            ("min_p", self.min_p),
-            ("repeat_penalty", self.repeat_penalty),
-        ] {
-            if !v.is_finite() {
-                return bad(field, format!("must be a finite number (got {v})"));
-            }
-        }
-        for (field, v) in [("top_p", self.top_p), ("min_p", self.min_p)] {
-            if !(0.0..=1.0).contains(&v) {
-                return bad(field, format!("must be within [0, 1] (got {v})"));
-            }
-        }
-        if self.repeat_penalty <= 0.0 {
-            let v = self.repeat_penalty;
-            return bad("repeat_penalty", format!("must be positive (got {v})"));
-        }
         let mut sampler = crate::sample::SamplerConfig {
             temperature: self.temperature,
             top_k: self.top_k,
@@ -109,6 +55,7 @@ impl BasicOptions {
         if let Some(s) = self.seed {
             sampler.seed = s;
         }
+        sampler.check()?;
         Ok(GenerateOptions {
             max_tokens: self.max_tokens,
             sampler,

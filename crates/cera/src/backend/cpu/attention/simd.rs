@@ -269,6 +269,35 @@ unsafe fn pv_block<V: F32s, const R: usize, const TWO: bool>(
     }
 }
 
+/// The [`Ops`] methods written over [`F32s`], for a tier's register type `$v`: `$acc`
+/// accumulators in [`Ops::dot`], `$regs` registers per block of [`Ops::pv`], `$two` sets of them.
+macro_rules! lane_ops {
+    ($v:ty, $acc:literal, $regs:literal, $two:literal) => {
+        #[inline(always)]
+        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+            super::dot_v::<$v, $acc>(a, b)
+        }
+        #[inline(always)]
+        unsafe fn scale_softcap_max(
+            s: &mut [f32; BK],
+            jl: usize,
+            jh: usize,
+            scale: f32,
+            cap: f32,
+        ) -> f32 {
+            super::softcap_max::<$v>(s, jl, jh, scale, cap)
+        }
+        #[inline(always)]
+        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
+            super::exp_sum_v::<$v>(s, m)
+        }
+        #[inline(always)]
+        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
+            super::pv_v::<$v, $regs, $two>(acc, c, p, v, kb)
+        }
+    };
+}
+
 pub(super) struct Scalar;
 
 impl Ops for Scalar {
@@ -314,7 +343,7 @@ mod x86 {
 
     use half::f16;
 
-    use super::{BK, Ops, dot_v, exp_sum_v, pv_v, softcap_max};
+    use super::{BK, Ops};
 
     pub(in super::super) struct Avx2;
 
@@ -323,28 +352,7 @@ mod x86 {
         unsafe fn tq_group(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
             crate::backend::turbo::decode_group_avx2(bits, planes, lut, out)
         }
-        #[inline(always)]
-        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            dot_v::<__m256, 2>(a, b)
-        }
-        #[inline(always)]
-        unsafe fn scale_softcap_max(
-            s: &mut [f32; BK],
-            jl: usize,
-            jh: usize,
-            scale: f32,
-            cap: f32,
-        ) -> f32 {
-            softcap_max::<__m256>(s, jl, jh, scale, cap)
-        }
-        #[inline(always)]
-        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            exp_sum_v::<__m256>(s, m)
-        }
-        #[inline(always)]
-        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            pv_v::<__m256, 4, true>(acc, c, p, v, kb)
-        }
+        lane_ops!(__m256, 2, 4, true);
         #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
             let n = dst.len();
@@ -377,10 +385,7 @@ mod x86 {
         unsafe fn tq_group(bits: u32, planes: &[u8], lut: &[f32; 16], out: &mut [f32]) {
             crate::backend::turbo::decode_group_avx512(bits, planes, lut, out)
         }
-        #[inline(always)]
-        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            dot_v::<__m512, 1>(a, b)
-        }
+        lane_ops!(__m512, 1, 4, true);
         /// Sixteen keys at a time when `d` is whole vectors: each key's products accumulate in
         /// a vector of its own, as in [`Ops::dot`], and one transpose-and-add tree sums all
         /// sixteen at once instead of one horizontal sum per key.
@@ -465,24 +470,6 @@ mod x86 {
             _mm512_reduce_max_ps(mx)
         }
         #[inline(always)]
-        unsafe fn scale_softcap_max(
-            s: &mut [f32; BK],
-            jl: usize,
-            jh: usize,
-            scale: f32,
-            cap: f32,
-        ) -> f32 {
-            softcap_max::<__m512>(s, jl, jh, scale, cap)
-        }
-        #[inline(always)]
-        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            exp_sum_v::<__m512>(s, m)
-        }
-        #[inline(always)]
-        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            pv_v::<__m512, 4, true>(acc, c, p, v, kb)
-        }
-        #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
             let n = dst.len();
             assert!(src.len() >= n);
@@ -510,34 +497,13 @@ mod arm {
 
     use half::f16;
 
-    use super::{BK, Ops, dot_v, exp_sum_v, pv_v, softcap_max};
+    use super::{BK, Ops};
     use crate::kernels::neon::f16x4_to_f32;
 
     pub(in super::super) struct Neon;
 
     impl Ops for Neon {
-        #[inline(always)]
-        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            dot_v::<float32x4_t, 4>(a, b)
-        }
-        #[inline(always)]
-        unsafe fn scale_softcap_max(
-            s: &mut [f32; BK],
-            jl: usize,
-            jh: usize,
-            scale: f32,
-            cap: f32,
-        ) -> f32 {
-            softcap_max::<float32x4_t>(s, jl, jh, scale, cap)
-        }
-        #[inline(always)]
-        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            exp_sum_v::<float32x4_t>(s, m)
-        }
-        #[inline(always)]
-        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            pv_v::<float32x4_t, 8, false>(acc, c, p, v, kb)
-        }
+        lane_ops!(float32x4_t, 4, 8, false);
         #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
             let n = dst.len();
@@ -568,7 +534,7 @@ mod wasm {
 
     use half::f16;
 
-    use super::{BK, Ops, dot_v, exp_sum_v, pv_v, softcap_max};
+    use super::{BK, Ops};
     use crate::simd::wasm::{f16x4_to_f32, ld};
 
     pub(in super::super) struct Simd128;
@@ -582,28 +548,7 @@ mod wasm {
     }
 
     impl Ops for Simd128 {
-        #[inline(always)]
-        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            dot_v::<v128, 4>(a, b)
-        }
-        #[inline(always)]
-        unsafe fn scale_softcap_max(
-            s: &mut [f32; BK],
-            jl: usize,
-            jh: usize,
-            scale: f32,
-            cap: f32,
-        ) -> f32 {
-            softcap_max::<v128>(s, jl, jh, scale, cap)
-        }
-        #[inline(always)]
-        unsafe fn exp_sum(s: &mut [f32; BK], m: f32) -> f32 {
-            exp_sum_v::<v128>(s, m)
-        }
-        #[inline(always)]
-        unsafe fn pv(acc: &mut [f32], c: f32, p: &[f32; BK], v: &[f32], kb: usize) {
-            pv_v::<v128, 8, false>(acc, c, p, v, kb)
-        }
+        lane_ops!(v128, 4, 8, false);
         #[inline(always)]
         unsafe fn cvt(src: &[f16], dst: &mut [f32]) {
             let n = dst.len();
