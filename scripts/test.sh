@@ -216,7 +216,7 @@ aarch64_tests() {
       # every tier runs here (`max` has them all), so the kernels are tested once, on all tiers
       run cargo test "${arm[@]}" --test kernels
       # (the attention tests take fewer thread counts under the emulator: CERA_TEST_RUNNER)
-      run cargo test "${arm[@]}" --lib -- kernels:: backend::attention
+      run cargo test "${arm[@]}" --lib -- kernels:: backend::cpu::attention
       # end to end through the matmul (the i8mm GEMM), prefill against decode included; the
       # tiny models take their tokenizer from SmolLM2
       await models
@@ -241,7 +241,7 @@ wasi_tests() {
   run cargo test "${wasi[@]}" --lib --test kernels --no-run
   await models
   CERA_EXPECT_TIERS=scalar,simd128 run cargo test "${wasi[@]}" --test kernels
-  CERA_EXPECT_TIERS=scalar,simd128 run cargo test "${wasi[@]}" --lib -- kernels:: backend::attention
+  CERA_EXPECT_TIERS=scalar,simd128 run cargo test "${wasi[@]}" --lib -- kernels:: backend::cpu::attention
   local t
   for t in scalar simd128; do
     CERA_CPU_TIER=$t CERA_TEST_EXPECT_TIER=$t \

@@ -271,6 +271,11 @@ unsafe fn pv_block<V: F32s, const R: usize, const TWO: bool>(
 
 /// The [`Ops`] methods written over [`F32s`], for a tier's register type `$v`: `$acc`
 /// accumulators in [`Ops::dot`], `$regs` registers per block of [`Ops::pv`], `$two` sets of them.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
 macro_rules! lane_ops {
     ($v:ty, $acc:literal, $regs:literal, $two:literal) => {
         #[inline(always)]
