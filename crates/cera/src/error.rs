@@ -116,6 +116,11 @@ pub enum Error {
     #[error("unknown model '{name}'; known models: {known}")]
     UnknownModel { name: String, known: String },
 
+    /// An image or audio clip that cannot be read (`what`: `image`, `audio`): not a format
+    /// this build decodes, corrupt, truncated, or over the size limits.
+    #[error("{what}: {reason}")]
+    Media { what: String, reason: String },
+
     /// A `.safetensors` file that cannot be read as one.
     #[error("{path}: {reason}")]
     Safetensors { path: PathBuf, reason: String },

