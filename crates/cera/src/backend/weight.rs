@@ -116,6 +116,33 @@ impl Weight {
         }
     }
 
+    /// The same bytes seen as `cols` × `rows` (a convolution kernel as the matrix over a
+    /// window's values); the element count must match and `cols` hold whole blocks.
+    pub fn reshaped(&self, cols: usize, rows: usize, name: &str) -> Result<Weight> {
+        let bs = self.ty.block_elems().unwrap_or(1);
+        if cols * rows != self.cols * self.rows || cols == 0 || !cols.is_multiple_of(bs) {
+            return Err(crate::error::Error::GgufTensor {
+                tensor: name.to_owned(),
+                reason: format!(
+                    "{} x {} {} values do not make {cols} x {rows} (rows of whole {bs}-value \
+                     blocks)",
+                    self.cols, self.rows, self.ty
+                ),
+            });
+        }
+        Ok(Weight {
+            file: Arc::clone(&self.file),
+            offset: self.offset,
+            len: self.len,
+            name: self.name.clone(),
+            ty: self.ty,
+            rows,
+            cols,
+            packed: Arc::default(),
+            part_of: None,
+        })
+    }
+
     /// Row `r` dequantized into `out` (embedding lookup). Once the matrix has been packed (a
     /// tied output), the row is read back from the packed copy, a block at a time: reading the
     /// file would fault its pages back in, and the kernel maps each fault's neighbours too, so

@@ -16,6 +16,7 @@ pub mod peft;
 pub mod phi3;
 pub mod qwen2;
 pub mod step;
+pub mod vision;
 
 use std::sync::Arc;
 

@@ -1,0 +1,241 @@
+//! An mmproj GGUF as llama.cpp's mtmd reads it (`general.architecture` `clip`): the projector
+//! type, the vision tower's hyperparameters and tensors. Tensor and key names are mtmd's
+//! (`tools/mtmd/clip-impl.h`): `v.patch_embd.weight`, `v.blk.N.attn_q.weight`, `mm.1.weight`…
+
+use std::sync::Arc;
+
+use crate::backend::Weight;
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+use crate::models::loader::TensorLoader;
+
+/// The projectors this build runs (`clip.projector_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Projector {
+    /// LFM2-VL: SigLIP2 NaFlex tower, pixel unshuffle, LayerNorm, Linear, GELU, Linear.
+    Lfm2,
+}
+
+impl Projector {
+    fn parse(s: &str) -> Result<Projector> {
+        match s {
+            "lfm2" => Ok(Projector::Lfm2),
+            other => Err(Error::Model(format!(
+                "clip.projector_type '{other}' is not supported (supported: lfm2)"
+            ))),
+        }
+    }
+}
+
+/// `[in, out]` weight and its bias.
+pub struct Linear {
+    pub w: Weight,
+    pub b: Vec<f32>,
+}
+
+/// A pre-norm ViT block (SigLIP's): `x += o(attn(ln1(x)))`, `x += down(gelu(up(ln2(x))))`.
+pub struct VitLayer {
+    /// `[n_embd]` each
+    pub ln1_w: Vec<f32>,
+    pub ln1_b: Vec<f32>,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub ln2_w: Vec<f32>,
+    pub ln2_b: Vec<f32>,
+    pub up: Linear,
+    pub down: Linear,
+}
+
+/// The vision tower's hyperparameters (`clip.vision.*`).
+#[derive(Clone, Debug)]
+pub struct VisionHparams {
+    /// The side of the square the position embeddings were trained on.
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_layer: usize,
+    pub eps: f32,
+    pub image_mean: [f32; 3],
+    pub image_std: [f32; 3],
+    /// The projector's merge of `scale` × `scale` patches into one token.
+    pub scale: usize,
+}
+
+/// A loaded mmproj: its tower and projector.
+pub struct Mmproj {
+    pub projector: Projector,
+    pub hp: VisionHparams,
+    /// `[3 · patch², n_embd]`: the patch convolution as a matrix over a patch's values in
+    /// (channel, row, column) order
+    pub patch_w: Weight,
+    pub patch_b: Vec<f32>,
+    /// `[n_embd, (image_size / patch)²]`, row-major by (row, column) of the patch grid
+    pub pos: Vec<f32>,
+    pub layers: Vec<VitLayer>,
+    pub post_ln_w: Vec<f32>,
+    pub post_ln_b: Vec<f32>,
+    /// LFM2's projector: optional LayerNorm over the merged features, then two linears.
+    pub mm_norm: Option<(Vec<f32>, Vec<f32>)>,
+    pub mm1: Linear,
+    pub mm2: Linear,
+}
+
+fn key(name: &str) -> String {
+    format!("clip.vision.{name}")
+}
+
+impl Mmproj {
+    /// Reads an mmproj file; what it lacks or holds in the wrong shape is named.
+    pub fn load(file: Arc<GgufFile>) -> Result<Mmproj> {
+        let arch = file.architecture()?;
+        if arch != "clip" {
+            return Err(Error::Model(format!(
+                "general.architecture is '{arch}': an mmproj file says 'clip' (is this the \
+                 text model?)"
+            )));
+        }
+        let projector = Projector::parse(file.get_str("clip.projector_type")?)?;
+        if file.get_opt::<bool>("clip.has_vision_encoder")? == Some(false) {
+            return Err(Error::Model(
+                "clip.has_vision_encoder is false: this mmproj has no vision tower".into(),
+            ));
+        }
+        let u = |k: &str| -> Result<usize> { Ok(file.get_u32(&key(k))? as usize) };
+        let rgb = |k: &str| -> Result<[f32; 3]> {
+            let v = file.get_f32_array(&key(k))?;
+            match v[..] {
+                [a, b, c, ..] => Ok([a, b, c]),
+                _ => Err(Error::Model(format!(
+                    "{}: {} values, expected 3",
+                    key(k),
+                    v.len()
+                ))),
+            }
+        };
+        let hp = VisionHparams {
+            image_size: u("image_size")?,
+            patch_size: u("patch_size")?,
+            n_embd: u("embedding_length")?,
+            n_ff: u("feed_forward_length")?,
+            n_head: u("attention.head_count")?,
+            n_layer: u("block_count")?,
+            eps: file.get_f32(&key("attention.layer_norm_epsilon"))?,
+            image_mean: rgb("image_mean")?,
+            image_std: rgb("image_std")?,
+            scale: file
+                .get_opt::<u32>(&key("projector.scale_factor"))?
+                .unwrap_or(2) as usize,
+        };
+        let d = hp.n_embd;
+        if hp.n_head == 0 || !d.is_multiple_of(hp.n_head) || hp.patch_size == 0 {
+            return Err(Error::Model(format!(
+                "clip.vision: {} heads do not divide embedding_length {d} (or patch_size is 0)",
+                hp.n_head
+            )));
+        }
+        if hp.image_size == 0 || !hp.image_size.is_multiple_of(hp.patch_size) || hp.scale < 2 {
+            return Err(Error::Model(format!(
+                "clip.vision: image_size {} is not a multiple of patch_size {} (or the scale \
+                 factor {} is under 2)",
+                hp.image_size, hp.patch_size, hp.scale
+            )));
+        }
+        let ld = TensorLoader::new(Arc::clone(&file));
+        let ps = hp.patch_size;
+        // ggml [ps, ps, 3, n_embd]: per output channel, (channel, row, column) with the column
+        // fastest, which is the row of the matrix the patches are multiplied by
+        let conv = "v.patch_embd.weight";
+        let info = file
+            .tensor(conv)
+            .ok_or_else(|| Error::MissingTensor(conv.into()))?;
+        let want = [ps as u64, ps as u64, 3, d as u64];
+        if info.shape[..] != want[..] {
+            return Err(Error::GgufTensor {
+                tensor: conv.into(),
+                reason: format!("shape {:?}, but the tower expects {want:?}", info.shape),
+            });
+        }
+        let patch_w = Weight::new(&file, info).reshaped(3 * ps * ps, d, conv)?;
+        let n_side = hp.image_size / ps;
+        let pos_name = "v.position_embd.weight";
+        let pos_info = file
+            .tensor(pos_name)
+            .ok_or_else(|| Error::MissingTensor(pos_name.into()))?;
+        let n_pos = pos_info.shape.get(1).copied().unwrap_or(0) as usize;
+        if n_pos != n_side * n_side {
+            // NaFlex towers are trained on a square grid the position embeddings resize from
+            return Err(Error::GgufTensor {
+                tensor: pos_name.into(),
+                reason: format!(
+                    "{n_pos} positions, but image_size / patch_size is {n_side} (a {n_side} x \
+                     {n_side} grid)"
+                ),
+            });
+        }
+        ld.matrix(pos_name, d, n_pos)?;
+        let pos = file.tensor_f32(pos_name)?;
+        let lin = |name: String, cols: usize, rows: usize| -> Result<Linear> {
+            Ok(Linear {
+                w: ld.matrix(&format!("{name}.weight"), cols, rows)?,
+                b: ld.vector(&format!("{name}.bias"), rows)?,
+            })
+        };
+        let layers = (0..hp.n_layer)
+            .map(|il| {
+                let p = |n: &str| format!("v.blk.{il}.{n}");
+                let vec = |n: &str, w: &str| ld.vector(&format!("{}.{w}", p(n)), d);
+                Ok(VitLayer {
+                    ln1_w: vec("ln1", "weight")?,
+                    ln1_b: vec("ln1", "bias")?,
+                    q: lin(p("attn_q"), d, d)?,
+                    k: lin(p("attn_k"), d, d)?,
+                    v: lin(p("attn_v"), d, d)?,
+                    o: lin(p("attn_out"), d, d)?,
+                    ln2_w: vec("ln2", "weight")?,
+                    ln2_b: vec("ln2", "bias")?,
+                    up: lin(p("ffn_up"), d, hp.n_ff)?,
+                    down: lin(p("ffn_down"), hp.n_ff, d)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let merged = d * hp.scale * hp.scale;
+        let mm_norm = match ld.vector_opt("mm.input_norm.weight", merged)? {
+            Some(w) => Some((
+                w,
+                ld.vector_opt("mm.input_norm.bias", merged)?
+                    .unwrap_or_else(|| vec![0.0; merged]),
+            )),
+            None => None,
+        };
+        let mm1_rows =
+            file.tensor("mm.1.weight")
+                .and_then(|t| t.shape.get(1).copied())
+                .ok_or_else(|| Error::MissingTensor("mm.1.weight".into()))? as usize;
+        let mm2_rows =
+            file.tensor("mm.2.weight")
+                .and_then(|t| t.shape.get(1).copied())
+                .ok_or_else(|| Error::MissingTensor("mm.2.weight".into()))? as usize;
+        Ok(Mmproj {
+            projector,
+            patch_b: ld.vector("v.patch_embd.bias", d)?,
+            patch_w,
+            pos,
+            layers,
+            post_ln_w: ld.vector("v.post_ln.weight", d)?,
+            post_ln_b: ld.vector("v.post_ln.bias", d)?,
+            mm_norm,
+            mm1: lin("mm.1".into(), merged, mm1_rows)?,
+            mm2: lin("mm.2".into(), mm1_rows, mm2_rows)?,
+            hp,
+        })
+    }
+
+    /// The width of the embeddings it hands the language model.
+    pub fn n_embd_out(&self) -> usize {
+        self.mm2.w.rows
+    }
+}

@@ -1,0 +1,109 @@
+//! The vision tower and LFM2-VL's projector on random weights at LFM2-VL's layout: the CPU
+//! backend against the f64 reference backend (every op in plain scalar code), the image
+//! tokens' count and width, NaFlex's resized position embeddings, and hostile mmproj files
+//! refused by name. (Parity with llama-mtmd-cli is `tests/vision_parity.rs`.)
+
+use std::sync::Arc;
+
+use cera::backend::Cpu;
+use cera::backend::reference::Reference;
+use cera::gguf::GgufFile;
+use cera::models::vision::Mmproj;
+use cera::models::vision::siglip::resize_positions;
+use cera::quant::GgmlType;
+
+#[path = "common/mmproj_model.rs"]
+mod mmproj_model;
+
+fn load(bytes: Vec<u8>) -> cera::error::Result<Mmproj> {
+    Mmproj::load(Arc::new(GgufFile::from_bytes(bytes)?))
+}
+
+/// A smooth image with some texture, normalized as the mmproj asks.
+fn pixels(w: usize, h: usize) -> Vec<f32> {
+    let mut v = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            for c in 0..3 {
+                let t = ((x * 7 + y * 3 + c * 11) % 23) as f32 / 23.0;
+                v.push((t - 0.5) / 0.5);
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn the_cpu_encodes_as_the_reference_does() {
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0] {
+        let m = load(mmproj_model::build("tiny", &mmproj_model::TINY, ty, None)).unwrap();
+        // the trained 64 x 64 grid, and a 96 x 64 one whose positions are resized
+        for (w, h) in [(64, 64), (96, 64)] {
+            let px = pixels(w, h);
+            let (cpu, n) = m.encode(&Cpu::new(2), &px, w, h).unwrap();
+            let (refr, n2) = m.encode(&Reference, &px, w, h).unwrap();
+            assert_eq!(n, (w / 32) * (h / 32));
+            assert_eq!((n, cpu.len()), (n2, n * m.n_embd_out()));
+            let width = m.n_embd_out();
+            for (r, (a, b)) in cpu.chunks(width).zip(refr.chunks(width)).enumerate() {
+                let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+                let na: f64 = a.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+                let nb: f64 = b.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+                let cos = dot / (na * nb);
+                // quantized activations on the CPU (Q8_0 weights) part from f64 a little more
+                let floor = if ty == GgmlType::Q8_0 { 0.999 } else { 0.99999 };
+                assert!(cos > floor, "{ty} {w}x{h} row {r}: cosine {cos}");
+            }
+        }
+    }
+}
+
+#[test]
+fn position_embeddings_resize_by_area() {
+    // a 2 x 2 grid of one channel: growing to 4 x 4 interpolates, the corners keep theirs
+    let pos = [0.0f32, 1.0, 2.0, 3.0];
+    let same = resize_positions(&pos, 1, 2, 2, 2);
+    assert_eq!(same, pos);
+    let up = resize_positions(&pos, 1, 2, 4, 4);
+    assert_eq!(up.len(), 16);
+    assert_eq!(up[0], 0.0);
+    assert_eq!(up[15], 3.0);
+    assert!(up.windows(2).take(3).all(|w| w[0] <= w[1]));
+    // shrinking averages: one output is the mean of all four
+    let down = resize_positions(&pos, 1, 2, 1, 1);
+    assert!((down[0] - 1.5).abs() < 1e-6, "{down:?}");
+}
+
+#[test]
+fn hostile_mmproj_files_are_refused_by_name() {
+    let tiny = &mmproj_model::TINY;
+    let e = load(mmproj_model::build(
+        "h",
+        tiny,
+        GgmlType::F32,
+        Some("mm.2.weight"),
+    ))
+    .err();
+    assert!(e.unwrap().to_string().contains("mm.2.weight"));
+    let e = load(mmproj_model::build(
+        "h",
+        tiny,
+        GgmlType::F32,
+        Some("v.blk.1.ffn_up"),
+    ))
+    .err();
+    assert!(e.unwrap().to_string().contains("v.blk.1.ffn_up"));
+    // an image that does not fit the tower
+    let m = load(mmproj_model::build("h", tiny, GgmlType::F32, None)).unwrap();
+    let e = m.encode(&Cpu::new(1), &pixels(48, 64), 48, 64).unwrap_err();
+    assert!(e.to_string().contains("multiples of 32"), "{e}");
+    let e = m
+        .encode(&Cpu::new(1), &pixels(64, 64)[..10], 64, 64)
+        .unwrap_err();
+    assert!(e.to_string().contains("pixel values"), "{e}");
+    // a text model is not an mmproj
+    let mut w = cera::gguf::GgufWriter::new();
+    w.set("general.architecture", "llama");
+    let e = load(w.to_bytes().unwrap()).err().unwrap();
+    assert!(e.to_string().contains("clip"), "{e}");
+}
