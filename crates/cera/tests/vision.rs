@@ -107,3 +107,60 @@ fn hostile_mmproj_files_are_refused_by_name() {
     let e = load(w.to_bytes().unwrap()).err().unwrap();
     assert!(e.to_string().contains("clip"), "{e}");
 }
+
+#[path = "common/models.rs"]
+mod models;
+
+/// An image enters a session between its markers and the model generates after it; the same
+/// image gives the same context, another image other ids; a pair of mismatched widths is named.
+#[test]
+fn an_image_enters_a_session() {
+    use cera::engine::{Engine, EngineOptions, SessionOptions};
+    use cera::media::Rgb8;
+    use cera::session::{Control, GenerateOptions};
+    let mut o = EngineOptions::default();
+    o.n_threads = Some(2);
+    let eng = Engine::load(models::real_model("smollm2"), o).unwrap();
+    let shape = mmproj_model::VisionShape {
+        n_embd_out: eng.n_embd(),
+        ..mmproj_model::TINY
+    };
+    let m = load(mmproj_model::build("smol", &shape, GgmlType::F16, None)).unwrap();
+    let mut img = Rgb8::filled(80, 60, [200, 120, 40]);
+    for (i, b) in img.data.iter_mut().enumerate() {
+        *b = b.wrapping_add((i % 97) as u8);
+    }
+    let mut sopts = SessionOptions::default();
+    sopts.n_ctx = 512;
+    let mut greedy = GenerateOptions::default();
+    greedy.max_tokens = 6;
+    greedy.sampler.temperature = 0.0;
+    let run = |img: &Rgb8| {
+        let mut s = eng.session(sopts.clone());
+        s.append_text("Describe:", false).unwrap();
+        let n = s.append_image(&m, img).unwrap();
+        s.append_text(" It shows", false).unwrap();
+        let ids = s.tokens().to_vec();
+        let g = s
+            .generate(&greedy, &mut |_: u32, _: &str| Control::Continue)
+            .unwrap();
+        (n, ids, g.text)
+    };
+    let (n, ids, text) = run(&img);
+    // 80 x 60 grows to the 64-token floor: 64 rows of embeddings plus the two markers' tokens
+    assert!(n > 64, "{n}");
+    assert!(!text.is_empty());
+    assert_eq!(run(&img), (n, ids.clone(), text));
+    let other = Rgb8::filled(80, 60, [10, 10, 10]);
+    let (_, ids2, _) = run(&other);
+    assert_ne!(ids, ids2);
+    let narrow = load(mmproj_model::build(
+        "narrow",
+        &mmproj_model::TINY,
+        GgmlType::F16,
+        None,
+    ))
+    .unwrap();
+    let e = eng.session(sopts).append_image(&narrow, &img).unwrap_err();
+    assert!(e.to_string().contains("wide"), "{e}");
+}

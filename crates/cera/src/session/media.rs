@@ -102,3 +102,42 @@ impl Session {
         r.map(|()| ids)
     }
 }
+
+impl Session {
+    /// Appends an image as the mmproj's model reads it: the image prepared as its projector's
+    /// reference does (LFM2-VL: a thumbnail within the token bounds, large images also as
+    /// tiles), each part encoded by the vision tower on this engine's backend and appended as
+    /// embedding rows, between the marker tokens of its template. Returns the positions it
+    /// took. The tower's output must be as wide as the model's embeddings.
+    pub fn append_image(
+        &mut self,
+        mmproj: &crate::models::vision::Mmproj,
+        img: &crate::media::Rgb8,
+    ) -> Result<usize> {
+        use crate::models::vision::{Projector, lfm2};
+        let n_embd = self.engine.model.n_embd();
+        if mmproj.n_embd_out() != n_embd {
+            return Err(Error::Model(format!(
+                "the mmproj's embeddings are {} wide, the model's {n_embd}: a pair made for \
+                 another model",
+                mmproj.n_embd_out()
+            )));
+        }
+        let pieces = match mmproj.projector {
+            Projector::Lfm2 => lfm2::prepare(img, &mmproj.hp),
+        };
+        let before = self.tokens.len();
+        for p in pieces {
+            match p {
+                lfm2::Piece::Text(t) => self.append_text(&t, true)?,
+                lfm2::Piece::Image(part) => {
+                    let px = part.normalized(mmproj.hp.image_mean, mmproj.hp.image_std);
+                    let (rows, _) =
+                        mmproj.encode(&self.engine.dev, &px, part.width, part.height)?;
+                    self.append_embeddings(&rows)?;
+                }
+            }
+        }
+        Ok(self.tokens.len() - before)
+    }
+}
