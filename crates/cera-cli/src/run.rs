@@ -48,6 +48,73 @@ pub struct Args {
     pub cache: CacheArgs,
     #[command(flatten)]
     pub spec: SpecArgs,
+    /// The vision projector (an mmproj GGUF) the images go through.
+    #[arg(long)]
+    pub mmproj: Option<std::path::PathBuf>,
+    /// An image for the prompt (repeatable; JPEG, PNG, WebP, GIF): each goes where the prompt
+    /// says `<__media__>`, or, without markers, all before the prompt, as llama-mtmd-cli.
+    #[arg(long = "image")]
+    pub image: Vec<std::path::PathBuf>,
+}
+
+/// Where an image goes in a prompt (llama.cpp's mtmd marker).
+pub const MEDIA_MARKER: &str = "<__media__>";
+
+/// The images and their projector, read before the model loads (a bad file fails at once).
+fn load_media(
+    a: &Args,
+) -> anyhow::Result<Option<(cera::models::vision::Mmproj, Vec<cera::media::Rgb8>)>> {
+    match (&a.mmproj, a.image.is_empty()) {
+        (None, true) => Ok(None),
+        (None, false) => bail!("--image needs --mmproj (the model's vision projector GGUF)"),
+        (Some(p), true) => bail!(
+            "--mmproj {} without --image: nothing to encode",
+            p.display()
+        ),
+        (Some(p), false) => {
+            let file = cera::gguf::GgufFile::open(p)
+                .with_context(|| format!("reading {}", p.display()))?;
+            let m = cera::models::vision::Mmproj::load(std::sync::Arc::new(file))
+                .with_context(|| format!("loading the mmproj {}", p.display()))?;
+            let imgs = a
+                .image
+                .iter()
+                .map(|f| {
+                    let bytes =
+                        std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+                    cera::media::Rgb8::decode(&bytes).with_context(|| format!("{}", f.display()))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(Some((m, imgs)))
+        }
+    }
+}
+
+/// Prefills `prompt` with the images where its markers are (after one marker per image is put
+/// before it when it has none): text between them with special tokens parsed.
+fn prefill_with_media(
+    session: &mut Session,
+    prompt: &str,
+    mmproj: &cera::models::vision::Mmproj,
+    images: &[cera::media::Rgb8],
+) -> anyhow::Result<()> {
+    let parts: Vec<&str> = prompt.split(MEDIA_MARKER).collect();
+    if parts.len() - 1 != images.len() {
+        bail!(
+            "the prompt has {} {MEDIA_MARKER} markers for {} images",
+            parts.len() - 1,
+            images.len()
+        );
+    }
+    for (i, text) in parts.iter().enumerate() {
+        if !text.is_empty() {
+            session.append_text(text, true)?;
+        }
+        if let Some(img) = images.get(i) {
+            session.append_image(mmproj, img)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reusing prompt state across runs.
@@ -196,7 +263,13 @@ pub fn print_summary(s: &Summary, verbose: bool) {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let text = read_prompt(&a.prompt, &a.file)?;
+    let mut text = read_prompt(&a.prompt, &a.file)?;
+    let media = load_media(&a)?;
+    if let Some((_, imgs)) = &media
+        && !text.contains(MEDIA_MARKER)
+    {
+        text = MEDIA_MARKER.repeat(imgs.len()) + &text;
+    }
     let grammar = a.structured.grammar(a.model.verbose)?;
     let sampler = a.sampling.config()?;
     let path = resolve_model(a.model.model.as_deref())?;
@@ -255,13 +328,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         session.set_context_shift(Some(a.model.keep.min(toks.len().saturating_sub(bos))));
     }
     let prefix = a.cache.prefix_cache()?;
-    match prefill_with_caches(
-        &mut session,
-        &toks,
-        &a.cache,
-        prefix.as_deref(),
-        a.model.verbose,
-    ) {
+    let prefilled = match &media {
+        Some((m, imgs)) => prefill_with_media(&mut session, &prompt, m, imgs),
+        None => prefill_with_caches(
+            &mut session,
+            &toks,
+            &a.cache,
+            prefix.as_deref(),
+            a.model.verbose,
+        ),
+    };
+    match prefilled {
         Err(e) if matches!(e.downcast_ref(), Some(cera::Error::Cancelled)) => return Ok(()),
         r => r?,
     }
