@@ -1,0 +1,30 @@
+//! Writes a random-weight mmproj of LFM2-VL's layout (the generator is
+//! `tests/common/mmproj_model.rs`), its projector as wide as the given model's embeddings:
+//!   make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0]  -> prints its sha256
+#[path = "../tests/common/mmproj_model.rs"]
+mod mmproj_model;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let usage = "usage: make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0]";
+    let out = args.next().expect(usage);
+    let n_embd_out: usize = args.next().and_then(|v| v.parse().ok()).expect(usage);
+    let ty = match args.next().as_deref().unwrap_or("f16") {
+        "f32" => cera::quant::GgmlType::F32,
+        "f16" => cera::quant::GgmlType::F16,
+        "q8_0" => cera::quant::GgmlType::Q8_0,
+        other => panic!("{usage} (not {other})"),
+    };
+    let shape = mmproj_model::VisionShape {
+        n_embd_out,
+        ..mmproj_model::TINY
+    };
+    let bytes = mmproj_model::build("make_mmproj", &shape, ty, None);
+    std::fs::write(&out, &bytes).unwrap();
+    use sha2::Digest;
+    let sha = sha2::Sha256::digest(&bytes);
+    println!(
+        "{}",
+        sha.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+}
