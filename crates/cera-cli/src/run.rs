@@ -57,8 +57,7 @@ pub struct Args {
     pub image: Vec<std::path::PathBuf>,
 }
 
-/// Where an image goes in a prompt (llama.cpp's mtmd marker).
-pub const MEDIA_MARKER: &str = "<__media__>";
+pub use cera::session::MEDIA_MARKER;
 
 /// The images and their projector, read before the model loads (a bad file fails at once).
 fn load_media(
@@ -88,33 +87,6 @@ fn load_media(
             Ok(Some((m, imgs)))
         }
     }
-}
-
-/// Prefills `prompt` with the images where its markers are (after one marker per image is put
-/// before it when it has none): text between them with special tokens parsed.
-fn prefill_with_media(
-    session: &mut Session,
-    prompt: &str,
-    mmproj: &cera::models::vision::Mmproj,
-    images: &[cera::media::Rgb8],
-) -> anyhow::Result<()> {
-    let parts: Vec<&str> = prompt.split(MEDIA_MARKER).collect();
-    if parts.len() - 1 != images.len() {
-        bail!(
-            "the prompt has {} {MEDIA_MARKER} markers for {} images",
-            parts.len() - 1,
-            images.len()
-        );
-    }
-    for (i, text) in parts.iter().enumerate() {
-        if !text.is_empty() {
-            session.append_text(text, true)?;
-        }
-        if let Some(img) = images.get(i) {
-            session.append_image(mmproj, img)?;
-        }
-    }
-    Ok(())
 }
 
 /// Reusing prompt state across runs.
@@ -329,7 +301,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let prefix = a.cache.prefix_cache()?;
     let prefilled = match &media {
-        Some((m, imgs)) => prefill_with_media(&mut session, &prompt, m, imgs),
+        Some((m, imgs)) => session
+            .append_with_images(&prompt, m, imgs)
+            .map_err(anyhow::Error::from),
         None => prefill_with_caches(
             &mut session,
             &toks,

@@ -1,12 +1,12 @@
 //! Writes a random-weight mmproj of LFM2-VL's layout (the generator is
 //! `tests/common/mmproj_model.rs`), its projector as wide as the given model's embeddings:
-//!   make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0]  -> prints its sha256
+//!   make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] [tiny|lfm2-vl-450m]  -> prints its sha256
 #[path = "../tests/common/mmproj_model.rs"]
 mod mmproj_model;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0]";
+    let usage = "usage: make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] [tiny|lfm2-vl-450m]";
     let out = args.next().expect(usage);
     let n_embd_out: usize = args.next().and_then(|v| v.parse().ok()).expect(usage);
     let ty = match args.next().as_deref().unwrap_or("f16") {
@@ -15,10 +15,12 @@ fn main() {
         "q8_0" => cera::quant::GgmlType::Q8_0,
         other => panic!("{usage} (not {other})"),
     };
-    let shape = mmproj_model::VisionShape {
-        n_embd_out,
-        ..mmproj_model::TINY
+    let base = match args.next().as_deref().unwrap_or("tiny") {
+        "tiny" => mmproj_model::TINY,
+        "lfm2-vl-450m" => mmproj_model::LFM2_VL_450M,
+        other => panic!("{usage} (not {other})"),
     };
+    let shape = mmproj_model::VisionShape { n_embd_out, ..base };
     let bytes = mmproj_model::build("make_mmproj", &shape, ty, None);
     std::fs::write(&out, &bytes).unwrap();
     use sha2::Digest;

@@ -9,6 +9,8 @@
 //!                                                 with `tokenizer.*` keys) instead of SmolLM2
 //!                                                 (fetched); with a real model's vocab the
 //!                                                 `*_shape_f16` models have its exact shape
+//!   make_test_model --media-tokens ...          -> LFM2-VL's image marker tokens appended to
+//!                                                 the vocabulary as control tokens
 use std::sync::Arc;
 
 use cera::backend::{Cpu, KvSpec, KvType, argmax};
@@ -18,6 +20,8 @@ use cera::models::Model;
 
 #[path = "../tests/common/arch_models.rs"]
 mod arch_models;
+#[path = "../tests/common/mmproj_model.rs"]
+mod mmproj_model;
 
 fn tokenizer_source() -> GgufFile {
     let entry = fetch::lookup("smollm2").expect("catalog entry");
@@ -79,6 +83,10 @@ fn main() {
         tok_file = Some(args.remove(i + 1));
         args.remove(i);
     }
+    let media_tokens = args
+        .iter()
+        .position(|a| a == "--media-tokens")
+        .map(|i| args.remove(i));
     let all: Vec<_> = arch_models::variants();
     if args.first().map(String::as_str) == Some("--list") {
         // `--list suite`: the CPU benchmark suite's models (scripts/bench-suite.sh)
@@ -107,6 +115,12 @@ fn main() {
     let tok = match tok_file {
         Some(f) => GgufFile::open(&f).unwrap_or_else(|e| panic!("{f}: {e}")),
         None => tokenizer_source(),
+    };
+    let tok = if media_tokens.is_some() {
+        let bytes = mmproj_model::with_control_tokens(&tok, &mmproj_model::lfm2_vl_tokens());
+        GgufFile::from_bytes(bytes).expect("the extended tokenizer")
+    } else {
+        tok
     };
     for v in &chosen {
         let bytes = arch_models::build(v, &tok);

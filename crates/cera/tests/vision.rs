@@ -58,6 +58,33 @@ fn the_cpu_encodes_as_the_reference_does() {
     }
 }
 
+/// The same on the GPU (wgpu; lavapipe in CI): its matrix products keep f32 activations
+/// (f16 ones for Q8_0 weights' dot products do not arise: it dequantizes), so every format
+/// agrees with the f64 reference as closely as the CPU's floats do.
+#[cfg(feature = "gpu")]
+#[test]
+fn the_gpu_encodes_as_the_reference_does() {
+    let gpu = cera::backend::gpu::Gpu::new().expect("a wgpu adapter (lavapipe in CI)");
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0] {
+        let m = load(mmproj_model::build("tiny", &mmproj_model::TINY, ty, None)).unwrap();
+        for (w, h) in [(64, 64), (96, 64)] {
+            let px = pixels(w, h);
+            let (got, n) = m.encode(&gpu, &px, w, h).unwrap();
+            let (refr, n2) = m.encode(&Reference, &px, w, h).unwrap();
+            assert_eq!((n, got.len()), (n2, refr.len()));
+            let width = m.n_embd_out();
+            for (r, (a, b)) in got.chunks(width).zip(refr.chunks(width)).enumerate() {
+                let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+                let na: f64 = a.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+                let nb: f64 = b.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+                let cos = dot / (na * nb);
+                let floor = if ty == GgmlType::Q8_0 { 0.999 } else { 0.99999 };
+                assert!(cos > floor, "gpu {ty} {w}x{h} row {r}: cosine {cos}");
+            }
+        }
+    }
+}
+
 #[test]
 fn position_embeddings_resize_by_area() {
     // a 2 x 2 grid of one channel: growing to 4 x 4 interpolates, the corners keep theirs

@@ -9,7 +9,11 @@ use std::sync::atomic::Ordering;
 use super::Session;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::models::vision::{EncodedMedia, MediaPart};
 use crate::runtime::time::Instant;
+
+/// Where an image goes in a prompt: llama.cpp's mtmd marker, which every front end takes.
+pub const MEDIA_MARKER: &str = "<__media__>";
 
 /// Ids from here up stand for embedding rows, never for tokens.
 pub const MEDIA_ID_BASE: u32 = 0x8000_0000;
@@ -104,17 +108,36 @@ impl Session {
 }
 
 impl Session {
-    /// Appends an image as the mmproj's model reads it: the image prepared as its projector's
-    /// reference does (LFM2-VL: a thumbnail within the token bounds, large images also as
-    /// tiles), each part encoded by the vision tower on this engine's backend and appended as
-    /// embedding rows, between the marker tokens of its template. Returns the positions it
-    /// took. The tower's output must be as wide as the model's embeddings.
+    /// Appends an image as the mmproj's model reads it ([`Mmproj::encode_image`] on this
+    /// engine's backend, then [`Session::append_media`]). Returns the positions it took.
+    ///
+    /// [`Mmproj::encode_image`]: crate::models::vision::Mmproj::encode_image
     pub fn append_image(
         &mut self,
         mmproj: &crate::models::vision::Mmproj,
         img: &crate::media::Rgb8,
     ) -> Result<usize> {
-        use crate::models::vision::{Projector, lfm2};
+        self.check_width(mmproj)?;
+        let enc = mmproj.encode_image(&self.engine.dev, img)?;
+        self.append_media(&enc)
+    }
+
+    /// Appends encoded media: its marker text (special tokens parsed) and its embedding rows,
+    /// in order. Returns the positions it took.
+    pub fn append_media(&mut self, media: &EncodedMedia) -> Result<usize> {
+        let before = self.tokens.len();
+        for p in &media.parts {
+            match p {
+                MediaPart::Text(t) => self.append_text(t, true)?,
+                MediaPart::Embeddings(rows) => {
+                    self.append_embeddings(rows)?;
+                }
+            }
+        }
+        Ok(self.tokens.len() - before)
+    }
+
+    fn check_width(&self, mmproj: &crate::models::vision::Mmproj) -> Result<()> {
         let n_embd = self.engine.model.n_embd();
         if mmproj.n_embd_out() != n_embd {
             return Err(Error::Model(format!(
@@ -123,21 +146,52 @@ impl Session {
                 mmproj.n_embd_out()
             )));
         }
-        let pieces = match mmproj.projector {
-            Projector::Lfm2 => lfm2::prepare(img, &mmproj.hp),
-        };
-        let before = self.tokens.len();
-        for p in pieces {
-            match p {
-                lfm2::Piece::Text(t) => self.append_text(&t, true)?,
-                lfm2::Piece::Image(part) => {
-                    let px = part.normalized(mmproj.hp.image_mean, mmproj.hp.image_std);
-                    let (rows, _) =
-                        mmproj.encode(&self.engine.dev, &px, part.width, part.height)?;
-                    self.append_embeddings(&rows)?;
-                }
+        Ok(())
+    }
+
+    /// Prefills `prompt` with `images` at its [`MEDIA_MARKER`]s, in order, as llama.cpp's mtmd
+    /// does: the text between them tokenized with special tokens parsed (BOS per the model's
+    /// metadata when the context is empty), each image encoded on this engine's backend. The
+    /// markers must be as many as the images; all are encoded before anything is appended.
+    pub fn append_with_images(
+        &mut self,
+        prompt: &str,
+        mmproj: &crate::models::vision::Mmproj,
+        images: &[crate::media::Rgb8],
+    ) -> Result<()> {
+        self.check_width(mmproj)?;
+        marker_count(prompt, images.len())?;
+        let enc = images
+            .iter()
+            .map(|img| mmproj.encode_image(&self.engine.dev, img))
+            .collect::<Result<Vec<_>>>()?;
+        self.append_with_media(prompt, &enc)
+    }
+
+    /// Prefills `prompt` with already encoded `media` at its [`MEDIA_MARKER`]s, in order (see
+    /// [`Session::append_with_images`]).
+    pub fn append_with_media(&mut self, prompt: &str, media: &[EncodedMedia]) -> Result<()> {
+        marker_count(prompt, media.len())?;
+        for (i, text) in prompt.split(MEDIA_MARKER).enumerate() {
+            if !text.is_empty() {
+                self.append_text(text, true)?;
+            }
+            if let Some(m) = media.get(i) {
+                self.append_media(m)?;
             }
         }
-        Ok(self.tokens.len() - before)
+        Ok(())
     }
+}
+
+/// Fails unless `prompt` has `n` media markers.
+fn marker_count(prompt: &str, n: usize) -> Result<()> {
+    let have = prompt.matches(MEDIA_MARKER).count();
+    if have != n {
+        return Err(Error::Media {
+            what: "prompt".into(),
+            reason: format!("{have} {MEDIA_MARKER} markers for {n} media"),
+        });
+    }
+    Ok(())
 }

@@ -53,6 +53,21 @@ pub const TINY: VisionShape = VisionShape {
     n_embd_out: 40,
 };
 
+/// LFM2-VL-450M's: the SigLIP2 NaFlex base tower (12 blocks of 768, 12 heads, FFN 3072,
+/// 16 x 16 trained positions of 16-pixel patches) and the projector to LFM2-350M's 1024
+/// through 2560.
+pub const LFM2_VL_450M: VisionShape = VisionShape {
+    image_size: 256,
+    patch: 16,
+    n_embd: 768,
+    n_ff: 3072,
+    n_head: 12,
+    n_layer: 12,
+    scale: 2,
+    mm_hidden: 2560,
+    n_embd_out: 1024,
+};
+
 /// GGUF bytes of a random mmproj of `shape` with matrices in `ty`; `skip` leaves out the
 /// tensors whose names contain it (for hostile tests).
 pub fn build(name: &str, shape: &VisionShape, ty: GgmlType, skip: Option<&str>) -> Vec<u8> {
@@ -145,5 +160,46 @@ pub fn build(name: &str, shape: &VisionShape, ty: GgmlType, skip: Option<&str>) 
         0.0,
     );
     add("mm.2.bias", f32t, &[shape.n_embd_out], 0.05, 0.0);
+    w.to_bytes().unwrap()
+}
+
+/// The marker tokens LFM2-VL's vocabulary has and mtmd looks up (`<|image_start|>`,
+/// `<|image_end|>`, `<|img_thumbnail|>`, `<|img_row_R_col_C|>` for grids up to 10 x 10).
+pub fn lfm2_vl_tokens() -> Vec<String> {
+    let mut t: Vec<String> = ["<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"]
+        .map(String::from)
+        .to_vec();
+    for r in 1..=10 {
+        for c in 1..=10 {
+            t.push(format!("<|img_row_{r}_col_{c}|>"));
+        }
+    }
+    t
+}
+
+/// A tokenizer-only GGUF: every `tokenizer.*` key of `base` with `extra` appended as control
+/// tokens (type 3, score 0), as a vocabulary that has a model's special tokens has them.
+pub fn with_control_tokens(base: &cera::gguf::GgufFile, extra: &[String]) -> Vec<u8> {
+    use cera::gguf::{Array, Value};
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", "llama");
+    for (k, val) in &base.metadata {
+        if !k.starts_with("tokenizer.") {
+            continue;
+        }
+        let v = match (k.as_str(), val) {
+            ("tokenizer.ggml.tokens", Value::Array(Array::String(t))) => {
+                Value::Array(Array::String(t.iter().chain(extra).cloned().collect()))
+            }
+            ("tokenizer.ggml.token_type", Value::Array(Array::I32(t))) => Value::Array(Array::I32(
+                t.iter().copied().chain(extra.iter().map(|_| 3)).collect(),
+            )),
+            ("tokenizer.ggml.scores", Value::Array(Array::F32(t))) => Value::Array(Array::F32(
+                t.iter().copied().chain(extra.iter().map(|_| 0.0)).collect(),
+            )),
+            _ => val.clone(),
+        };
+        w.set(k.clone(), v);
+    }
     w.to_bytes().unwrap()
 }

@@ -9,3 +9,49 @@ pub mod mmproj;
 pub mod siglip;
 
 pub use mmproj::{Mmproj, Projector, VisionHparams};
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::media::Rgb8;
+
+/// A part of the prompt an image (or, later, an audio clip) becomes, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MediaPart {
+    /// Marker text between the parts (special tokens, parsed as such).
+    Text(String),
+    /// Rows of embeddings in the language model's input space: `[n, n_embd]`.
+    Embeddings(Vec<f32>),
+}
+
+/// An image as its mmproj turns it into prompt parts, ready to append to any session of a
+/// model of its width (encode once, append to as many sessions as need it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedMedia {
+    pub parts: Vec<MediaPart>,
+    /// Positions it takes in the context besides its marker text.
+    pub n_embd_rows: usize,
+}
+
+impl Mmproj {
+    /// `img` prepared as its projector's reference does (LFM2-VL: a thumbnail within the
+    /// token bounds, large images also as tiles) and each image part encoded on `be`.
+    pub fn encode_image<B: Backend>(&self, be: &B, img: &Rgb8) -> Result<EncodedMedia> {
+        let pieces = match self.projector {
+            Projector::Lfm2 => lfm2::prepare(img, &self.hp),
+        };
+        let mut parts = Vec::with_capacity(pieces.len());
+        let mut n_embd_rows = 0;
+        for p in pieces {
+            parts.push(match p {
+                lfm2::Piece::Text(t) => MediaPart::Text(t),
+                lfm2::Piece::Image(part) => {
+                    let px = part.normalized(self.hp.image_mean, self.hp.image_std);
+                    let (rows, n) = self.encode(be, &px, part.width, part.height)?;
+                    n_embd_rows += n;
+                    MediaPart::Embeddings(rows)
+                }
+            });
+        }
+        Ok(EncodedMedia { parts, n_embd_rows })
+    }
+}

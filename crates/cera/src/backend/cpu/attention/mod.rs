@@ -507,68 +507,73 @@ mod tests {
             (4, 1, 24, 40, 700, 1),
             (16, 8, 128, 128, 10, 17),
         ];
-        for tier in CpuTier::supported() {
-            let table: &'static KernelTable =
-                Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
-            for threads in thread_counts(&[1, 2, 3]) {
-                let cpu = Cpu::with_table(threads, table);
-                let mut seed = 7u32;
-                for &(nh, nkv, hd, hdv, pos0, n) in &shapes {
-                    for (window, softcap) in [(None, None), (Some(37), None), (None, Some(5.0))] {
-                        for ty in KvType::ALL {
-                            if ty.for_head_dim(hd) != ty || ty.for_head_dim(hdv) != ty {
-                                continue;
-                            }
-                            let p = AttentionParams {
-                                n_head: nh,
-                                n_kv_head: nkv,
-                                head_dim: hd,
-                                head_dim_v: hdv,
-                                scale: 1.0 / (hd as f32).sqrt(),
-                                softcap,
-                                window,
-                                causal: true,
-                            };
-                            let n_ctx = pos0 + n + 3;
-                            let mut k = rnd_vec(&mut seed, n_ctx * nkv * hd);
-                            let mut v = rnd_vec(&mut seed, n_ctx * nkv * hdv);
-                            let mut q: Vec<f32> = rnd_vec(&mut seed, n * nh * hd)
-                                .iter()
-                                .map(|x| 3.0 * x)
-                                .collect();
-                            if ty == KvType::F16 {
-                                for x in k.iter_mut().chain(v.iter_mut()).chain(q.iter_mut()) {
-                                    *x = f16::from_f32(*x).to_f32();
-                                }
-                            }
-                            let spec = KvSpec::same(ty);
-                            let mut kv = KvLayer::with_spec(spec, n_ctx, nkv, hd, hdv);
-                            kv.store(0, &k, &v);
-                            // the reference attends over what the cache holds (decoded and
-                            // rotated back), so compressed keys are checked against their
-                            // dequantized values
-                            let (rk, rv) = (kv.k.rot, kv.v.rot);
-                            let kd: Vec<f32> =
-                                k.chunks(hd).flat_map(|r| round_trip(ty, &rk, r)).collect();
-                            let vd: Vec<f32> =
-                                v.chunks(hdv).flat_map(|r| round_trip(ty, &rv, r)).collect();
-                            let mut out = vec![0f32; n * nh * hdv];
-                            cpu.attention(&q, &kv, pos0, n, &p, &mut out);
-                            let want = reference(&q, &kd, &vd, pos0, n, &p);
-                            // block types and bf16 round the query as llama.cpp does (Q8_0:
-                            // 2-3 significant digits); floats and TurboQuant do not
-                            let tol = match ty {
-                                KvType::F32 | KvType::F16 => 2e-5,
-                                KvType::TQ3 | KvType::TQ4 => 1e-4,
-                                _ => 3e-2,
-                            };
-                            for (i, (a, b)) in out.iter().zip(&want).enumerate() {
-                                assert!(
-                                    (a - b).abs() < tol,
-                                    "{tier} t{threads} {:?} {window:?} {softcap:?} {ty:?} [{i}]: {a} vs {b}",
-                                    (nh, nkv, hd, hdv, pos0, n)
-                                );
-                            }
+        // every tier at every thread count, made once; each case's inputs, cache and
+        // reference are computed once for all of them (under an emulator the reference and
+        // the cache's quantization cost as much as the attention itself)
+        let cpus: Vec<(CpuTier, usize, Cpu)> = CpuTier::supported()
+            .into_iter()
+            .flat_map(|tier| {
+                let table: &'static KernelTable =
+                    Box::leak(Box::new(KernelTable::for_tier(tier).unwrap()));
+                thread_counts(&[1, 2, 3])
+                    .into_iter()
+                    .map(move |threads| (tier, threads, Cpu::with_table(threads, table)))
+            })
+            .collect();
+        let mut seed = 7u32;
+        for &(nh, nkv, hd, hdv, pos0, n) in &shapes {
+            for (window, softcap) in [(None, None), (Some(37), None), (None, Some(5.0))] {
+                for ty in KvType::ALL {
+                    if ty.for_head_dim(hd) != ty || ty.for_head_dim(hdv) != ty {
+                        continue;
+                    }
+                    let p = AttentionParams {
+                        n_head: nh,
+                        n_kv_head: nkv,
+                        head_dim: hd,
+                        head_dim_v: hdv,
+                        scale: 1.0 / (hd as f32).sqrt(),
+                        softcap,
+                        window,
+                        causal: true,
+                    };
+                    let n_ctx = pos0 + n + 3;
+                    let mut k = rnd_vec(&mut seed, n_ctx * nkv * hd);
+                    let mut v = rnd_vec(&mut seed, n_ctx * nkv * hdv);
+                    let mut q: Vec<f32> = rnd_vec(&mut seed, n * nh * hd)
+                        .iter()
+                        .map(|x| 3.0 * x)
+                        .collect();
+                    if ty == KvType::F16 {
+                        for x in k.iter_mut().chain(v.iter_mut()).chain(q.iter_mut()) {
+                            *x = f16::from_f32(*x).to_f32();
+                        }
+                    }
+                    let spec = KvSpec::same(ty);
+                    let mut kv = KvLayer::with_spec(spec, n_ctx, nkv, hd, hdv);
+                    kv.store(0, &k, &v);
+                    // the reference attends over what the cache holds (decoded and rotated
+                    // back), so compressed keys are checked against their dequantized values
+                    let (rk, rv) = (kv.k.rot, kv.v.rot);
+                    let kd: Vec<f32> = k.chunks(hd).flat_map(|r| round_trip(ty, &rk, r)).collect();
+                    let vd: Vec<f32> = v.chunks(hdv).flat_map(|r| round_trip(ty, &rv, r)).collect();
+                    let want = reference(&q, &kd, &vd, pos0, n, &p);
+                    // block types and bf16 round the query as llama.cpp does (Q8_0: 2-3
+                    // significant digits); floats and TurboQuant do not
+                    let tol = match ty {
+                        KvType::F32 | KvType::F16 => 2e-5,
+                        KvType::TQ3 | KvType::TQ4 => 1e-4,
+                        _ => 3e-2,
+                    };
+                    for (tier, threads, cpu) in &cpus {
+                        let mut out = vec![0f32; n * nh * hdv];
+                        cpu.attention(&q, &kv, pos0, n, &p, &mut out);
+                        for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                            assert!(
+                                (a - b).abs() < tol,
+                                "{tier} t{threads} {:?} {window:?} {softcap:?} {ty:?} [{i}]: {a} vs {b}",
+                                (nh, nkv, hd, hdv, pos0, n)
+                            );
                         }
                     }
                 }

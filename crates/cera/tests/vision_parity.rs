@@ -1,0 +1,192 @@
+//! Parity with llama.cpp's mtmd (the library behind llama-mtmd-cli, build 11434) at
+//! LFM2-VL-450M's shapes, on random weights: the mmproj (SigLIP2 NaFlex base, LFM2-VL's
+//! projector, f16) and a language model of LFM2-350M's shape whose vocabulary has LFM2-VL's
+//! image markers, both made by our generators exactly as `scripts/gen-vision-fixtures.py` made
+//! them for llama.cpp (their sha256 is checked). On llama.cpp's `test-1.jpeg` (one thumbnail),
+//! a drawn 1100 x 520 image (two 512 x 512 tiles and a thumbnail) and a drawn 100 x 30 one
+//! (scaled up to the fewest tokens): every projected embedding row within cosine 0.9999 of
+//! mtmd's, the prompt's tokens and image positions as mtmd's chunks, the first step's top
+//! logits, and the greedy tokens.
+
+use std::sync::Arc;
+
+use cera::backend::Cpu;
+use cera::engine::{Engine, EngineOptions, SessionOptions};
+use cera::gguf::GgufFile;
+use cera::media::Rgb8;
+use cera::models::vision::{MediaPart, Mmproj};
+use cera::quant::GgmlType;
+use cera::session::is_media_id;
+use serde_json::Value;
+
+#[path = "common/arch_models.rs"]
+mod arch_models;
+#[path = "common/mmproj_model.rs"]
+mod mmproj_model;
+#[path = "common/models.rs"]
+mod models;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/vision");
+/// The least cosine of an embedding row against mtmd's (the bound).
+const MIN_COSINE: f64 = 0.9999;
+
+/// The generator's drawn image (`pattern` in scripts/gen-vision-fixtures.py).
+fn pattern(w: usize, h: usize) -> Rgb8 {
+    let mut data = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            data.push((x * 255 / (w - 1)) as u8);
+            data.push((y * 255 / (h - 1)) as u8);
+            data.push((((x / 8 + y / 8) % 2) * 160 + (x * y) % 64) as u8);
+        }
+    }
+    Rgb8 {
+        width: w,
+        height: h,
+        data,
+    }
+}
+
+fn image(name: &str) -> Rgb8 {
+    match name {
+        "test-1.jpeg" => {
+            let data = cera::fetch::llama_cpp_data(&mut |_| {}).expect("llama.cpp's test data");
+            Rgb8::decode(&std::fs::read(data.join("tools/mtmd/test-1.jpeg")).unwrap()).unwrap()
+        }
+        "pattern-1100x520" => pattern(1100, 520),
+        "pattern-100x30" => pattern(100, 30),
+        other => panic!("no image {other}"),
+    }
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        ab += x as f64 * y as f64;
+        aa += x as f64 * x as f64;
+        bb += y as f64 * y as f64;
+    }
+    ab / (aa.sqrt() * bb.sqrt())
+}
+
+#[test]
+fn lfm2_vl_450m_matches_mtmd() {
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/index.json")).unwrap())
+            .unwrap();
+    // the pair, as the fixture generator made it
+    let tok =
+        mmproj_model::with_control_tokens(models::tokenizer(), &mmproj_model::lfm2_vl_tokens());
+    let tok = GgufFile::from_bytes(tok).unwrap();
+    let model = arch_models::build(&arch_models::variant("lfm2_350m_q4_0"), &tok);
+    assert_eq!(
+        arch_models::sha256_hex(&model),
+        index["model_sha256"].as_str().unwrap(),
+        "the language model's generator changed: run scripts/gen-vision-fixtures.py"
+    );
+    let shape = mmproj_model::VisionShape {
+        n_embd_out: 1024,
+        ..mmproj_model::LFM2_VL_450M
+    };
+    let mm = mmproj_model::build("make_mmproj", &shape, GgmlType::F16, None);
+    assert_eq!(
+        arch_models::sha256_hex(&mm),
+        index["mmproj_sha256"].as_str().unwrap(),
+        "the mmproj generator changed: run scripts/gen-vision-fixtures.py"
+    );
+    let mm = Mmproj::load(Arc::new(GgufFile::from_bytes(mm).unwrap())).unwrap();
+    let mut o = EngineOptions::default();
+    o.n_threads = Some(2);
+    let engine = Engine::from_bytes(model, o).unwrap();
+    let cpu = Cpu::new(2);
+    let prompt = index["prompt"].as_str().unwrap();
+
+    for (name, want) in index["images"].as_object().unwrap() {
+        // the embeddings: every row against mtmd's
+        let enc = mm.encode_image(&cpu, &image(name)).unwrap();
+        let rows: Vec<f32> = enc
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                MediaPart::Embeddings(r) => Some(r.as_slice()),
+                MediaPart::Text(_) => None,
+            })
+            .flatten()
+            .copied()
+            .collect();
+        let bytes = std::fs::read(format!("{FIXTURES}/{name}.embd.f16")).unwrap();
+        let reference: Vec<f32> = bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect();
+        assert_eq!(rows.len(), reference.len(), "{name}: image token count");
+        let worst = rows
+            .chunks(1024)
+            .zip(reference.chunks(1024))
+            .map(|(a, b)| cosine(a, b))
+            .fold(1f64, f64::min);
+        assert!(
+            worst >= MIN_COSINE,
+            "{name}: an embedding row's cosine is {worst}"
+        );
+
+        // the prompt: tokens as mtmd's text chunks, image rows where its media chunks are
+        let mut so = SessionOptions::default();
+        so.n_ctx = 2048;
+        let mut s = engine.session(so);
+        s.append_with_media(prompt, &[enc]).unwrap();
+        let mut want_ids = Vec::new();
+        for c in want["chunks"].as_array().unwrap() {
+            match c["type"].as_str().unwrap() {
+                "text" => want_ids.extend(
+                    c["tokens"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| Some(t.as_u64().unwrap() as u32)),
+                ),
+                _ => want_ids.extend(std::iter::repeat_n(
+                    None,
+                    c["n_tokens"].as_u64().unwrap() as usize,
+                )),
+            }
+        }
+        let got_ids: Vec<Option<u32>> = s
+            .tokens()
+            .iter()
+            .map(|&t| (!is_media_id(t)).then_some(t))
+            .collect();
+        assert_eq!(
+            got_ids, want_ids,
+            "{name}: the prompt's tokens and image positions"
+        );
+
+        // the first step's largest logits, then the greedy tokens (equal but at near-ties)
+        let logits = s.logits().to_vec();
+        for pair in want["top"].as_array().unwrap() {
+            let (id, v) = (
+                pair[0].as_u64().unwrap() as usize,
+                pair[1].as_f64().unwrap(),
+            );
+            assert!(
+                (logits[id] as f64 - v).abs() < 0.05 * v.abs().max(1.0),
+                "{name}: logit of {id} is {} (mtmd {v})",
+                logits[id]
+            );
+        }
+        for (i, step) in want["steps"].as_array().unwrap().iter().enumerate() {
+            let argmax =
+                (0..logits.len()).fold(0, |b, j| if s.logits()[j] > s.logits()[b] { j } else { b });
+            let tok = step["token"].as_u64().unwrap() as usize;
+            let gap = step["top1"].as_f64().unwrap() - step["top2"].as_f64().unwrap();
+            if argmax != tok {
+                assert!(
+                    gap < 0.1,
+                    "{name}: step {i} took {argmax}, mtmd {tok} (gap {gap})"
+                );
+                break; // parted at a near-tie: the rest follow other tokens
+            }
+            s.append_tokens(&[tok as u32]).unwrap();
+        }
+    }
+}
