@@ -306,7 +306,10 @@ cargo test --workspace --profile "$PROFILE" --locked --test arch_parity -- \
 step "server: pytest with the openai client, requests and jsonschema"
 # a random-weight BERT reranker (the same generator as the Rust tests) for the /v1/rerank test
 "$OUT/examples/make_bert_model" target/pytest-rerank.gguf rerank >/dev/null
-CERA_RERANK_MODEL="$PWD/target/pytest-rerank.gguf" CERA_BIN="$PWD/$OUT/cera" \
+# a random-weight mmproj as wide as SmolLM2 for the image tests (tests/server/test_vision.py)
+"$OUT/examples/make_mmproj" target/pytest-mmproj.gguf 576 f16 >/dev/null
+CERA_RERANK_MODEL="$PWD/target/pytest-rerank.gguf" CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" \
+  CERA_TEST_DATA="$("$OUT/examples/fetch_test_data")" CERA_BIN="$PWD/$OUT/cera" \
   target/pyenv/bin/python -m pytest -q tests/server
 
 step "hub: a local Hugging Face Hub (loopback), cera's client and huggingface_hub on one cache"
@@ -316,7 +319,8 @@ step "python: the cera wheel (built above), pip-installed into a fresh venv, pyt
 rm -rf target/wheel-venv
 python3 -m venv target/wheel-venv
 target/wheel-venv/bin/pip install -q --disable-pip-version-check target/wheels/cera-*.whl pytest jsonschema
-CERA_BIN="$PWD/$OUT/cera" target/wheel-venv/bin/python -m pytest -q tests/python
+CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" CERA_TEST_DATA="$("$OUT/examples/fetch_test_data")" \
+  CERA_BIN="$PWD/$OUT/cera" target/wheel-venv/bin/python -m pytest -q tests/python
 
 step "kotlin: UniFFI bindings generated, compiled with kotlinc, tests/kotlin/bindings.kts"
 join npm

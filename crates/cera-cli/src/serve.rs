@@ -69,6 +69,10 @@ pub struct Args {
     /// else mean).
     #[arg(long = "pooling")]
     pub pooling: Option<String>,
+    /// The model's vision projector (an mmproj GGUF): requests may carry images (OpenAI
+    /// `image_url` data URLs, Ollama `images`).
+    #[arg(long)]
+    pub mmproj: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -107,6 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
     };
     cfg.access_log = !a.no_access_log;
+    cfg.mmproj = a.mmproj;
     cfg.spec = match a.spec.spec.as_str() {
         "off" => None,
         "ngram" => {

@@ -233,9 +233,49 @@ impl Engine {
         Ok(LoraAdapter { inner: a })
     }
 
+    /// Loads this model's vision projector (an mmproj GGUF: llama.cpp's `--mmproj` file);
+    /// one made for a model of another width is refused.
+    fn load_mmproj(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<Mmproj> {
+        let m = py.detach(|| self.inner.load_mmproj(&path)).map_err(to_py)?;
+        Ok(Mmproj {
+            inner: Arc::new(m),
+            path: path.display().to_string(),
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!("cera.Engine({:?})", self.inner.path().display().to_string())
     }
+}
+
+/// A loaded vision projector (`Engine.load_mmproj`): images go into sessions through it.
+#[pyclass(frozen, module = "cera")]
+struct Mmproj {
+    inner: Arc<cera::models::vision::Mmproj>,
+    path: String,
+}
+
+#[pymethods]
+impl Mmproj {
+    fn __repr__(&self) -> String {
+        format!("cera.Mmproj({:?})", self.path)
+    }
+}
+
+/// An image argument: the file's bytes, or a path to read.
+fn image_arg(image: &Bound<'_, PyAny>) -> PyResult<cera::media::Rgb8> {
+    let bytes = if let Ok(b) = image.cast::<pyo3::types::PyBytes>() {
+        b.as_bytes().to_vec()
+    } else if let Ok(p) = image.extract::<std::path::PathBuf>() {
+        std::fs::read(&p).map_err(|e| {
+            pyo3::exceptions::PyOSError::new_err(format!("reading {}: {e}", p.display()))
+        })?
+    } else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "an image is the file's bytes or a path",
+        ));
+    };
+    cera::media::Rgb8::decode(&bytes).map_err(to_py)
 }
 
 /// A loaded LoRA adapter (attach it to sessions).
@@ -374,6 +414,20 @@ impl Session {
             .map_err(to_py)
         })?;
         Ok(text.into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// Appends an image (the file's bytes or its path: JPEG, PNG, WebP, GIF) as `mmproj`'s
+    /// model reads it: prepared, encoded and prefilled between its marker tokens, as llama.cpp
+    /// does. Returns the positions it took; a later `generate` continues after it.
+    fn append_image(
+        &self,
+        py: Python<'_>,
+        mmproj: &Mmproj,
+        image: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let img = image_arg(image)?;
+        let mm = Arc::clone(&mmproj.inner);
+        py.detach(|| self.lock()?.append_image(&mm, &img).map_err(to_py))
     }
 
     /// Stops a running `generate` (from another thread): it returns within a token.
@@ -594,6 +648,7 @@ fn _cera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_class::<Stream>()?;
     m.add_class::<LoraAdapter>()?;
+    m.add_class::<Mmproj>()?;
     m.add_class::<chat::Chat>()?;
     m.add_class::<chat::ChatStream>()?;
     errors::register(m)?;

@@ -18,6 +18,7 @@ mod chat_stream;
 pub mod completions;
 pub mod embeddings;
 pub mod error;
+mod media;
 pub mod metrics;
 pub mod ollama;
 pub mod openai;
@@ -86,6 +87,8 @@ pub struct ServerConfig {
     pub lora: Vec<(PathBuf, f32)>,
     /// Pooling of `/v1/embeddings` and `/api/embed`; `None`: the model's own, else mean.
     pub pooling: Option<cera::embed::Pooling>,
+    /// The model's vision projector (an mmproj GGUF): requests may carry images.
+    pub mmproj: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -112,6 +115,7 @@ impl ServerConfig {
             kv: cera::backend::KvSpec::default(),
             lora: Vec::new(),
             pooling: None,
+            mmproj: None,
         }
     }
 }
@@ -125,6 +129,8 @@ pub struct Ready {
     pub n_parallel: usize,
     /// Loaded LoRA adapters (by id: their index) and default scales.
     pub adapters: Vec<(Arc<cera::lora::LoraAdapter>, f32)>,
+    /// The vision projector, when the server was started with one.
+    pub mmproj: Option<Arc<cera::models::vision::Mmproj>>,
 }
 
 /// A request's `lora` entry (llama-server's shape).
@@ -384,6 +390,15 @@ fn load(st: &AppState) -> Result<(), ServerError> {
         })?;
         adapters.push((a, *scale));
     }
+    let mmproj = match &cfg.mmproj {
+        None => None,
+        Some(path) => Some(Arc::new(engine.load_mmproj(path).map_err(|source| {
+            ServerError::Load {
+                path: path.display().to_string(),
+                source,
+            }
+        })?)),
+    };
     let prefix_cache =
         (cfg.cache_ram > 0).then(|| Arc::new(cera::state::PrefixCache::in_memory(cfg.cache_ram)));
     let handle = scheduler::start(
@@ -406,6 +421,7 @@ fn load(st: &AppState) -> Result<(), ServerError> {
         scheduler: handle,
         n_parallel,
         adapters,
+        mmproj,
     });
     Ok(())
 }

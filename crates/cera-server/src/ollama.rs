@@ -19,7 +19,7 @@ use serde_json::{Value as Json, json};
 use crate::error::ApiError;
 use crate::openai::{Collected, Sampling, Stop, async_stream, collect, parse_body, submit};
 use crate::scheduler::{Done, Event};
-use crate::{Shared, unix_now};
+use crate::{Ready, Shared, unix_now};
 
 #[derive(Deserialize, Debug, Default)]
 struct Options {
@@ -143,6 +143,29 @@ fn line(v: &Json) -> Result<Bytes, Infallible> {
     Ok(Bytes::from(s))
 }
 
+/// Ollama's `images` (base64 strings), decoded; `null` or absent is none.
+fn take_images(r: &Ready, v: Option<Json>, what: &str) -> Result<Vec<cera::media::Rgb8>, ApiError> {
+    match v {
+        None | Some(Json::Null) => Ok(Vec::new()),
+        Some(Json::Array(a)) if a.is_empty() => Ok(Vec::new()),
+        Some(Json::Array(a)) => {
+            crate::media::need_mmproj(r, what)?;
+            a.iter()
+                .enumerate()
+                .map(|(j, b)| match b.as_str() {
+                    Some(s) => crate::media::base64_image(s, &format!("{what}[{j}]")),
+                    None => Err(ApiError::bad_request(format!(
+                        "{what}[{j}] is not a base64 string"
+                    ))),
+                })
+                .collect()
+        }
+        Some(_) => Err(ApiError::bad_request(format!(
+            "{what} is not an array of base64 strings"
+        ))),
+    }
+}
+
 #[derive(Deserialize, Debug)]
 struct ChatRequest {
     model: String,
@@ -159,13 +182,25 @@ pub async fn chat(State(st): State<Shared>, body: Bytes) -> Result<Response, Api
     check_model(&st, &req.model)?;
     let r = st.ready()?;
     let mut msgs = Vec::with_capacity(req.messages.len());
+    let mut images = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
-        if m.get("images").is_some_and(|v| !v.is_null()) {
-            return Err(ApiError::bad_request(format!(
-                "messages[{i}]: images are not supported"
-            )));
+        let mut m = m.clone();
+        // a message's images go before its text, one marker each (as llama-mtmd-cli does)
+        let imgs = take_images(
+            r,
+            m.as_object_mut().and_then(|o| o.remove("images")),
+            &format!("messages[{i}].images"),
+        )?;
+        if !imgs.is_empty() {
+            let text = m
+                .get("content")
+                .and_then(Json::as_str)
+                .unwrap_or("")
+                .to_owned();
+            m["content"] = Json::String(crate::media::MEDIA_MARKER.repeat(imgs.len()) + &text);
+            images.extend(imgs);
         }
-        let msg: Message = serde_json::from_value(m.clone())
+        let msg: Message = serde_json::from_value(m)
             .map_err(|e| ApiError::bad_request(format!("messages[{i}]: {e}")).param("messages"))?;
         msgs.push(msg);
     }
@@ -181,7 +216,7 @@ pub async fn chat(State(st): State<Shared>, body: Bytes) -> Result<Response, Api
         ro = ro.tools(cera::tools::tools_value(&tools));
     }
     let prompt = r.template.render(&msgs, &ro)?;
-    let toks = r.engine.tokenizer().encode(&prompt, true, true);
+    let toks = crate::media::prompt(r, prompt, images).await?;
     let opts = req.options.generate(r, &req.format)?;
     let rx = submit(&st, r, toks, opts, None, r.lora_set(None)?, 1)?;
     let model = req.model.clone();
@@ -273,6 +308,7 @@ struct GenerateRequest {
     format: Option<Json>,
     #[serde(default)]
     options: Options,
+    images: Option<Json>,
 }
 
 pub async fn generate(State(st): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
@@ -287,18 +323,25 @@ pub async fn generate(State(st): State<Shared>, body: Bytes) -> Result<Response,
             .into_response(),
         );
     }
-    let prompt = if req.raw {
+    let images = take_images(r, req.images.clone(), "images")?;
+    // the images go before the prompt, one marker each, unless it places them
+    let user = if images.is_empty() || req.prompt.contains(crate::media::MEDIA_MARKER) {
         req.prompt.clone()
+    } else {
+        crate::media::MEDIA_MARKER.repeat(images.len()) + &req.prompt
+    };
+    let prompt = if req.raw {
+        user
     } else {
         let mut msgs = Vec::new();
         if let Some(s) = &req.system {
             msgs.push(Message::system(s.clone()));
         }
-        msgs.push(Message::user(req.prompt.clone()));
+        msgs.push(Message::user(user));
         r.template
             .render(&msgs, &RenderOptions::new().add_generation_prompt(true))?
     };
-    let toks = r.engine.tokenizer().encode(&prompt, true, true);
+    let toks = crate::media::prompt(r, prompt, images).await?;
     let opts = req.options.generate(r, &req.format)?;
     let rx = submit(&st, r, toks, opts, None, r.lora_set(None)?, 1)?;
     let model = req.model.clone();

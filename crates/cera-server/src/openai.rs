@@ -325,9 +325,14 @@ pub(crate) fn response_grammar(
     }
 }
 
-/// OpenAI messages as the template wants them: text content joined, `developer` as
-/// `system`, tool-call arguments parsed.
-fn messages(raw: &[Json]) -> Result<Vec<Message>, ApiError> {
+/// OpenAI messages as the template wants them: text content joined (an `image_url` part
+/// becomes a `<__media__>` marker where it is, its image decoded into `images`), `developer`
+/// as `system`, tool-call arguments parsed.
+fn messages(
+    r: &Ready,
+    raw: &[Json],
+    images: &mut Vec<cera::media::Rgb8>,
+) -> Result<Vec<Message>, ApiError> {
     if raw.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty").param("messages"));
     }
@@ -355,12 +360,27 @@ fn messages(raw: &[Json]) -> Result<Vec<Message>, ApiError> {
             }
             if let Some(Json::Array(parts)) = obj.get("content") {
                 let mut text = String::new();
-                for p in parts {
+                for (j, p) in parts.iter().enumerate() {
                     match (p.get("type").and_then(Json::as_str), p.get("text").and_then(Json::as_str)) {
                         (Some("text"), Some(t)) => text.push_str(t),
+                        (Some("image_url"), _) => {
+                            let what = format!("messages[{i}].content[{j}]");
+                            crate::media::need_mmproj(r, &what)?;
+                            // {"image_url": {"url": ...}} (OpenAI) or {"image_url": "..."}
+                            let url = p
+                                .get("image_url")
+                                .and_then(|u| u.get("url").or(Some(u)))
+                                .and_then(Json::as_str)
+                                .ok_or_else(|| {
+                                    ApiError::bad_request(format!("{what}: image_url has no url"))
+                                        .param("messages")
+                                })?;
+                            images.push(crate::media::data_url_image(url, &what)?);
+                            text.push_str(crate::media::MEDIA_MARKER);
+                        }
                         (kind, _) => {
                             return Err(ApiError::bad_request(format!(
-                                "messages[{i}]: content part of type {} is not supported (text only)",
+                                "messages[{i}]: content part of type {} is not supported (text, image_url)",
                                 kind.unwrap_or("?")
                             ))
                             .param("messages"));
@@ -470,18 +490,19 @@ pub(crate) fn choices(n: Option<u32>, param: &str) -> Result<usize, ApiError> {
 pub(crate) fn submit(
     st: &crate::AppState,
     r: &Ready,
-    prompt: Vec<u32>,
+    prompt: impl Into<cera::decode::Prompt>,
     opts: GenerateOptions,
     logprobs: Option<usize>,
     lora: cera::lora::LoraSet,
     n: usize,
 ) -> Result<UnboundedReceiver<Event>, ApiError> {
+    let prompt = prompt.into();
     let n_ctx = r.scheduler.n_ctx_slot;
-    if prompt.len() >= n_ctx {
+    let len = crate::media::prompt_len(r, &prompt);
+    if len >= n_ctx {
         return Err(ApiError::bad_request(format!(
-            "the prompt is {} tokens, but the context holds {n_ctx} per slot (it must leave room \
-             for at least one generated token)",
-            prompt.len()
+            "the prompt is {len} tokens, but the context holds {n_ctx} per slot (it must leave \
+             room for at least one generated token)"
         ))
         .code("context_length_exceeded"));
     }
@@ -700,14 +721,15 @@ pub async fn chat_completions(State(st): State<Shared>, body: Bytes) -> Result<R
     st.check_model(req.model.as_deref())?;
     let r = st.ready()?;
     let n = choices(req.n, "n")?;
-    let msgs = messages(&req.messages)?;
+    let mut images = Vec::new();
+    let msgs = messages(r, &req.messages, &mut images)?;
     let plan = tool_plan(r, &req.tools, &req.tool_choice)?;
     let mut ropts = RenderOptions::new().add_generation_prompt(true);
     if let Some(p) = plan.as_ref().filter(|p| p.offered) {
         ropts = ropts.tools(cera::tools::tools_value(&p.tools));
     }
     let prompt = r.template.render(&msgs, &ropts)?;
-    let toks = r.engine.tokenizer().encode(&prompt, true, true);
+    let toks = crate::media::prompt(r, prompt, images).await?;
     let mut opts = GenerateOptions::default();
     opts.max_tokens = req.max_completion_tokens.or(req.max_tokens).unwrap_or(0) as usize;
     opts.sampler = req.sampling.config(r.engine.n_vocab())?;

@@ -26,7 +26,8 @@ use crate::metrics::Metrics;
 
 /// One generation job, tokenized and validated by the HTTP side.
 pub struct Job {
-    pub prompt: Vec<u32>,
+    /// Tokens, or text and media chunks.
+    pub prompt: cera::decode::Prompt,
     pub opts: GenerateOptions,
     /// Logprobs of each chosen token with this many alternatives.
     pub logprobs: Option<usize>,
@@ -226,7 +227,12 @@ fn run(engine: Engine, cfg: SchedulerConfig, rx: Receiver<Job>, h: Arc<Handle>, 
 
 fn submit(sched: &mut Scheduler<'_>, jobs: &mut Jobs, j: Job) {
     let n = j.n.max(1);
-    let mut req = Request::new(j.prompt, j.opts).with_lora(j.lora).with_n(n);
+    let req = match j.prompt {
+        cera::decode::Prompt::Chunks(c) => Request::chunks(c, j.opts),
+        cera::decode::Prompt::Tokens(t) => Request::new(t, j.opts),
+        _ => Request::new(Vec::new(), j.opts),
+    };
+    let mut req = req.with_lora(j.lora).with_n(n);
     req.logprobs = j.logprobs;
     let id = sched.submit(req);
     for k in 0..n {

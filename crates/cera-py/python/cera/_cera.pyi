@@ -1,5 +1,6 @@
 """Type stubs of the native module (`cera._cera`)."""
 
+import os
 from typing import Iterator, List, Optional, Tuple, Union, overload, Literal
 
 __version__: str
@@ -24,6 +25,9 @@ class LoraAdapter:
     @property
     def name(self) -> str: ...
 
+class Mmproj:
+    """A loaded vision projector (`Engine.load_mmproj`): images go into sessions through it."""
+
 class Stream(Iterator[str]):
     """Text pieces of a streaming `Session.generate`, in order."""
     def __iter__(self) -> "Stream": ...
@@ -37,6 +41,10 @@ class Stream(Iterator[str]):
 
 class Session:
     """One sequence's context."""
+    def append_image(self, mmproj: Mmproj, image: Union[bytes, str, "os.PathLike[str]"]) -> int:
+        """Appends an image (its bytes or path: JPEG, PNG, WebP, GIF) as `mmproj`'s model reads
+        it; returns the positions it took. A later `generate` continues after it."""
+        ...
     @overload
     def generate(
         self,
@@ -103,6 +111,9 @@ class Engine:
     ) -> List[List[List[float]]]:
         """Per text: one pooled vector, or one per token with pooling="none"."""
     def load_lora(self, path: str) -> LoraAdapter: ...
+    def load_mmproj(self, path: Union[str, "os.PathLike[str]"]) -> Mmproj:
+        """Loads this model's vision projector (llama.cpp's `--mmproj` GGUF)."""
+        ...
     def generate_batch(
         self,
         prompts: List[str],

@@ -41,6 +41,12 @@ pub enum Prompt {
     Chunks(Vec<Chunk>),
 }
 
+impl From<Vec<u32>> for Prompt {
+    fn from(t: Vec<u32>) -> Prompt {
+        Prompt::Tokens(t)
+    }
+}
+
 /// A run of a prompt's positions.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -49,6 +55,29 @@ pub enum Chunk {
     /// Input rows (`[n, n_embd]`, in the model's input space: an image's or an audio
     /// clip's embeddings), one position each.
     Embeddings(Arc<[f32]>),
+}
+
+impl Chunk {
+    /// A prompt's pieces ([`crate::engine::Engine::media_prompt`]) as chunks, each run of
+    /// rows copied once.
+    pub fn from_pieces(pieces: Vec<crate::session::PromptPiece<'_>>) -> Vec<Chunk> {
+        use crate::session::PromptPiece;
+        pieces
+            .into_iter()
+            .map(|p| match p {
+                PromptPiece::Tokens(t) => Chunk::Tokens(t),
+                PromptPiece::Rows(r) => Chunk::Embeddings(Arc::from(r)),
+            })
+            .collect()
+    }
+
+    /// Positions it takes in the context.
+    pub fn len(&self, n_embd: usize) -> usize {
+        match self {
+            Chunk::Tokens(t) => t.len(),
+            Chunk::Embeddings(r) => r.len() / n_embd.max(1),
+        }
+    }
 }
 
 /// A drafter for one request, and how to speculate with it.

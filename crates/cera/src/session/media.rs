@@ -107,38 +107,29 @@ impl Session {
     }
 }
 
-impl Session {
-    /// Appends an image as the mmproj's model reads it ([`Mmproj::encode_image`] on this
-    /// engine's backend, then [`Session::append_media`]). Returns the positions it took.
-    ///
-    /// [`Mmproj::encode_image`]: crate::models::vision::Mmproj::encode_image
-    pub fn append_image(
-        &mut self,
-        mmproj: &crate::models::vision::Mmproj,
-        img: &crate::media::Rgb8,
-    ) -> Result<usize> {
-        self.check_width(mmproj)?;
-        let enc = mmproj.encode_image(&self.engine.dev, img)?;
-        self.append_media(&enc)
+/// A prompt's positions in order: a run of tokens, or rows of embeddings (`[n, n_embd]`,
+/// borrowed from the encoded media).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptPiece<'a> {
+    Tokens(Vec<u32>),
+    Rows(&'a [f32]),
+}
+
+impl Engine {
+    /// Loads the vision projector made for this model (an mmproj GGUF), refusing one whose
+    /// embeddings are not as wide as the model's.
+    pub fn load_mmproj(
+        &self,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<crate::models::vision::Mmproj> {
+        let file = crate::gguf::GgufFile::open(path)?;
+        let m = crate::models::vision::Mmproj::load(std::sync::Arc::new(file))?;
+        self.check_mmproj(&m)?;
+        Ok(m)
     }
 
-    /// Appends encoded media: its marker text (special tokens parsed) and its embedding rows,
-    /// in order. Returns the positions it took.
-    pub fn append_media(&mut self, media: &EncodedMedia) -> Result<usize> {
-        let before = self.tokens.len();
-        for p in &media.parts {
-            match p {
-                MediaPart::Text(t) => self.append_text(t, true)?,
-                MediaPart::Embeddings(rows) => {
-                    self.append_embeddings(rows)?;
-                }
-            }
-        }
-        Ok(self.tokens.len() - before)
-    }
-
-    fn check_width(&self, mmproj: &crate::models::vision::Mmproj) -> Result<()> {
-        let n_embd = self.engine.model.n_embd();
+    fn check_mmproj(&self, mmproj: &crate::models::vision::Mmproj) -> Result<()> {
+        let n_embd = self.inner.model.n_embd();
         if mmproj.n_embd_out() != n_embd {
             return Err(Error::Model(format!(
                 "the mmproj's embeddings are {} wide, the model's {n_embd}: a pair made for \
@@ -149,49 +140,126 @@ impl Session {
         Ok(())
     }
 
+    /// `img` as `mmproj` turns it into prompt parts, encoded on this engine's backend (see
+    /// [`Mmproj::encode_image`]); fails when the mmproj is not as wide as the model's
+    /// embeddings. Safe beside running sessions: the backend's work is queued between theirs.
+    ///
+    /// [`Mmproj::encode_image`]: crate::models::vision::Mmproj::encode_image
+    pub fn encode_image(
+        &self,
+        mmproj: &crate::models::vision::Mmproj,
+        img: &crate::media::Rgb8,
+    ) -> Result<EncodedMedia> {
+        self.check_mmproj(mmproj)?;
+        mmproj.encode_image(&self.inner.dev, img)
+    }
+
+    /// `prompt` with `media` at its [`MEDIA_MARKER`]s, in order, as llama.cpp's mtmd
+    /// tokenizes it: the text between them and the media's marker text with special tokens
+    /// parsed (BOS per the model's metadata first, when `add_bos`), the media's rows where
+    /// they go; adjacent token runs merged. The markers must be as many as the media.
+    pub fn media_prompt<'a>(
+        &self,
+        prompt: &str,
+        media: &'a [EncodedMedia],
+        add_bos: bool,
+    ) -> Result<Vec<PromptPiece<'a>>> {
+        let have = prompt.matches(MEDIA_MARKER).count();
+        if have != media.len() {
+            return Err(Error::Media {
+                what: "prompt".into(),
+                reason: format!("{have} {MEDIA_MARKER} markers for {} media", media.len()),
+            });
+        }
+        let tok = &self.inner.tokenizer;
+        let mut out: Vec<PromptPiece<'a>> = Vec::new();
+        let mut first = add_bos;
+        let mut text = |out: &mut Vec<PromptPiece<'a>>, t: &str| {
+            if t.is_empty() {
+                return;
+            }
+            let ids = tok.encode(t, std::mem::take(&mut first), true);
+            match out.last_mut() {
+                Some(PromptPiece::Tokens(run)) => run.extend(ids),
+                _ => out.push(PromptPiece::Tokens(ids)),
+            }
+        };
+        for (i, t) in prompt.split(MEDIA_MARKER).enumerate() {
+            text(&mut out, t);
+            for p in media.get(i).map_or(&[][..], |m| &m.parts[..]) {
+                match p {
+                    MediaPart::Text(t) => text(&mut out, t),
+                    MediaPart::Embeddings(rows) => out.push(PromptPiece::Rows(rows)),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Session {
+    /// The engine this session runs on.
+    pub fn engine(&self) -> Engine {
+        Engine {
+            inner: std::sync::Arc::clone(&self.engine),
+        }
+    }
+
+    /// Appends an image as the mmproj's model reads it ([`Engine::encode_image`], then
+    /// [`Session::append_media`]). Returns the positions it took.
+    pub fn append_image(
+        &mut self,
+        mmproj: &crate::models::vision::Mmproj,
+        img: &crate::media::Rgb8,
+    ) -> Result<usize> {
+        let enc = self.engine().encode_image(mmproj, img)?;
+        self.append_media(&enc)
+    }
+
+    /// Appends encoded media: its marker text (special tokens parsed) and its embedding rows,
+    /// in order. Returns the positions it took.
+    pub fn append_media(&mut self, media: &EncodedMedia) -> Result<usize> {
+        let before = self.tokens.len();
+        self.append_with_media(MEDIA_MARKER, std::slice::from_ref(media))?;
+        Ok(self.tokens.len() - before)
+    }
+
     /// Prefills `prompt` with `images` at its [`MEDIA_MARKER`]s, in order, as llama.cpp's mtmd
-    /// does: the text between them tokenized with special tokens parsed (BOS per the model's
-    /// metadata when the context is empty), each image encoded on this engine's backend. The
-    /// markers must be as many as the images; all are encoded before anything is appended.
+    /// does (see [`Engine::media_prompt`]; BOS when the context is empty), each image encoded
+    /// on this engine's backend, all before anything is appended.
     pub fn append_with_images(
         &mut self,
         prompt: &str,
         mmproj: &crate::models::vision::Mmproj,
         images: &[crate::media::Rgb8],
     ) -> Result<()> {
-        self.check_width(mmproj)?;
-        marker_count(prompt, images.len())?;
+        let have = prompt.matches(MEDIA_MARKER).count();
+        if have != images.len() {
+            return Err(Error::Media {
+                what: "prompt".into(),
+                reason: format!("{have} {MEDIA_MARKER} markers for {} images", images.len()),
+            });
+        }
+        let engine = self.engine();
         let enc = images
             .iter()
-            .map(|img| mmproj.encode_image(&self.engine.dev, img))
+            .map(|img| engine.encode_image(mmproj, img))
             .collect::<Result<Vec<_>>>()?;
         self.append_with_media(prompt, &enc)
     }
 
-    /// Prefills `prompt` with already encoded `media` at its [`MEDIA_MARKER`]s, in order (see
-    /// [`Session::append_with_images`]).
+    /// Prefills `prompt` with already encoded `media` at its [`MEDIA_MARKER`]s (see
+    /// [`Engine::media_prompt`]; BOS when the context is empty).
     pub fn append_with_media(&mut self, prompt: &str, media: &[EncodedMedia]) -> Result<()> {
-        marker_count(prompt, media.len())?;
-        for (i, text) in prompt.split(MEDIA_MARKER).enumerate() {
-            if !text.is_empty() {
-                self.append_text(text, true)?;
-            }
-            if let Some(m) = media.get(i) {
-                self.append_media(m)?;
+        let engine = self.engine();
+        for piece in engine.media_prompt(prompt, media, self.tokens.is_empty())? {
+            match piece {
+                PromptPiece::Tokens(t) => self.append_tokens(&t)?,
+                PromptPiece::Rows(r) => {
+                    self.append_embeddings(r)?;
+                }
             }
         }
         Ok(())
     }
-}
-
-/// Fails unless `prompt` has `n` media markers.
-fn marker_count(prompt: &str, n: usize) -> Result<()> {
-    let have = prompt.matches(MEDIA_MARKER).count();
-    if have != n {
-        return Err(Error::Media {
-            what: "prompt".into(),
-            reason: format!("{have} {MEDIA_MARKER} markers for {n} media"),
-        });
-    }
-    Ok(())
 }

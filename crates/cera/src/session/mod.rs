@@ -19,7 +19,7 @@ use crate::engine::{EngineInner, SessionOptions};
 use crate::error::{Error, Result};
 pub use basic::{BadOption, BasicOptions};
 pub(crate) use checkpoint::map_file;
-pub use media::{MEDIA_ID_BASE, MEDIA_MARKER, is_media_id, media_ids};
+pub use media::{MEDIA_ID_BASE, MEDIA_MARKER, PromptPiece, is_media_id, media_ids};
 pub use prefill::PrefillReport;
 
 use crate::backend::{Backend, KvCache, KvSpec, KvType};

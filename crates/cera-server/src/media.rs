@@ -1,0 +1,91 @@
+//! Images in requests: OpenAI's `image_url` content parts (data URLs) and Ollama's `images`
+//! (base64), decoded here, encoded by the mmproj on the engine's backend off the async
+//! runtime, and placed at `<__media__>` markers in the rendered prompt (the core's
+//! `Engine::media_prompt`, as llama.cpp's mtmd tokenizes it).
+
+use base64::Engine as _;
+use cera::decode::{Chunk, Prompt};
+use cera::media::Rgb8;
+pub use cera::session::MEDIA_MARKER;
+
+use crate::Ready;
+use crate::error::ApiError;
+
+/// Fails unless the server runs a vision projector.
+pub(crate) fn need_mmproj(r: &Ready, what: &str) -> Result<(), ApiError> {
+    if r.mmproj.is_none() {
+        return Err(ApiError::bad_request(format!(
+            "{what}: this server takes no images (start it with --mmproj, the model's vision \
+             projector GGUF)"
+        ))
+        .param("messages"));
+    }
+    Ok(())
+}
+
+/// An image from base64 text (Ollama's `images`), `what` naming it in errors.
+pub(crate) fn base64_image(b64: &str, what: &str) -> Result<Rgb8, ApiError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim().as_bytes())
+        .map_err(|e| ApiError::bad_request(format!("{what}: not base64 ({e})")))?;
+    Rgb8::decode(&bytes).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
+}
+
+/// An image from an OpenAI `image_url` (a `data:` URL with base64 data).
+pub(crate) fn data_url_image(url: &str, what: &str) -> Result<Rgb8, ApiError> {
+    let Some(rest) = url.strip_prefix("data:") else {
+        let scheme = url.split(':').next().unwrap_or("");
+        return Err(ApiError::bad_request(format!(
+            "{what}: only data: URLs are read (data:image/png;base64,...), not {scheme}: \
+             this server fetches nothing"
+        ))
+        .param("messages"));
+    };
+    let Some((head, data)) = rest.split_once(',') else {
+        return Err(ApiError::bad_request(format!(
+            "{what}: a data: URL without a comma"
+        )));
+    };
+    if !head.ends_with(";base64") {
+        return Err(ApiError::bad_request(format!(
+            "{what}: the data: URL is not base64 ({head})"
+        )));
+    }
+    base64_image(data, what)
+}
+
+/// The prompt as the scheduler takes it: tokens, or with images at its markers, each
+/// encoded (off the async runtime) and laid out as mtmd does.
+pub(crate) async fn prompt(r: &Ready, text: String, images: Vec<Rgb8>) -> Result<Prompt, ApiError> {
+    if images.is_empty() {
+        return Ok(Prompt::Tokens(
+            r.engine.tokenizer().encode(&text, true, true),
+        ));
+    }
+    let Some(mm) = r.mmproj.clone() else {
+        return Err(ApiError::bad_request(
+            "this server takes no images (start it with --mmproj)",
+        ));
+    };
+    let engine = r.engine.clone();
+    tokio::task::spawn_blocking(move || {
+        let enc = images
+            .iter()
+            .map(|img| engine.encode_image(&mm, img))
+            .collect::<cera::Result<Vec<_>>>()?;
+        let pieces = engine.media_prompt(&text, &enc, true)?;
+        Ok(Prompt::Chunks(Chunk::from_pieces(pieces)))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("the image encoder stopped: {e}")))?
+    .map_err(|e: cera::Error| ApiError::bad_request(e.to_string()))
+}
+
+/// Positions a prompt takes.
+pub(crate) fn prompt_len(r: &Ready, p: &Prompt) -> usize {
+    match p {
+        Prompt::Tokens(t) => t.len(),
+        Prompt::Chunks(c) => c.iter().map(|c| c.len(r.engine.n_embd())).sum(),
+        _ => 0,
+    }
+}
