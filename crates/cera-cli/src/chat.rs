@@ -43,10 +43,14 @@ pub struct Args {
     pub prompt_cache_dir: Option<PathBuf>,
     #[command(flatten)]
     pub spec: SpecArgs,
+    /// The model's vision projector (an mmproj GGUF), for `/image FILE`.
+    #[arg(long)]
+    pub mmproj: Option<PathBuf>,
 }
 
 const HELP: &str = "commands: /clear (forget the conversation), /system TEXT (set the system \
-prompt), /save FILE, /load FILE, /tool [ID] RESULT (answer a tool call), /exit";
+prompt), /image FILE (an image for the next message; needs --mmproj), /save FILE, /load FILE, \
+/tool [ID] RESULT (answer a tool call), /exit";
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let grammar = a.structured.grammar(a.model.verbose)?;
@@ -59,6 +63,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let so = a.model.session_options();
         engine.check_kv(so.kv_type, so.kv_type_v.unwrap_or(so.kv_type))?;
     }
+    let mmproj = match &a.mmproj {
+        Some(p) => Some(
+            engine
+                .load_mmproj(p)
+                .with_context(|| format!("loading the mmproj {}", p.display()))?,
+        ),
+        None => None,
+    };
+    // images for the next message (`/image FILE`), encoded as they are named
+    let mut images = Vec::new();
     let tools = a.structured.tools(&engine, a.model.verbose)?;
     let adapters = a.model.lora.load(&engine, a.model.verbose)?;
     let mut session = engine.session(a.model.session_options());
@@ -121,6 +135,24 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         if cmd.is_empty() {
             continue;
         }
+        if let Some(file) = cmd
+            .strip_prefix("/image")
+            .filter(|f| f.is_empty() || f.starts_with(' '))
+        {
+            match image(&engine, mmproj.as_ref(), file.trim()) {
+                Ok(enc) => {
+                    eprintln!(
+                        "cera: {} ({} positions) goes with the next message",
+                        file.trim(),
+                        enc.n_embd_rows
+                    );
+                    images.push(enc);
+                }
+                // a bad file is reported and the conversation goes on
+                Err(e) => eprintln!("cera: {e:#}"),
+            }
+            continue;
+        }
         match command(&mut chat, cmd)? {
             Outcome::Exit => break,
             Outcome::Handled => continue,
@@ -131,7 +163,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     .iter()
                     .map(|s| s.to_string())
                     .collect();
-                if pending.is_empty() {
+                if !images.is_empty() {
+                    chat.ingest_with_media(Message::user(msg), std::mem::take(&mut images))?;
+                } else if pending.is_empty() {
                     chat.ingest(Message::user(msg))?;
                 } else {
                     // a plain line answers the first pending call
@@ -152,6 +186,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `/image FILE`: the file decoded and encoded by the mmproj.
+fn image(
+    engine: &Engine,
+    mmproj: Option<&cera::models::vision::Mmproj>,
+    file: &str,
+) -> anyhow::Result<cera::models::vision::EncodedMedia> {
+    let Some(mm) = mmproj else {
+        anyhow::bail!("/image needs --mmproj (the model's vision projector GGUF)");
+    };
+    if file.is_empty() {
+        anyhow::bail!("/image needs a file: /image FILE");
+    }
+    let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
+    let img = cera::media::Rgb8::decode(&bytes).with_context(|| file.to_owned())?;
+    Ok(engine.encode_image(mm, &img)?)
 }
 
 /// What a line of input asks for.

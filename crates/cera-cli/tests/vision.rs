@@ -73,3 +73,68 @@ fn images_go_through_the_mmproj() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `cera chat --mmproj`: `/image F` goes with the next message, whose reply is `cera run`'s
+/// with the same image; the next turn keeps the image in the context (prefilling only the new
+/// message); a bad file or a missing --mmproj is reported and the chat goes on.
+#[test]
+fn chat_takes_images() {
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("cera-vision-chat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mm = mmproj(&dir);
+    let data = cera::fetch::llama_cpp_data(&mut |_| {}).expect("llama.cpp's test data");
+    let jpeg = data.join("tools/mtmd/test-1.jpeg");
+    let (mm, jpeg) = (mm.to_str().unwrap(), jpeg.to_str().unwrap());
+    let (ok, want, err) = run(&[
+        "run",
+        "-m",
+        "smollm2",
+        "-t",
+        "2",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+        "--mmproj",
+        mm,
+        "--image",
+        jpeg,
+        "-p",
+        "Describe the image.",
+    ]);
+    assert!(ok, "{err}");
+    let chat = |args: &[&str], input: String| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cera"))
+            .args([
+                "chat", "-m", "smollm2", "-t", "2", "--temp", "0", "-n", "6", "-v",
+            ])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = c.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = chat(
+        &["--mmproj", mm],
+        format!("/image /nonexistent.png\n/image {jpeg}\nDescribe the image.\nAnd again?\n"),
+    );
+    assert!(ok, "{err}");
+    assert!(err.contains("/nonexistent.png"), "{err}");
+    assert!(
+        out.starts_with(want.trim_end()),
+        "chat: {out:?}\nrun: {want:?}"
+    );
+    assert!(out.len() > want.trim_end().len(), "a second reply: {out:?}");
+    let (ok, _, err) = chat(&[], format!("/image {jpeg}\n"));
+    assert!(ok && err.contains("--mmproj"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -166,6 +166,8 @@ pub struct Chat {
     last_prefill: PrefillReport,
     /// Speculative decoding for every turn (the drafter follows the whole conversation).
     spec: Option<(SpecOptions, Box<dyn Drafter + Send>)>,
+    /// The media of the messages, in the order of their markers in the conversation.
+    media: Vec<crate::models::vision::EncodedMedia>,
 }
 
 impl Session {
@@ -195,6 +197,7 @@ impl Chat {
             cache: None,
             last_prefill: PrefillReport::default(),
             spec: None,
+            media: Vec::new(),
         }
     }
 
@@ -270,6 +273,7 @@ impl Chat {
     /// Forgets the conversation (tools and options stay).
     pub fn reset(&mut self) {
         self.messages.clear();
+        self.media.clear();
         self.pending.clear();
         self.session.reset();
         self.phase = Phase::Idle;
@@ -346,6 +350,36 @@ impl Chat {
         Ok(())
     }
 
+    /// Adds a message that carries media (images encoded by [`Engine::encode_image`]), placed
+    /// at its content's `<__media__>` markers in order, or all before its text when it has
+    /// none (as llama-mtmd-cli does). The markers must be as many as the media.
+    ///
+    /// [`Engine::encode_image`]: crate::engine::Engine::encode_image
+    pub fn ingest_with_media(
+        &mut self,
+        msg: Message,
+        media: Vec<crate::models::vision::EncodedMedia>,
+    ) -> Result<()> {
+        use crate::session::MEDIA_MARKER;
+        let mut msg = msg;
+        let text = msg.content.take().unwrap_or_default();
+        let have = text.matches(MEDIA_MARKER).count();
+        msg.content = Some(if have == 0 {
+            MEDIA_MARKER.repeat(media.len()) + &text
+        } else {
+            text
+        });
+        if have != 0 && have != media.len() {
+            return Err(self.phase_error(
+                "ingest",
+                &format!("{have} {MEDIA_MARKER} markers for {} media", media.len()),
+            ));
+        }
+        self.ingest(msg)?;
+        self.media.extend(media);
+        Ok(())
+    }
+
     /// The result of the pending call `id`.
     pub fn ingest_tool_result(&mut self, id: &str, content: impl Into<String>) -> Result<()> {
         let mut m = Message::new("tool", content);
@@ -361,6 +395,14 @@ impl Chat {
             ropts.tools = Some(crate::tools::tools_value(&self.tools));
         }
         let prompt = self.template.render(&self.messages, &ropts)?;
+        if !self.media.is_empty() {
+            let engine = self.session.engine();
+            let pieces = engine.media_prompt(&prompt, &self.media, true)?;
+            self.last_prefill = self
+                .session
+                .prefill_pieces(&pieces, self.cache.as_deref())?;
+            return Ok(());
+        }
         let toks = self.session.engine.tokenizer.encode(&prompt, true, true);
         self.last_prefill = match &self.cache {
             Some(c) => self.session.prefill_cached(&toks, c)?,
@@ -558,6 +600,12 @@ impl Chat {
     pub fn checkpoint(&mut self) -> Result<Vec<u8>> {
         if self.phase == Phase::Generating {
             return Err(self.phase_error("checkpoint", "a reply is being generated"));
+        }
+        if !self.media.is_empty() {
+            return Err(self.phase_error(
+                "checkpoint",
+                "the conversation has images, which checkpoints do not keep yet",
+            ));
         }
         let app = serde_json::to_vec(&self.app_state()).map_err(|e| Error::State {
             what: "chat checkpoint".into(),

@@ -263,3 +263,51 @@ impl Session {
         Ok(())
     }
 }
+
+impl Session {
+    /// [`Session::prefill`] for a prompt of tokens and media rows ([`Engine::media_prompt`]):
+    /// the longest prefix shared with the context (or `cache`) is kept, media positions
+    /// matched by the hash of their rows, and only the rest is computed.
+    pub fn prefill_pieces(
+        &mut self,
+        pieces: &[PromptPiece<'_>],
+        cache: Option<&crate::state::PrefixCache>,
+    ) -> Result<super::PrefillReport> {
+        let t0 = Instant::now();
+        let n_embd = self.engine.model.n_embd();
+        let mut ids = Vec::new();
+        for p in pieces {
+            match p {
+                PromptPiece::Tokens(t) => ids.extend_from_slice(t),
+                PromptPiece::Rows(r) => ids.extend(media_ids(r, r.len() / n_embd.max(1))),
+            }
+        }
+        let mut rep = self.reuse_prefix(&ids, cache)?;
+        let mut at = 0;
+        for p in pieces {
+            let have = self.tokens.len();
+            match p {
+                PromptPiece::Tokens(t) => {
+                    if at + t.len() > have {
+                        self.append_tokens(&t[have.max(at) - at..])?;
+                    }
+                    at += t.len();
+                }
+                PromptPiece::Rows(r) => {
+                    let n = r.len() / n_embd.max(1);
+                    if at + n > have {
+                        self.append_embeddings(&r[(have.max(at) - at) * n_embd..])?;
+                    }
+                    at += n;
+                }
+            }
+        }
+        if let Some(c) = cache
+            && rep.prefilled > 0
+        {
+            self.store_prefix(c)?;
+        }
+        rep.time = t0.elapsed();
+        Ok(rep)
+    }
+}
