@@ -325,7 +325,8 @@ CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" CERA_TEST_DATA="$("$OUT/examples/fe
 step "kotlin: UniFFI bindings generated, compiled with kotlinc, tests/kotlin/bindings.kts"
 join npm
 # (cargo test built the library, in the profile's deps/ folder: it copies up only what tests run)
-CERA_PROFILE=$PROFILE CERA_BUILT=1 CERA_FFI_LIB="$OUT/deps/libcera_ffi.so" bash scripts/kotlin-test.sh
+CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" CERA_TEST_DATA="$("$OUT/examples/fetch_test_data")" \
+  CERA_PROFILE=$PROFILE CERA_BUILT=1 CERA_FFI_LIB="$OUT/deps/libcera_ffi.so" bash scripts/kotlin-test.sh
 
 step "aarch64: the NEON kernel tests under qemu-user (built and run in the background)"
 join aarch64 --show

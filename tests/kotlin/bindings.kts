@@ -4,10 +4,11 @@
 // tools and JSON Schema work, cancel returns promptly and checkpoints restore, and the GPU
 // device generates what the CPU does.
 //
-// Arguments: MODEL TOOL_MODEL PROMPT N CLI_TEXT_FILE PARITY_OUT CLI_GPU_TEXT_FILE (TOOL_MODEL:
-// one trained for tool calls, Qwen2.5 here; the CLI's greedy text of PROMPT on MODEL; where to
-// write this run's tokens for the parity check; the CLI's 16 greedy tokens of text with
-// `--device gpu`).
+// Arguments: MODEL TOOL_MODEL PROMPT N CLI_TEXT_FILE PARITY_OUT CLI_GPU_TEXT_FILE MMPROJ IMAGE
+// CLI_IMAGE_TEXT_FILE (TOOL_MODEL: one trained for tool calls, Qwen2.5 here; the CLI's greedy
+// text of PROMPT on MODEL; where to write this run's tokens for the parity check; the CLI's 16
+// greedy tokens of text with `--device gpu`; a vision projector for MODEL, an image, and the
+// CLI's 12 greedy tokens after that image and "Describe the image.").
 
 import dev.cera.*
 import java.io.File
@@ -147,6 +148,21 @@ tc.ingestToolResult(turn.toolCalls[0].id, "18 C and sunny")
 val events = runBlocking { tc.completeFlow(TurnConfig(GenerateConfig(maxTokens = 32u, temperature = 0f))).toList() }
 val done = events.last() as? ChatEvent.Done
 check("reply after the tool result", done != null && done.turn.text.isNotEmpty() && done.turn.reusedTokens > 0u) { events.toString() }
+
+// an image through the vision projector: the same reply as the CLI with the same image
+val mm = engine.loadMmproj(args[7])
+val vs = engine.session(SessionConfig(nCtx = 1024u))
+val took = vs.appendImage(mm, File(args[8]).readBytes())
+check("an image takes its rows and markers", took > 234u) { "$took" }
+val vg = vs.generate("Describe the image.", GenerateConfig(maxTokens = 12u, temperature = 0f))
+val cliImage = File(args[9]).readText()
+check("after an image: the CLI's reply", vg.text == cliImage || vg.text == cliImage.trimEnd('\n')) {
+    "\n  cli:    ${cliImage.trim()}\n  kotlin: ${vg.text}"
+}
+val badImage = try {
+    vs.appendImage(mm, "hello".toByteArray()); "no error"
+} catch (e: CeraException.InvalidArgument) { e.message ?: "" }
+check("a bad image is an InvalidArgument naming it", badImage.contains("not an image")) { badImage }
 
 println(if (failures == 0) "all Kotlin checks passed" else "$failures Kotlin checks failed")
 if (failures != 0) kotlin.system.exitProcess(1)

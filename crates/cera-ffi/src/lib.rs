@@ -170,6 +170,14 @@ impl Engine {
         }))
     }
 
+    /// Loads this model's vision projector (an mmproj GGUF: llama.cpp's `--mmproj` file); one
+    /// made for a model of another width is refused.
+    pub fn load_mmproj(&self, path: String) -> Result<Arc<Mmproj>> {
+        Ok(Arc::new(Mmproj {
+            inner: Arc::new(self.inner.load_mmproj(path)?),
+        }))
+    }
+
     /// Tokens in the vocabulary.
     pub fn n_vocab(&self) -> u32 {
         self.inner.n_vocab() as u32
@@ -196,6 +204,20 @@ pub struct LoraAdapter {
 impl LoraAdapter {
     pub fn name(&self) -> String {
         self.inner.name.clone()
+    }
+}
+
+/// A loaded vision projector (`Engine.loadMmproj`): images go into sessions through it.
+#[derive(uniffi::Object)]
+pub struct Mmproj {
+    inner: Arc<cera::models::vision::Mmproj>,
+}
+
+#[uniffi::export]
+impl Mmproj {
+    /// The width of the embeddings it gives the model.
+    pub fn n_embd(&self) -> u32 {
+        self.inner.n_embd_out() as u32
     }
 }
 
@@ -240,6 +262,16 @@ fn run(
 
 #[uniffi::export]
 impl Session {
+    /// Appends an image (a JPEG, PNG, WebP or GIF file's bytes) as `mmproj`'s model reads
+    /// it: prepared, encoded and prefilled between its marker tokens, as llama.cpp does.
+    /// Returns the positions it took; a later `generate` continues after it. A bad image is
+    /// an `InvalidArgument` naming what is wrong.
+    pub fn append_image(&self, mmproj: Arc<Mmproj>, image: Vec<u8>) -> Result<u32> {
+        let img = cera::media::Rgb8::decode(&image).map_err(|e| invalid(e.to_string()))?;
+        let n = lock(&self.inner)?.append_image(&mmproj.inner, &img)?;
+        Ok(n as u32)
+    }
+
     /// Continues the context with `prompt` and generates (blocking).
     pub fn generate(&self, prompt: String, config: GenerateConfig) -> Result<Generation> {
         let opts = config.to_core()?;
