@@ -125,6 +125,10 @@ fn lfm2_vl_450m_matches_mtmd() {
             .zip(reference.chunks(1024))
             .map(|(a, b)| cosine(a, b))
             .fold(1f64, f64::min);
+        eprintln!(
+            "{name}: {} rows, the least cosine {worst:.7}",
+            rows.len() / 1024
+        );
         assert!(
             worst >= MIN_COSINE,
             "{name}: an embedding row's cosine is {worst}"

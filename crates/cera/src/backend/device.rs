@@ -375,6 +375,15 @@ impl Backend for Device {
         on!(self, b => with_ops(ops, |v| Backend::matmul(b, cx.w(), v, x.r())))
     }
 
+    fn matmul_encoder(
+        &self,
+        cx: &mut DevCtx,
+        ops: &mut [(&Weight, &mut DevTensor)],
+        x: &DevTensor,
+    ) -> Result<()> {
+        on!(self, b => with_ops(ops, |v| Backend::matmul_encoder(b, cx.w(), v, x.r())))
+    }
+
     fn fuses_ops(&self) -> bool {
         on!(self, b => Backend::fuses_ops(b))
     }

@@ -229,6 +229,17 @@ pub trait Backend: Send + Sync {
         ops: &mut [(&Weight, &mut Self::Tensor)],
         x: &Self::Tensor,
     ) -> Result<()>;
+    /// [`Backend::matmul`] for an encoder (a vision or audio tower: many rows at once and no
+    /// decode step whose sums it must equal): a backend may sum in another order where that
+    /// is faster (the CPU's AVX-512 tier does, `backend/cpu/dense.rs`).
+    fn matmul_encoder(
+        &self,
+        cx: &mut Self::Ctx,
+        ops: &mut [(&Weight, &mut Self::Tensor)],
+        x: &Self::Tensor,
+    ) -> Result<()> {
+        self.matmul(cx, ops, x)
+    }
     /// Whether [`Backend::matmul_add`], [`Backend::norm_matmul`], [`Backend::glu_matmul_add`]
     /// and [`Backend::rope_qk`] are single ops here (for the few rows of a decode step): models
     /// then use them instead of their parts (on a GPU every op is a dispatch; on a CPU the

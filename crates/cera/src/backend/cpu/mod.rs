@@ -4,6 +4,7 @@
 
 pub(crate) mod activation;
 pub(crate) mod attention;
+pub(crate) mod dense;
 pub(crate) mod lowrank;
 pub(crate) mod matmul;
 pub(crate) mod moe;
@@ -72,6 +73,10 @@ impl CpuTensor {
 #[derive(Default)]
 pub struct CpuCtx {
     pub(crate) acts: QuantizedActs,
+    /// An encoder product's input as its weights pair it, and its f16 scratch
+    /// (`dense.rs`): kept, since they are megabytes.
+    pub(crate) dense_x: Vec<f32>,
+    pub(crate) dense_h: Vec<half::f16>,
     pub(crate) moe: MoeScratch,
     /// `(cos, sin)` per rotated pair of one position
     cs: Vec<(f32, f32)>,
@@ -202,6 +207,28 @@ impl Backend for Cpu {
                 *e = (*w, SyncPtr(o.as_mut_ptr()), o.len());
             }
             self.matmul_list(&list[..part.len()], x.data(), x.rows, &mut cx.acts)?;
+        }
+        Ok(())
+    }
+
+    fn matmul_encoder(
+        &self,
+        cx: &mut CpuCtx,
+        ops: &mut [(&Weight, &mut CpuTensor)],
+        x: &CpuTensor,
+    ) -> Result<()> {
+        // the input rounded once per weight type (Q/K/V share it), into the context's buffers
+        let mut rounded = None;
+        for (w, out) in ops.iter_mut() {
+            if self.dense_supported(w) {
+                if rounded != Some(w.ty) {
+                    Cpu::dense_input(w.ty, x.data(), &mut cx.dense_x, &mut cx.dense_h);
+                    rounded = Some(w.ty);
+                }
+                self.dense_matmul(w, &cx.dense_x, x.rows, out);
+            } else {
+                Backend::matmul(self, cx, &mut [(*w, &mut **out)], x)?;
+            }
         }
         Ok(())
     }
@@ -711,6 +738,11 @@ unsafe impl<T> Send for SyncPtr<T> {}
 unsafe impl<T> Sync for SyncPtr<T> {}
 
 impl<T> SyncPtr<T> {
+    /// The pointer `i` elements on (a method, so a closure captures the whole `SyncPtr`).
+    pub(crate) fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+
     /// # Safety
     /// `start..start+len` must be in bounds and not aliased by another thread.
     #[allow(clippy::mut_from_ref)]

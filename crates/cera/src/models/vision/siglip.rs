@@ -34,7 +34,7 @@ fn linear<B: Backend>(
     x: &B::Tensor,
     out: &mut B::Tensor,
 ) -> Result<()> {
-    be.matmul(cx, &mut [(&l.w, out)], x)?;
+    be.matmul_encoder(cx, &mut [(&l.w, out)], x)?;
     be.add_bias(cx, out, &l.b);
     Ok(())
 }
@@ -101,7 +101,7 @@ impl Mmproj {
             up: t(),
         };
         be.upload(&mut cx, &patches, n, pl, &mut b.h);
-        be.matmul(&mut cx, &mut [(&self.patch_w, &mut b.x)], &b.h)?;
+        be.matmul_encoder(&mut cx, &mut [(&self.patch_w, &mut b.x)], &b.h)?;
         be.add_bias(&mut cx, &mut b.x, &self.patch_b);
         be.upload(&mut cx, &pos, n, d, &mut b.o);
         be.add(&mut cx, &mut b.x, &b.o);
@@ -125,7 +125,7 @@ impl Mmproj {
         let mut kv = be.new_kv(KvSpec::same(KvType::F32), n, hp.n_head, hd, hd);
         for l in &self.layers {
             be.layer_norm(&mut cx, &b.x, &l.ln1_w, &l.ln1_b, hp.eps, &mut b.h);
-            be.matmul(
+            be.matmul_encoder(
                 &mut cx,
                 &mut [(&l.q.w, &mut b.q), (&l.k.w, &mut b.k), (&l.v.w, &mut b.v)],
                 &b.h,

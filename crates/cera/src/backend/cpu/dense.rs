@@ -1,0 +1,223 @@
+//! Encoder products ([`Backend::matmul_encoder`]): a vision or audio tower multiplies hundreds
+//! of rows by each float weight once, and has no decode step whose sums it must equal, so the
+//! AVX-512 tier runs them in the broadcast form: each thread widens a panel of 32 weight rows
+//! to f32 laid out column by column (`[k][32]`), then for twelve input rows at a time keeps
+//! 12 × 2 vector accumulators and, per column, loads two weight vectors and broadcasts twelve
+//! inputs: 24 multiply-adds for 2 loads and 12 broadcasts, where the GEMM that decode shares
+//! (`kernels`) reads 8 vectors per 16 (its 16-lane partial sums per output are what make one
+//! token's sums equal many tokens'). The inputs are rounded as ggml pairs them (to f16 for F16
+//! weights, bf16 for BF16), so the products are ggml's up to the order of the sums.
+//!
+//! [`Backend::matmul_encoder`]: crate::backend::Backend::matmul_encoder
+
+use super::{Cpu, CpuTensor, SyncPtr};
+use crate::backend::Weight;
+use crate::kernels::CpuTier;
+use crate::quant::GgmlType;
+
+/// Output rows per panel (two 16-lane vectors).
+const PANEL: usize = 32;
+/// Input rows per block of accumulators (12 × 2 of the 32 vector registers).
+const BLOCK: usize = 12;
+
+thread_local! {
+    /// A thread's widened panel of weights (`[k][PANEL]`).
+    static PANEL_BUF: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Cpu {
+    /// Whether [`Cpu::dense_matmul`] runs `w` here.
+    pub(crate) fn dense_supported(&self, w: &Weight) -> bool {
+        cfg!(target_arch = "x86_64")
+            && self.table.tier() == CpuTier::Avx512
+            && matches!(w.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+            && w.cols > 0
+    }
+
+    /// `x` rounded into `out` as ggml pairs it with weights of type `ty` (f16 for F16, bf16
+    /// for BF16); `scratch` holds the f16 values (both kept by the caller: an encoder's inputs
+    /// are megabytes, and fresh pages each time cost as much as the rounding).
+    pub(crate) fn dense_input(
+        ty: GgmlType,
+        x: &[f32],
+        out: &mut Vec<f32>,
+        scratch: &mut Vec<half::f16>,
+    ) {
+        out.resize(x.len(), 0.0);
+        match ty {
+            GgmlType::F16 => {
+                use half::slice::HalfFloatSliceExt;
+                // (through the slice conversions: F16C when the host has it)
+                scratch.resize(x.len(), half::f16::ZERO);
+                scratch.convert_from_f32_slice(x);
+                scratch.convert_to_f32_slice(out);
+            }
+            GgmlType::BF16 => {
+                for (o, &v) in out.iter_mut().zip(x) {
+                    *o = half::bf16::from_f32(v).to_f32();
+                }
+            }
+            _ => out.copy_from_slice(x),
+        }
+    }
+
+    /// `out = x · wᵀ` in the broadcast form (see the module docs), `xr` being the input
+    /// `[n, k]` as [`Cpu::dense_input`] rounds it for `w`; `w` must be
+    /// [`Cpu::dense_supported`].
+    pub(crate) fn dense_matmul(&self, w: &Weight, xr: &[f32], n: usize, out: &mut CpuTensor) {
+        let (k, rows) = (w.cols, w.rows);
+        assert_eq!(xr.len(), n * k, "encoder product: input width");
+        let o = out.reshape(n, rows);
+        let optr = SyncPtr(o.as_mut_ptr());
+        let data = w.data();
+        let rb = w.row_bytes();
+        let threads = self.width_for_step(rows * rb * n, n);
+        self.pool
+            .for_chunks(rows.div_ceil(PANEL), 1, threads, &|panels| {
+                PANEL_BUF.with(|buf| {
+                    let mut buf = buf.borrow_mut();
+                    buf.resize(k * PANEL, 0.0);
+                    for p in panels {
+                        let r0 = p * PANEL;
+                        let nr = (rows - r0).min(PANEL);
+                        widen_panel(w.ty, &data[r0 * rb..(r0 + nr) * rb], k, nr, &mut buf);
+                        // SAFETY: columns r0..r0+nr of every output row are written only by this
+                        // panel; the kernel writes exactly those.
+                        unsafe { panel_product(&buf, k, nr, xr, n, optr.at(r0), rows) };
+                    }
+                });
+            });
+    }
+}
+
+/// Rows of `bytes` (`nr` rows of `k` values of type `ty`) as f32 in `[k][PANEL]` order, the
+/// missing rows of a last panel zero.
+fn widen_panel(ty: GgmlType, bytes: &[u8], k: usize, nr: usize, out: &mut [f32]) {
+    let rb = bytes.len() / nr;
+    let mut row = vec![0f32; k];
+    for j in 0..PANEL {
+        if j < nr {
+            let b = &bytes[j * rb..(j + 1) * rb];
+            match ty {
+                GgmlType::F32 => {
+                    for (v, c) in row.iter_mut().zip(b.chunks_exact(4)) {
+                        *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    }
+                }
+                GgmlType::F16 => {
+                    use half::slice::HalfFloatSliceExt;
+                    // SAFETY: f16 has no invalid bit patterns; the alignment is checked.
+                    match unsafe { b.align_to::<half::f16>() } {
+                        ([], h, []) => h.convert_to_f32_slice(&mut row),
+                        _ => {
+                            for (v, c) in row.iter_mut().zip(b.chunks_exact(2)) {
+                                *v = half::f16::from_le_bytes([c[0], c[1]]).to_f32();
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    for (v, c) in row.iter_mut().zip(b.chunks_exact(2)) {
+                        *v = half::bf16::from_le_bytes([c[0], c[1]]).to_f32();
+                    }
+                }
+            }
+        } else {
+            row.fill(0.0);
+        }
+        for (kk, &v) in row.iter().enumerate() {
+            out[kk * PANEL + j] = v;
+        }
+    }
+}
+
+/// `out[t · ldo + j] = Σ_kk panel[kk][j] · x[t][kk]` for the `nr` rows of a panel and every
+/// input row `t` of `x` (`[n, k]`).
+///
+/// # Safety
+/// `out` must be valid for writes at `t · ldo + j` for `t < n`, `j < nr`; the host has
+/// AVX-512 (the caller checked the tier).
+unsafe fn panel_product(
+    panel: &[f32],
+    k: usize,
+    nr: usize,
+    x: &[f32],
+    n: usize,
+    out: *mut f32,
+    ldo: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut t0 = 0;
+        while t0 < n {
+            let nt = (n - t0).min(BLOCK);
+            macro_rules! blocks {
+                ($($t:literal)*) => {
+                    match nt {
+                        $($t => x86::block::<$t>(panel, k, nr, &x[t0 * k..], out.add(t0 * ldo), ldo),)*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            // SAFETY: as the caller promises, for rows t0..t0+nt.
+            unsafe { blocks!(1 2 3 4 5 6 7 8 9 10 11 12) };
+            t0 += nt;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (panel, k, nr, x, n, out, ldo);
+        unreachable!("the encoder products run on the AVX-512 tier only");
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::PANEL;
+
+    /// `T` input rows (`x`: `[T, k]`) against one panel, stored to `out` (`T` rows of `ldo`,
+    /// the panel's `nr` columns).
+    ///
+    /// # Safety
+    /// AVX-512F; `x` holds `T · k` values; `out` as [`super::panel_product`] says.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn block<const T: usize>(
+        panel: &[f32],
+        k: usize,
+        nr: usize,
+        x: &[f32],
+        out: *mut f32,
+        ldo: usize,
+    ) {
+        const NV: usize = PANEL / 16;
+        assert!(panel.len() >= k * PANEL && x.len() >= T * k);
+        let mut acc = [[_mm512_setzero_ps(); NV]; T];
+        let (p, xp) = (panel.as_ptr(), x.as_ptr());
+        for kk in 0..k {
+            // SAFETY: kk < k, so these lie inside the asserted lengths.
+            unsafe {
+                let b: [__m512; NV] =
+                    std::array::from_fn(|v| _mm512_loadu_ps(p.add(kk * PANEL + 16 * v)));
+                for (t, acc) in acc.iter_mut().enumerate() {
+                    let a = _mm512_set1_ps(*xp.add(t * k + kk));
+                    for (acc, b) in acc.iter_mut().zip(&b) {
+                        *acc = _mm512_fmadd_ps(*b, a, *acc);
+                    }
+                }
+            }
+        }
+        for (t, acc) in acc.iter().enumerate() {
+            for (v, acc) in acc.iter().enumerate() {
+                let left = nr.saturating_sub(16 * v).min(16);
+                if left == 0 {
+                    break;
+                }
+                let m: __mmask16 = if left == 16 { !0 } else { (1u16 << left) - 1 };
+                // SAFETY: the caller's bounds for row t, the mask stopping at nr.
+                unsafe { _mm512_mask_storeu_ps(out.add(t * ldo + 16 * v), m, *acc) };
+            }
+        }
+    }
+}
