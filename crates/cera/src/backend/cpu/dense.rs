@@ -18,6 +18,7 @@ use crate::quant::GgmlType;
 /// Output rows per panel (two 16-lane vectors).
 const PANEL: usize = 32;
 /// Input rows per block of accumulators (12 × 2 of the 32 vector registers).
+#[cfg(target_arch = "x86_64")]
 const BLOCK: usize = 12;
 
 thread_local! {
