@@ -6,6 +6,7 @@
 
 pub mod resize;
 
+#[cfg(feature = "media")]
 use crate::error::{Error, Result};
 pub use resize::Filter;
 
@@ -33,6 +34,7 @@ impl Rgb8 {
         }
     }
 
+    #[cfg(feature = "media")]
     /// Decodes an image file's bytes (the format from its signature: JPEG, PNG, WebP, GIF —
     /// the first frame), as RGB: alpha is dropped, grey widened, 16-bit narrowed.
     pub fn decode(bytes: &[u8]) -> Result<Rgb8> {
@@ -57,6 +59,7 @@ impl Rgb8 {
         Rgb8::checked(w as usize, h as usize, rgb.into_raw(), &format!("{fmt:?}"))
     }
 
+    #[cfg(feature = "media")]
     fn checked(width: usize, height: usize, data: Vec<u8>, fmt: &str) -> Result<Rgb8> {
         if width == 0 || height == 0 || data.len() != width * height * 3 {
             return Err(bad(format!(
@@ -121,6 +124,7 @@ impl Rgb8 {
     }
 }
 
+#[cfg(feature = "media")]
 fn bad(reason: String) -> Error {
     Error::Media {
         what: "image".into(),
@@ -128,6 +132,7 @@ fn bad(reason: String) -> Error {
     }
 }
 
+#[cfg(feature = "media")]
 fn over_limits(fmt: &str) -> Error {
     bad(format!(
         "{fmt}: over the limits of {MAX_SIDE} pixels a side and {} MiB decoded",
@@ -135,6 +140,7 @@ fn over_limits(fmt: &str) -> Error {
     ))
 }
 
+#[cfg(feature = "media")]
 /// JPEG through `jpeg-decoder`, whose inverse DCT, chroma upsampling and colour conversion
 /// follow stb_image's (what llama.cpp's mtmd decodes with): on `test-1.jpeg` no value is more
 /// than 3 apart from stb_image's, where the `image` crate's decoder is up to 4 apart in twice
@@ -181,6 +187,7 @@ fn decode_jpeg(bytes: &[u8]) -> Result<Rgb8> {
     Rgb8::checked(w, h, rgb, "Jpeg")
 }
 
+#[cfg(feature = "media")]
 /// Whether a JPEG stream has an end-of-image marker after its last start-of-scan. The decoder
 /// fills a cut file's missing rows with grey instead of failing; byte stuffing keeps `FF D9`
 /// out of scan data, and an embedded thumbnail's markers all come before the main scans.
