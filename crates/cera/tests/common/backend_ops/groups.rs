@@ -281,42 +281,7 @@ pub(super) fn matmul<B: Backend>(h: &mut H<B>) {
             }
         }
     }
-    // encoder products (a vision or audio tower's): the float formats, panels of 32 rows and
-    // blocks of 12 inputs with their remainders, and three weights of two types on one input
-    let mut specs = Vec::new();
-    let enc_types = [GgmlType::F32, GgmlType::F16, GgmlType::BF16];
-    for ty in enc_types {
-        for k in [1usize, 7, 33, 100] {
-            for rows in [1usize, 17, 33, 64, 70] {
-                let v = h.rng.normal(rows * k, 0.5);
-                specs.push((
-                    format!("e{ty}{k}x{rows}"),
-                    ty,
-                    vec![k as u64, rows as u64],
-                    v,
-                ));
-            }
-        }
-    }
-    let file = gguf(&specs);
-    for ty in enc_types {
-        for k in [1usize, 7, 33, 100] {
-            for rows in [1usize, 17, 33, 64, 70] {
-                let w = weight(&file, &format!("e{ty}{k}x{rows}"));
-                for n in [1usize, 5, 12, 13, 25, 40] {
-                    let x = h.rng.vec(n * k, 1.0);
-                    h.matmul_encoder_case(&[&w], &x, n, &format!("{ty} {rows}x{k} rows {n}"));
-                }
-            }
-        }
-    }
-    let (a, b, c) = (
-        weight(&file, "eF1633x33"),
-        weight(&file, "eF3233x70"),
-        weight(&file, "eF1633x17"),
-    );
-    let x = h.rng.vec(25 * 33, 1.0);
-    h.matmul_encoder_case(&[&a, &b, &c], &x, 25, "F16, F32, F16 on one input");
+    encoder_products(h);
     // several weights of different formats reading one input (fused Q/K/V, gate/up), twice
     // in a row with new inputs of the same shape (nothing may be reused from the last input)
     let types = [

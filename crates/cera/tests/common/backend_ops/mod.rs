@@ -57,9 +57,11 @@ use cera::gguf::{GgufFile, GgufWriter};
 use cera::kernels::KernelTable;
 use cera::quant::GgmlType;
 
+mod encoder;
 mod fused;
 mod groups;
 mod select;
+use encoder::*;
 use fused::*;
 use groups::*;
 use select::*;
@@ -554,34 +556,6 @@ impl<B: Backend> H<'_, B> {
                 self.check_with(&op, case, &o, &or, Some(&s), bounds::matmul(w.ty))
             }
             Err(e) => self.fail(&op, case, &e.to_string()),
-        }
-    }
-}
-
-impl<B: Backend> H<'_, B> {
-    /// [`Backend::matmul_encoder`] of several weights on one input against the reference's
-    /// products (an encoder's product may sum in another order, within the same bounds).
-    fn matmul_encoder_case(&mut self, ws: &[&Weight], x: &[f32], n: usize, case: &str) {
-        let (xt, xr) = self.up(x, n, ws[0].cols);
-        let mut outs: Vec<_> = ws.iter().map(|_| self.garbage()).collect();
-        let e = {
-            let mut ops: Vec<(&Weight, &mut B::Tensor)> = ws
-                .iter()
-                .copied()
-                .zip(outs.iter_mut().map(|o| &mut o.0))
-                .collect();
-            self.be.matmul_encoder(&mut self.cx, &mut ops, &xt)
-        };
-        for (w, (o, or)) in ws.iter().zip(outs.iter_mut()) {
-            self.r.matmul(&mut (), &mut [(*w, or)], &xr).unwrap();
-            let op = format!("matmul_encoder {}", w.ty);
-            match &e {
-                Ok(()) => {
-                    let s = term_norms(w, x);
-                    self.check_with(&op, case, o, or, Some(&s), bounds::matmul(w.ty))
-                }
-                Err(e) => self.fail(&op, case, &e.to_string()),
-            }
         }
     }
 }
