@@ -520,9 +520,15 @@ mod tests {
                     .map(move |threads| (tier, threads, Cpu::with_table(threads, table)))
             })
             .collect();
+        // under an emulator the largest prefill shape (two thirds of the test's work) runs
+        // without window and soft-capping: the 70-token prefill covers both in prefill tiles
+        let emulated = std::env::var_os("CERA_TEST_RUNNER").is_some();
         let mut seed = 7u32;
         for &(nh, nkv, hd, hdv, pos0, n) in &shapes {
             for (window, softcap) in [(None, None), (Some(37), None), (None, Some(5.0))] {
+                if emulated && n >= 100 && (window, softcap) != (None, None) {
+                    continue;
+                }
                 for ty in KvType::ALL {
                     if ty.for_head_dim(hd) != ty || ty.for_head_dim(hdv) != ty {
                         continue;
