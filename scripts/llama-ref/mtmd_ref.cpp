@@ -5,6 +5,8 @@
 // tokens, recording each token and the top-2 logits at that step, as dump_ref does.
 //
 //   mtmd_ref MODEL MMPROJ PROMPT_FILE N_PREDICT OUT_PREFIX MEDIA...
+//   (a MEDIA path ending in .f32: raw 16 kHz mono f32 samples; with CERA_REF_PCM set, each
+//   audio file's decoded samples also go to OUT_PREFIX.pcmI.f32)
 //   -> OUT_PREFIX.embd (f32 LE: every media chunk's embeddings, n_tokens x n_embd, in order)
 //      OUT_PREFIX.json {"chunks": [{"type": "text", "tokens": [...]} | {"type": "image"|"audio",
 //                       "n_tokens": N}], "encode_ms": [...], "top": [[id, logit], ...] (the first
@@ -18,6 +20,8 @@
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -58,9 +62,27 @@ int main(int argc, char ** argv) {
 
     std::vector<mtmd_bitmap *> bitmaps;
     for (int i = 6; i < argc; ++i) {
-        mtmd_helper_bitmap_wrapper w = mtmd_helper_bitmap_init_from_file(mctx, argv[i], false, mtmd_helper_init_opt_default());
-        if (!w.bitmap) { fprintf(stderr, "cannot load media %s\n", argv[i]); return 1; }
-        bitmaps.push_back(w.bitmap);
+        const std::string path = argv[i];
+        mtmd_bitmap * bm = nullptr;
+        if (path.size() > 4 && path.compare(path.size() - 4, 4, ".f32") == 0) {
+            // raw 16 kHz mono f32 samples (little-endian): the encoder from given samples
+            std::ifstream af(path, std::ios::binary);
+            std::vector<char> raw((std::istreambuf_iterator<char>(af)), std::istreambuf_iterator<char>());
+            std::vector<float> pcm(raw.size() / sizeof(float));
+            memcpy(pcm.data(), raw.data(), pcm.size() * sizeof(float));
+            bm = mtmd_bitmap_init_from_audio(pcm.size(), pcm.data());
+        } else {
+            mtmd_helper_bitmap_wrapper w = mtmd_helper_bitmap_init_from_file(mctx, argv[i], false, mtmd_helper_init_opt_default());
+            bm = w.bitmap;
+        }
+        if (!bm) { fprintf(stderr, "cannot load media %s\n", argv[i]); return 1; }
+        if (mtmd_bitmap_is_audio(bm) && getenv("CERA_REF_PCM")) {
+            // the samples mtmd decoded (and resampled to 16 kHz), for the decoder's comparison
+            FILE * pf2 = fopen((out + ".pcm" + std::to_string(bitmaps.size()) + ".f32").c_str(), "wb");
+            fwrite(mtmd_bitmap_get_data(bm), 1, mtmd_bitmap_get_n_bytes(bm), pf2);
+            fclose(pf2);
+        }
+        bitmaps.push_back(bm);
     }
     mtmd_input_chunks * chunks = mtmd_input_chunks_init();
     mtmd_input_text text = { prompt.c_str(), prompt.size(), true, true };

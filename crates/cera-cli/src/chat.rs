@@ -191,7 +191,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// `/image FILE`: the file decoded and encoded by the mmproj.
 fn image(
     engine: &Engine,
-    mmproj: Option<&cera::models::vision::Mmproj>,
+    mmproj: Option<&cera::models::Mmproj>,
     file: &str,
 ) -> anyhow::Result<cera::models::vision::EncodedMedia> {
     let Some(mm) = mmproj else {

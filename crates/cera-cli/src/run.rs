@@ -60,9 +60,7 @@ pub struct Args {
 pub use cera::session::MEDIA_MARKER;
 
 /// The images and their projector, read before the model loads (a bad file fails at once).
-fn load_media(
-    a: &Args,
-) -> anyhow::Result<Option<(cera::models::vision::Mmproj, Vec<cera::media::Rgb8>)>> {
+fn load_media(a: &Args) -> anyhow::Result<Option<(cera::models::Mmproj, Vec<cera::media::Rgb8>)>> {
     match (&a.mmproj, a.image.is_empty()) {
         (None, true) => Ok(None),
         (None, false) => bail!("--image needs --mmproj (the model's vision projector GGUF)"),
@@ -73,7 +71,7 @@ fn load_media(
         (Some(p), false) => {
             let file = cera::gguf::GgufFile::open(p)
                 .with_context(|| format!("reading {}", p.display()))?;
-            let m = cera::models::vision::Mmproj::load(std::sync::Arc::new(file))
+            let m = cera::models::Mmproj::load(std::sync::Arc::new(file))
                 .with_context(|| format!("loading the mmproj {}", p.display()))?;
             let imgs = a
                 .image

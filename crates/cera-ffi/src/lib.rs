@@ -210,7 +210,7 @@ impl LoraAdapter {
 /// A loaded vision projector (`Engine.loadMmproj`): images go into sessions through it.
 #[derive(uniffi::Object)]
 pub struct Mmproj {
-    inner: Arc<cera::models::vision::Mmproj>,
+    inner: Arc<cera::models::Mmproj>,
 }
 
 #[uniffi::export]

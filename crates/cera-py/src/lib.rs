@@ -251,7 +251,7 @@ impl Engine {
 /// A loaded vision projector (`Engine.load_mmproj`): images go into sessions through it.
 #[pyclass(frozen, module = "cera")]
 struct Mmproj {
-    inner: Arc<cera::models::vision::Mmproj>,
+    inner: Arc<cera::models::Mmproj>,
     path: String,
 }
 

@@ -130,7 +130,7 @@ pub struct Ready {
     /// Loaded LoRA adapters (by id: their index) and default scales.
     pub adapters: Vec<(Arc<cera::lora::LoraAdapter>, f32)>,
     /// The vision projector, when the server was started with one.
-    pub mmproj: Option<Arc<cera::models::vision::Mmproj>>,
+    pub mmproj: Option<Arc<cera::models::Mmproj>>,
 }
 
 /// A request's `lora` entry (llama-server's shape).

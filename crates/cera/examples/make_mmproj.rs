@@ -1,12 +1,17 @@
 //! Writes a random-weight mmproj of LFM2-VL's layout (the generator is
-//! `tests/common/mmproj_model.rs`), its projector as wide as the given model's embeddings:
-//!   make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] [tiny|lfm2-vl-450m]  -> prints its sha256
+//! `tests/common/mmproj_model.rs`) or LFM2-Audio's (`tests/common/audio_mmproj.rs`), its
+//! projector as wide as the given model's embeddings:
+//!   make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] [tiny|lfm2-vl-450m|tiny-audio|lfm2-audio-1.5b]
+//!   -> prints its sha256
+#[path = "../tests/common/audio_mmproj.rs"]
+mod audio_mmproj;
 #[path = "../tests/common/mmproj_model.rs"]
 mod mmproj_model;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] [tiny|lfm2-vl-450m]";
+    let usage = "usage: make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] \
+                 [tiny|lfm2-vl-450m|tiny-audio|lfm2-audio-1.5b]";
     let out = args.next().expect(usage);
     let n_embd_out: usize = args.next().and_then(|v| v.parse().ok()).expect(usage);
     let ty = match args.next().as_deref().unwrap_or("f16") {
@@ -15,13 +20,27 @@ fn main() {
         "q8_0" => cera::quant::GgmlType::Q8_0,
         other => panic!("{usage} (not {other})"),
     };
-    let base = match args.next().as_deref().unwrap_or("tiny") {
-        "tiny" => mmproj_model::TINY,
-        "lfm2-vl-450m" => mmproj_model::LFM2_VL_450M,
+    let bytes = match args.next().as_deref().unwrap_or("tiny") {
+        v @ ("tiny" | "lfm2-vl-450m") => {
+            let base = if v == "tiny" {
+                mmproj_model::TINY
+            } else {
+                mmproj_model::LFM2_VL_450M
+            };
+            let shape = mmproj_model::VisionShape { n_embd_out, ..base };
+            mmproj_model::build("make_mmproj", &shape, ty, None)
+        }
+        a @ ("tiny-audio" | "lfm2-audio-1.5b") => {
+            let base = if a == "tiny-audio" {
+                audio_mmproj::TINY_AUDIO
+            } else {
+                audio_mmproj::LFM2_AUDIO_1_5B
+            };
+            let shape = audio_mmproj::AudioShape { n_embd_out, ..base };
+            audio_mmproj::build("make_mmproj", &shape, ty, None, None)
+        }
         other => panic!("{usage} (not {other})"),
     };
-    let shape = mmproj_model::VisionShape { n_embd_out, ..base };
-    let bytes = mmproj_model::build("make_mmproj", &shape, ty, None);
     std::fs::write(&out, &bytes).unwrap();
     use sha2::Digest;
     let sha = sha2::Sha256::digest(&bytes);

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use cera::backend::Cpu;
-use cera::models::vision::{MediaPart, Mmproj};
+use cera::models::Mmproj;
+use cera::models::vision::MediaPart;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

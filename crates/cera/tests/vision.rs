@@ -8,15 +8,21 @@ use std::sync::Arc;
 use cera::backend::Cpu;
 use cera::backend::reference::Reference;
 use cera::gguf::GgufFile;
-use cera::models::vision::Mmproj;
+use cera::models::Mmproj;
+use cera::models::vision::VisionTower;
 use cera::models::vision::siglip::resize_positions;
 use cera::quant::GgmlType;
 
 #[path = "common/mmproj_model.rs"]
 mod mmproj_model;
 
-fn load(bytes: Vec<u8>) -> cera::error::Result<Mmproj> {
+fn load_mmproj(bytes: Vec<u8>) -> cera::error::Result<Mmproj> {
     Mmproj::load(Arc::new(GgufFile::from_bytes(bytes)?))
+}
+
+/// The vision tower of an mmproj file.
+fn load(bytes: Vec<u8>) -> cera::error::Result<VisionTower> {
+    Ok(load_mmproj(bytes)?.vision.expect("a vision tower"))
 }
 
 /// A smooth image with some texture, normalized as the mmproj asks.
@@ -152,7 +158,7 @@ fn an_image_enters_a_session() {
         n_embd_out: eng.n_embd(),
         ..mmproj_model::TINY
     };
-    let m = load(mmproj_model::build("smol", &shape, GgmlType::F16, None)).unwrap();
+    let m = load_mmproj(mmproj_model::build("smol", &shape, GgmlType::F16, None)).unwrap();
     let mut img = Rgb8::filled(80, 60, [200, 120, 40]);
     for (i, b) in img.data.iter_mut().enumerate() {
         *b = b.wrapping_add((i % 97) as u8);
@@ -181,7 +187,7 @@ fn an_image_enters_a_session() {
     let other = Rgb8::filled(80, 60, [10, 10, 10]);
     let (_, ids2, _) = run(&other);
     assert_ne!(ids, ids2);
-    let narrow = load(mmproj_model::build(
+    let narrow = load_mmproj(mmproj_model::build(
         "narrow",
         &mmproj_model::TINY,
         GgmlType::F16,

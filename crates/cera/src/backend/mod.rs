@@ -40,6 +40,7 @@ pub mod kvtype;
 mod lowrank;
 pub mod moe;
 pub mod reference;
+pub mod relpos;
 mod rope;
 mod weight;
 
@@ -539,6 +540,55 @@ pub trait Backend: Send + Sync {
         p: &AttentionParams,
         out: &mut Self::Tensor,
     );
+    /// A conformer's self-attention with relative positions over all rows of `q`, `k`, `v`
+    /// (`[n, n_head · hd]`, one sequence, no mask) and `p` (`[2n - 1, n_head · hd]`: the
+    /// projected sinusoids of distances `n - 1` down to `1 - n`), with the content and
+    /// position biases `bias_u`, `bias_v` (`[n_head · hd]`), into `out` `[n, n_head · hd]`
+    /// ([`relpos`] says how). By default on the host: the tensors read back, the result
+    /// uploaded.
+    #[allow(clippy::too_many_arguments)]
+    fn rel_pos_attention(
+        &self,
+        cx: &mut Self::Ctx,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        p: &Self::Tensor,
+        bias_u: &[f32],
+        bias_v: &[f32],
+        n_head: usize,
+        out: &mut Self::Tensor,
+    ) -> Result<()> {
+        let (n, d) = self.shape(q);
+        if self.shape(k) != (n, d)
+            || self.shape(v) != (n, d)
+            || self.shape(p) != (2 * n - 1, d)
+            || bias_u.len() != d
+            || bias_v.len() != d
+            || n_head == 0
+            || !d.is_multiple_of(n_head)
+        {
+            return Err(crate::error::Error::Model(format!(
+                "rel_pos_attention: q {:?}, k {:?}, v {:?}, p {:?}, biases {} and {}, {n_head} \
+                 heads",
+                self.shape(q),
+                self.shape(k),
+                self.shape(v),
+                self.shape(p),
+                bias_u.len(),
+                bias_v.len()
+            )));
+        }
+        let (mut hq, mut hk, mut hv, mut hp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        self.download(cx, q, &mut hq);
+        self.download(cx, k, &mut hk);
+        self.download(cx, v, &mut hv);
+        self.download(cx, p, &mut hp);
+        let mut o = vec![0f32; n * d];
+        relpos::rel_pos_attention(&hq, &hk, &hv, &hp, bias_u, bias_v, n_head, &mut o);
+        self.upload(cx, &o, n, d, out);
+        Ok(())
+    }
     /// LFM2's gated short convolution for one sequence: `bcx` rows are `[B | C | x]`
     /// (3 × `d`); its rows of `out` (already shaped: see [`Backend::reshape`]) become
     /// `C ⊙ conv(B ⊙ x)` per channel with `kernel` (`d` rows of `l` taps, oldest first),

@@ -4,6 +4,9 @@
 //! normalized. What an encoder does with the pixels lives beside the models
 //! (`models/vision/`).
 
+#[cfg(feature = "media")]
+pub mod audio;
+pub mod mel;
 pub mod resize;
 
 #[cfg(feature = "media")]

@@ -2,6 +2,7 @@
 //! shared blocks live in `common/`; names and keys come from [`names`] and [`crate::keys`].
 
 mod adapter;
+pub mod audio;
 pub mod bert;
 pub mod common;
 pub mod gemma2;
@@ -10,6 +11,7 @@ pub mod hf;
 pub mod lfm2;
 pub mod llama;
 pub mod loader;
+pub mod mmproj;
 pub mod names;
 pub mod olmo2;
 pub mod peft;
@@ -17,6 +19,8 @@ pub mod phi3;
 pub mod qwen2;
 pub mod step;
 pub mod vision;
+
+pub use mmproj::Mmproj;
 
 use std::sync::Arc;
 

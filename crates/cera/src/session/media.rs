@@ -116,19 +116,16 @@ pub enum PromptPiece<'a> {
 }
 
 impl Engine {
-    /// Loads the vision projector made for this model (an mmproj GGUF), refusing one whose
-    /// embeddings are not as wide as the model's.
-    pub fn load_mmproj(
-        &self,
-        path: impl AsRef<std::path::Path>,
-    ) -> Result<crate::models::vision::Mmproj> {
+    /// Loads the vision or audio projector made for this model (an mmproj GGUF), refusing one
+    /// whose embeddings are not as wide as the model's.
+    pub fn load_mmproj(&self, path: impl AsRef<std::path::Path>) -> Result<crate::models::Mmproj> {
         let file = crate::gguf::GgufFile::open(path)?;
-        let m = crate::models::vision::Mmproj::load(std::sync::Arc::new(file))?;
+        let m = crate::models::Mmproj::load(std::sync::Arc::new(file))?;
         self.check_mmproj(&m)?;
         Ok(m)
     }
 
-    fn check_mmproj(&self, mmproj: &crate::models::vision::Mmproj) -> Result<()> {
+    fn check_mmproj(&self, mmproj: &crate::models::Mmproj) -> Result<()> {
         let n_embd = self.inner.model.n_embd();
         if mmproj.n_embd_out() != n_embd {
             return Err(Error::Model(format!(
@@ -144,14 +141,28 @@ impl Engine {
     /// [`Mmproj::encode_image`]); fails when the mmproj is not as wide as the model's
     /// embeddings. Safe beside running sessions: the backend's work is queued between theirs.
     ///
-    /// [`Mmproj::encode_image`]: crate::models::vision::Mmproj::encode_image
+    /// [`Mmproj::encode_image`]: crate::models::Mmproj::encode_image
     pub fn encode_image(
         &self,
-        mmproj: &crate::models::vision::Mmproj,
+        mmproj: &crate::models::Mmproj,
         img: &crate::media::Rgb8,
     ) -> Result<EncodedMedia> {
         self.check_mmproj(mmproj)?;
         mmproj.encode_image(&self.inner.dev, img)
+    }
+
+    /// 16 kHz mono `samples` as `mmproj`'s audio encoder turns them into prompt parts (see
+    /// [`Mmproj::encode_audio`]), on this engine's backend; fails when the mmproj has no
+    /// audio encoder or is not as wide as the model's embeddings.
+    ///
+    /// [`Mmproj::encode_audio`]: crate::models::Mmproj::encode_audio
+    pub fn encode_audio(
+        &self,
+        mmproj: &crate::models::Mmproj,
+        samples: &[f32],
+    ) -> Result<EncodedMedia> {
+        self.check_mmproj(mmproj)?;
+        mmproj.encode_audio(&self.inner.dev, samples)
     }
 
     /// `prompt` with `media` at its [`MEDIA_MARKER`]s, in order, as llama.cpp's mtmd
@@ -209,10 +220,22 @@ impl Session {
     /// [`Session::append_media`]). Returns the positions it took.
     pub fn append_image(
         &mut self,
-        mmproj: &crate::models::vision::Mmproj,
+        mmproj: &crate::models::Mmproj,
         img: &crate::media::Rgb8,
     ) -> Result<usize> {
         let enc = self.engine().encode_image(mmproj, img)?;
+        self.append_media(&enc)
+    }
+
+    /// Appends an audio clip (16 kHz mono samples) as the mmproj's model reads it
+    /// ([`Engine::encode_audio`], then [`Session::append_media`]). Returns the positions it
+    /// took.
+    pub fn append_audio(
+        &mut self,
+        mmproj: &crate::models::Mmproj,
+        samples: &[f32],
+    ) -> Result<usize> {
+        let enc = self.engine().encode_audio(mmproj, samples)?;
         self.append_media(&enc)
     }
 
@@ -230,7 +253,7 @@ impl Session {
     pub fn append_with_images(
         &mut self,
         prompt: &str,
-        mmproj: &crate::models::vision::Mmproj,
+        mmproj: &crate::models::Mmproj,
         images: &[crate::media::Rgb8],
     ) -> Result<()> {
         let have = prompt.matches(MEDIA_MARKER).count();

@@ -220,6 +220,22 @@ fn quant(mut x: Variant, ty: GgmlType, down: GgmlType) -> Variant {
     x
 }
 
+/// Language models of media parity pairs (outside the architecture fixtures): LFM2-1.2B's
+/// width (LFM2-Audio-1.5B's language model) in 4 layers, the text side of the audio pair, as
+/// wide as the audio adapter's output.
+pub fn media_variants() -> Vec<Variant> {
+    const WIDE: &[Feature] = &[Lfm2(&[2], 3), RopeBase(1000000.0)];
+    // (the tied embeddings in Q4_0 too: at this width and SmolLM2's vocabulary they would be
+    // 400 MB in f32)
+    let mut v = quant(
+        lfm2("lfm2_2048w_q4_0", "lfm2", 4, 2048, (32, 8), 2048, WIDE),
+        Q4_0,
+        Q4_0,
+    );
+    v.embd_ty = Q4_0;
+    vec![v]
+}
+
 /// Every test model. Names are fixture folder names.
 pub fn variants() -> Vec<Variant> {
     let q8 = |x: Variant| quant(x, Q8_0, Q8_0);
@@ -679,6 +695,7 @@ pub fn variant(name: &str) -> Variant {
         .chain(bench_variants())
         .chain(lora_variants())
         .chain(shape_variants())
+        .chain(media_variants())
         .chain(suite_variants())
         .find(|v| v.name == name)
         .unwrap_or_else(|| panic!("no test model {name}"))

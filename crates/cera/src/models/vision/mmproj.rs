@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::backend::Weight;
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
+pub use crate::models::common::media::Linear;
 use crate::models::loader::TensorLoader;
 
 /// The projectors this build runs (`clip.projector_type`).
@@ -17,20 +18,15 @@ pub enum Projector {
 }
 
 impl Projector {
-    fn parse(s: &str) -> Result<Projector> {
+    /// The vision projector `clip.projector_type` names.
+    pub fn parse(s: &str) -> Result<Projector> {
         match s {
             "lfm2" => Ok(Projector::Lfm2),
             other => Err(Error::Model(format!(
-                "clip.projector_type '{other}' is not supported (supported: lfm2)"
+                "vision projector '{other}' is not supported (supported: lfm2)"
             ))),
         }
     }
-}
-
-/// `[in, out]` weight and its bias.
-pub struct Linear {
-    pub w: Weight,
-    pub b: Vec<f32>,
 }
 
 /// A pre-norm ViT block (SigLIP's): `x += o(attn(ln1(x)))`, `x += down(gelu(up(ln2(x))))`.
@@ -65,8 +61,8 @@ pub struct VisionHparams {
     pub scale: usize,
 }
 
-/// A loaded mmproj: its tower and projector.
-pub struct Mmproj {
+/// An mmproj's vision tower and projector.
+pub struct VisionTower {
     pub projector: Projector,
     pub hp: VisionHparams,
     /// `[3 · patch², n_embd]`: the patch convolution as a matrix over a patch's values in
@@ -88,22 +84,10 @@ fn key(name: &str) -> String {
     format!("clip.vision.{name}")
 }
 
-impl Mmproj {
-    /// Reads an mmproj file; what it lacks or holds in the wrong shape is named.
-    pub fn load(file: Arc<GgufFile>) -> Result<Mmproj> {
-        let arch = file.architecture()?;
-        if arch != "clip" {
-            return Err(Error::Model(format!(
-                "general.architecture is '{arch}': an mmproj file says 'clip' (is this the \
-                 text model?)"
-            )));
-        }
-        let projector = Projector::parse(file.get_str("clip.projector_type")?)?;
-        if file.get_opt::<bool>("clip.has_vision_encoder")? == Some(false) {
-            return Err(Error::Model(
-                "clip.has_vision_encoder is false: this mmproj has no vision tower".into(),
-            ));
-        }
+impl VisionTower {
+    /// The vision half of an mmproj file whose projector is `projector`; what it lacks or
+    /// holds in the wrong shape is named.
+    pub fn load(file: &Arc<GgufFile>, projector: Projector) -> Result<VisionTower> {
         let u = |k: &str| -> Result<usize> { Ok(file.get_u32(&key(k))? as usize) };
         let rgb = |k: &str| -> Result<[f32; 3]> {
             let v = file.get_f32_array(&key(k))?;
@@ -144,7 +128,7 @@ impl Mmproj {
                 hp.image_size, hp.patch_size, hp.scale
             )));
         }
-        let ld = TensorLoader::new(Arc::clone(&file));
+        let ld = TensorLoader::new(Arc::clone(file));
         let ps = hp.patch_size;
         // ggml [ps, ps, 3, n_embd]: per output channel, (channel, row, column) with the column
         // fastest, which is the row of the matrix the patches are multiplied by
@@ -159,7 +143,7 @@ impl Mmproj {
                 reason: format!("shape {:?}, but the tower expects {want:?}", info.shape),
             });
         }
-        let patch_w = Weight::new(&file, info).reshaped(3 * ps * ps, d, conv)?;
+        let patch_w = Weight::new(file, info).reshaped(3 * ps * ps, d, conv)?;
         let n_side = hp.image_size / ps;
         let pos_name = "v.position_embd.weight";
         let pos_info = file
@@ -219,7 +203,7 @@ impl Mmproj {
             file.tensor("mm.2.weight")
                 .and_then(|t| t.shape.get(1).copied())
                 .ok_or_else(|| Error::MissingTensor("mm.2.weight".into()))? as usize;
-        Ok(Mmproj {
+        Ok(VisionTower {
             projector,
             patch_b: ld.vector("v.patch_embd.bias", d)?,
             patch_w,

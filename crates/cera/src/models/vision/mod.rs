@@ -8,31 +8,14 @@ pub mod lfm2;
 pub mod mmproj;
 pub mod siglip;
 
-pub use mmproj::{Mmproj, Projector, VisionHparams};
+pub use crate::models::common::media::{EncodedMedia, MediaPart};
+pub use mmproj::{Projector, VisionHparams, VisionTower};
 
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::media::Rgb8;
 
-/// A part of the prompt an image (or, later, an audio clip) becomes, in order.
-#[derive(Clone, Debug, PartialEq)]
-pub enum MediaPart {
-    /// Marker text between the parts (special tokens, parsed as such).
-    Text(String),
-    /// Rows of embeddings in the language model's input space: `[n, n_embd]`.
-    Embeddings(Vec<f32>),
-}
-
-/// An image as its mmproj turns it into prompt parts, ready to append to any session of a
-/// model of its width (encode once, append to as many sessions as need it).
-#[derive(Clone, Debug, PartialEq)]
-pub struct EncodedMedia {
-    pub parts: Vec<MediaPart>,
-    /// Positions it takes in the context besides its marker text.
-    pub n_embd_rows: usize,
-}
-
-impl Mmproj {
+impl VisionTower {
     /// `img` prepared as its projector's reference does (LFM2-VL: a thumbnail within the
     /// token bounds, large images also as tiles) and each image part encoded on `be`.
     pub fn encode_image<B: Backend>(&self, be: &B, img: &Rgb8) -> Result<EncodedMedia> {

@@ -6,7 +6,7 @@
 //! times the width; on the host), LayerNorm, Linear, GELU, Linear. The result is one row per image token,
 //! as wide as the language model's embeddings.
 
-use super::mmproj::{Linear, Mmproj};
+use super::mmproj::{Linear, VisionTower};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, KvType, SeqSpan};
 use crate::error::{Error, Result};
 
@@ -39,7 +39,7 @@ fn linear<B: Backend>(
     Ok(())
 }
 
-impl Mmproj {
+impl VisionTower {
     /// The image tokens' embeddings of one preprocessed image: `pixels` are `[height, width,
     /// 3]` normalized values, both sides multiples of `patch_size · scale`. Returns
     /// `[n_tokens, n_embd_out]` row-major and `n_tokens`.
