@@ -43,14 +43,14 @@ pub struct Args {
     pub prompt_cache_dir: Option<PathBuf>,
     #[command(flatten)]
     pub spec: SpecArgs,
-    /// The model's vision projector (an mmproj GGUF), for `/image FILE`.
+    /// The model's multimodal projector (an mmproj GGUF), for `/image FILE` and `/audio FILE`.
     #[arg(long)]
     pub mmproj: Option<PathBuf>,
 }
 
 const HELP: &str = "commands: /clear (forget the conversation), /system TEXT (set the system \
-prompt), /image FILE (an image for the next message; needs --mmproj), /save FILE, /load FILE, \
-/tool [ID] RESULT (answer a tool call), /exit";
+prompt), /image FILE, /audio FILE (media for the next message; needs --mmproj), /save FILE, \
+/load FILE, /tool [ID] RESULT (answer a tool call), /exit";
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let grammar = a.structured.grammar(a.model.verbose)?;
@@ -71,7 +71,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    // images for the next message (`/image FILE`), encoded as they are named
+    // media for the next message (`/image FILE`, `/audio FILE`), encoded as they are named
     let mut images = Vec::new();
     let tools = a.structured.tools(&engine, a.model.verbose)?;
     let adapters = a.model.lora.load(&engine, a.model.verbose)?;
@@ -135,11 +135,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         if cmd.is_empty() {
             continue;
         }
-        if let Some(file) = cmd
-            .strip_prefix("/image")
-            .filter(|f| f.is_empty() || f.starts_with(' '))
-        {
-            match image(&engine, mmproj.as_ref(), file.trim()) {
+        if let Some((kind, file)) = ["/image", "/audio"].iter().find_map(|k| {
+            cmd.strip_prefix(k)
+                .filter(|f| f.is_empty() || f.starts_with(' '))
+                .map(|f| (*k, f))
+        }) {
+            match media(&engine, mmproj.as_ref(), kind, file.trim()) {
                 Ok(enc) => {
                     eprintln!(
                         "cera: {} ({} positions) goes with the next message",
@@ -188,21 +189,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `/image FILE`: the file decoded and encoded by the mmproj.
-fn image(
+/// `/image FILE`, `/audio FILE`: the file decoded (its kind from its first bytes) and encoded
+/// by the mmproj.
+fn media(
     engine: &Engine,
     mmproj: Option<&cera::models::Mmproj>,
+    cmd: &str,
     file: &str,
 ) -> anyhow::Result<cera::models::vision::EncodedMedia> {
     let Some(mm) = mmproj else {
-        anyhow::bail!("/image needs --mmproj (the model's vision projector GGUF)");
+        anyhow::bail!("{cmd} needs --mmproj (the model's multimodal projector GGUF)");
     };
     if file.is_empty() {
-        anyhow::bail!("/image needs a file: /image FILE");
+        anyhow::bail!("{cmd} needs a file: {cmd} FILE");
     }
     let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
-    let img = cera::media::Rgb8::decode(&bytes).with_context(|| file.to_owned())?;
-    Ok(engine.encode_image(mm, &img)?)
+    let input = cera::media::MediaInput::decode(&bytes).with_context(|| file.to_owned())?;
+    Ok(engine.encode_media(mm, &input)?)
 }
 
 /// What a line of input asks for.

@@ -48,24 +48,30 @@ pub struct Args {
     pub cache: CacheArgs,
     #[command(flatten)]
     pub spec: SpecArgs,
-    /// The vision projector (an mmproj GGUF) the images go through.
+    /// The multimodal projector (an mmproj GGUF) the images and audio go through.
     #[arg(long)]
     pub mmproj: Option<std::path::PathBuf>,
-    /// An image for the prompt (repeatable; JPEG, PNG, WebP, GIF): each goes where the prompt
-    /// says `<__media__>`, or, without markers, all before the prompt, as llama-mtmd-cli.
-    #[arg(long = "image")]
+    /// An image or an audio clip for the prompt (repeatable; `--audio` adds to the same list,
+    /// in order, and each file is told by its first bytes, as llama-mtmd-cli does: JPEG, PNG,
+    /// WebP, GIF; WAV, MP3, FLAC, Ogg Vorbis): each goes where the prompt says `<__media__>`,
+    /// or, without markers, all before the prompt.
+    #[arg(long = "image", visible_alias = "audio")]
     pub image: Vec<std::path::PathBuf>,
 }
 
 pub use cera::session::MEDIA_MARKER;
 
-/// The images and their projector, read before the model loads (a bad file fails at once).
-fn load_media(a: &Args) -> anyhow::Result<Option<(cera::models::Mmproj, Vec<cera::media::Rgb8>)>> {
+/// The media and their projector, read before the model loads (a bad file fails at once).
+fn load_media(
+    a: &Args,
+) -> anyhow::Result<Option<(cera::models::Mmproj, Vec<cera::media::MediaInput>)>> {
     match (&a.mmproj, a.image.is_empty()) {
         (None, true) => Ok(None),
-        (None, false) => bail!("--image needs --mmproj (the model's vision projector GGUF)"),
+        (None, false) => bail!(
+            "--image/--audio need --mmproj (the model's multimodal projector GGUF)"
+        ),
         (Some(p), true) => bail!(
-            "--mmproj {} without --image: nothing to encode",
+            "--mmproj {} without --image or --audio: nothing to encode",
             p.display()
         ),
         (Some(p), false) => {
@@ -73,16 +79,17 @@ fn load_media(a: &Args) -> anyhow::Result<Option<(cera::models::Mmproj, Vec<cera
                 .with_context(|| format!("reading {}", p.display()))?;
             let m = cera::models::Mmproj::load(std::sync::Arc::new(file))
                 .with_context(|| format!("loading the mmproj {}", p.display()))?;
-            let imgs = a
+            let media = a
                 .image
                 .iter()
                 .map(|f| {
                     let bytes =
                         std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
-                    cera::media::Rgb8::decode(&bytes).with_context(|| format!("{}", f.display()))
+                    cera::media::MediaInput::decode(&bytes)
+                        .with_context(|| format!("{}", f.display()))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            Ok(Some((m, imgs)))
+            Ok(Some((m, media)))
         }
     }
 }
@@ -299,8 +306,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let prefix = a.cache.prefix_cache()?;
     let prefilled = match &media {
-        Some((m, imgs)) => session
-            .append_with_images(&prompt, m, imgs)
+        Some((m, inputs)) => inputs
+            .iter()
+            .map(|x| engine.encode_media(m, x))
+            .collect::<cera::Result<Vec<_>>>()
+            .and_then(|enc| session.append_with_media(&prompt, &enc))
             .map_err(anyhow::Error::from),
         None => prefill_with_caches(
             &mut session,

@@ -69,8 +69,8 @@ pub struct Args {
     /// else mean).
     #[arg(long = "pooling")]
     pub pooling: Option<String>,
-    /// The model's vision projector (an mmproj GGUF): requests may carry images (OpenAI
-    /// `image_url` data URLs, Ollama `images`).
+    /// The model's multimodal projector (an mmproj GGUF): requests may carry images (OpenAI
+    /// `image_url` data URLs, Ollama `images`) or audio (OpenAI `input_audio`).
     #[arg(long)]
     pub mmproj: Option<std::path::PathBuf>,
 }

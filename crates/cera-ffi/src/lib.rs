@@ -207,7 +207,8 @@ impl LoraAdapter {
     }
 }
 
-/// A loaded vision projector (`Engine.loadMmproj`): images go into sessions through it.
+/// A loaded multimodal projector (`Engine.loadMmproj`): images and audio go into sessions
+/// through it.
 #[derive(uniffi::Object)]
 pub struct Mmproj {
     inner: Arc<cera::models::Mmproj>,
@@ -269,6 +270,22 @@ impl Session {
     pub fn append_image(&self, mmproj: Arc<Mmproj>, image: Vec<u8>) -> Result<u32> {
         let img = cera::media::Rgb8::decode(&image).map_err(|e| invalid(e.to_string()))?;
         let n = lock(&self.inner)?.append_image(&mmproj.inner, &img)?;
+        Ok(n as u32)
+    }
+
+    /// Appends an audio clip (a WAV, MP3, FLAC or Ogg Vorbis file's bytes) as `mmproj`'s model
+    /// reads it: decoded, resampled to 16 kHz as llama.cpp does, encoded and prefilled.
+    /// Returns the positions it took. A bad file, or an mmproj without an audio encoder, is an
+    /// `InvalidArgument` naming what is wrong.
+    pub fn append_audio(&self, mmproj: Arc<Mmproj>, audio: Vec<u8>) -> Result<u32> {
+        let samples = cera::media::audio::decode_audio(&audio, 16_000)
+            .map_err(|e| invalid(e.to_string()))?;
+        let n = lock(&self.inner)?
+            .append_audio(&mmproj.inner, &samples)
+            .map_err(|e| match e {
+                cera::Error::Media { .. } => invalid(e.to_string()),
+                e => e.into(),
+            })?;
         Ok(n as u32)
     }
 

@@ -233,8 +233,8 @@ impl Engine {
         Ok(LoraAdapter { inner: a })
     }
 
-    /// Loads this model's vision projector (an mmproj GGUF: llama.cpp's `--mmproj` file);
-    /// one made for a model of another width is refused.
+    /// Loads this model's multimodal projector (an mmproj GGUF: llama.cpp's `--mmproj` file:
+    /// images, audio or both); one made for a model of another width is refused.
     fn load_mmproj(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<Mmproj> {
         let m = py.detach(|| self.inner.load_mmproj(&path)).map_err(to_py)?;
         Ok(Mmproj {
@@ -248,7 +248,8 @@ impl Engine {
     }
 }
 
-/// A loaded vision projector (`Engine.load_mmproj`): images go into sessions through it.
+/// A loaded multimodal projector (`Engine.load_mmproj`): images and audio go into sessions
+/// through it.
 #[pyclass(frozen, module = "cera")]
 struct Mmproj {
     inner: Arc<cera::models::Mmproj>,
@@ -263,19 +264,39 @@ impl Mmproj {
 }
 
 /// An image argument: the file's bytes, or a path to read.
-fn image_arg(image: &Bound<'_, PyAny>) -> PyResult<cera::media::Rgb8> {
-    let bytes = if let Ok(b) = image.cast::<pyo3::types::PyBytes>() {
-        b.as_bytes().to_vec()
-    } else if let Ok(p) = image.extract::<std::path::PathBuf>() {
-        std::fs::read(&p).map_err(|e| {
+/// A media file's bytes, from bytes or a path; `None` for anything else.
+fn file_bytes(x: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+    if let Ok(b) = x.cast::<pyo3::types::PyBytes>() {
+        Ok(Some(b.as_bytes().to_vec()))
+    } else if let Ok(p) = x.extract::<std::path::PathBuf>() {
+        std::fs::read(&p).map(Some).map_err(|e| {
             pyo3::exceptions::PyOSError::new_err(format!("reading {}: {e}", p.display()))
-        })?
+        })
     } else {
+        Ok(None)
+    }
+}
+
+fn image_arg(image: &Bound<'_, PyAny>) -> PyResult<cera::media::Rgb8> {
+    let Some(bytes) = file_bytes(image)? else {
         return Err(pyo3::exceptions::PyTypeError::new_err(
             "an image is the file's bytes or a path",
         ));
     };
     cera::media::Rgb8::decode(&bytes).map_err(to_py)
+}
+
+/// 16 kHz mono samples from an audio file's bytes or path (WAV, MP3, FLAC, Ogg Vorbis;
+/// resampled as llama.cpp does) or from a sequence of floats already at 16 kHz.
+fn audio_arg(audio: &Bound<'_, PyAny>) -> PyResult<Vec<f32>> {
+    if let Some(bytes) = file_bytes(audio)? {
+        return cera::media::audio::decode_audio(&bytes, 16_000).map_err(to_py);
+    }
+    audio.extract::<Vec<f32>>().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(
+            "audio is the file's bytes, a path, or a sequence of 16 kHz mono samples (floats)",
+        )
+    })
 }
 
 /// A loaded LoRA adapter (attach it to sessions).
@@ -428,6 +449,20 @@ impl Session {
         let img = image_arg(image)?;
         let mm = Arc::clone(&mmproj.inner);
         py.detach(|| self.lock()?.append_image(&mm, &img).map_err(to_py))
+    }
+
+    /// Appends an audio clip (the file's bytes or its path: WAV, MP3, FLAC, Ogg Vorbis; or a
+    /// sequence of 16 kHz mono samples) as `mmproj`'s model reads it: resampled to 16 kHz as
+    /// llama.cpp does, encoded and prefilled. Returns the positions it took.
+    fn append_audio(
+        &self,
+        py: Python<'_>,
+        mmproj: &Mmproj,
+        audio: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let samples = audio_arg(audio)?;
+        let mm = Arc::clone(&mmproj.inner);
+        py.detach(|| self.lock()?.append_audio(&mm, &samples).map_err(to_py))
     }
 
     /// Stops a running `generate` (from another thread): it returns within a token.

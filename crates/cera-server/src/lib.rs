@@ -87,7 +87,7 @@ pub struct ServerConfig {
     pub lora: Vec<(PathBuf, f32)>,
     /// Pooling of `/v1/embeddings` and `/api/embed`; `None`: the model's own, else mean.
     pub pooling: Option<cera::embed::Pooling>,
-    /// The model's vision projector (an mmproj GGUF): requests may carry images.
+    /// The model's multimodal projector (an mmproj GGUF): requests may carry images or audio.
     pub mmproj: Option<PathBuf>,
 }
 

@@ -1,38 +1,73 @@
-//! Images in requests: OpenAI's `image_url` content parts (data URLs) and Ollama's `images`
-//! (base64), decoded here, encoded by the mmproj on the engine's backend off the async
-//! runtime, and placed at `<__media__>` markers in the rendered prompt (the core's
-//! `Engine::media_prompt`, as llama.cpp's mtmd tokenizes it).
+//! Media in requests: OpenAI's `image_url` (data URLs) and `input_audio` (base64) content parts
+//! and Ollama's `images` (base64), decoded here, encoded by the mmproj on the engine's backend
+//! off the async runtime, and placed at `<__media__>` markers in the rendered prompt (the
+//! core's `Engine::media_prompt`, as llama.cpp's mtmd tokenizes it).
 
 use base64::Engine as _;
 use cera::decode::{Chunk, Prompt};
-use cera::media::Rgb8;
+use cera::media::{MediaInput, Rgb8};
 pub use cera::session::MEDIA_MARKER;
 
 use crate::Ready;
 use crate::error::ApiError;
 
-/// Fails unless the server runs a vision projector.
+/// Fails unless the server runs a multimodal projector.
 pub(crate) fn need_mmproj(r: &Ready, what: &str) -> Result<(), ApiError> {
     if r.mmproj.is_none() {
         return Err(ApiError::bad_request(format!(
-            "{what}: this server takes no images (start it with --mmproj, the model's vision \
-             projector GGUF)"
+            "{what}: this server takes no images or audio (start it with --mmproj, the model's \
+             multimodal projector GGUF)"
         ))
         .param("messages"));
     }
     Ok(())
 }
 
-/// An image from base64 text (Ollama's `images`), `what` naming it in errors.
-pub(crate) fn base64_image(b64: &str, what: &str) -> Result<Rgb8, ApiError> {
-    let bytes = base64::engine::general_purpose::STANDARD
+fn base64_bytes(b64: &str, what: &str) -> Result<Vec<u8>, ApiError> {
+    base64::engine::general_purpose::STANDARD
         .decode(b64.trim().as_bytes())
-        .map_err(|e| ApiError::bad_request(format!("{what}: not base64 ({e})")))?;
-    Rgb8::decode(&bytes).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
+        .map_err(|e| ApiError::bad_request(format!("{what}: not base64 ({e})")))
+}
+
+/// An image from base64 text (Ollama's `images`), `what` naming it in errors.
+pub(crate) fn base64_image(b64: &str, what: &str) -> Result<MediaInput, ApiError> {
+    let bytes = base64_bytes(b64, what)?;
+    Rgb8::decode(&bytes)
+        .map(MediaInput::Image)
+        .map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
+}
+
+/// An OpenAI `input_audio` part (`{"data": base64, "format": "wav" | "mp3" | ...}`), decoded
+/// to 16 kHz mono; the format is told from the bytes, a format this server cannot read is
+/// named.
+pub(crate) fn input_audio(part: &serde_json::Value, what: &str) -> Result<MediaInput, ApiError> {
+    let a = part.get("input_audio").ok_or_else(|| {
+        ApiError::bad_request(format!("{what}: an input_audio part without input_audio"))
+            .param("messages")
+    })?;
+    if let Some(f) = a.get("format").and_then(serde_json::Value::as_str)
+        && !matches!(f, "wav" | "mp3" | "flac" | "ogg")
+    {
+        return Err(ApiError::bad_request(format!(
+            "{what}: input_audio format {f:?} is not one of wav, mp3, flac, ogg"
+        ))
+        .param("messages"));
+    }
+    let data = a
+        .get("data")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("{what}: input_audio has no data (base64)"))
+                .param("messages")
+        })?;
+    let bytes = base64_bytes(data, what)?;
+    cera::media::audio::decode_audio(&bytes, 16_000)
+        .map(MediaInput::Audio)
+        .map_err(|e| ApiError::bad_request(format!("{what}: {e}")).param("messages"))
 }
 
 /// An image from an OpenAI `image_url` (a `data:` URL with base64 data).
-pub(crate) fn data_url_image(url: &str, what: &str) -> Result<Rgb8, ApiError> {
+pub(crate) fn data_url_image(url: &str, what: &str) -> Result<MediaInput, ApiError> {
     let Some(rest) = url.strip_prefix("data:") else {
         let scheme = url.split(':').next().unwrap_or("");
         return Err(ApiError::bad_request(format!(
@@ -54,30 +89,34 @@ pub(crate) fn data_url_image(url: &str, what: &str) -> Result<Rgb8, ApiError> {
     base64_image(data, what)
 }
 
-/// The prompt as the scheduler takes it: tokens, or with images at its markers, each
+/// The prompt as the scheduler takes it: tokens, or with media at its markers, each
 /// encoded (off the async runtime) and laid out as mtmd does.
-pub(crate) async fn prompt(r: &Ready, text: String, images: Vec<Rgb8>) -> Result<Prompt, ApiError> {
-    if images.is_empty() {
+pub(crate) async fn prompt(
+    r: &Ready,
+    text: String,
+    media: Vec<MediaInput>,
+) -> Result<Prompt, ApiError> {
+    if media.is_empty() {
         return Ok(Prompt::Tokens(
             r.engine.tokenizer().encode(&text, true, true),
         ));
     }
     let Some(mm) = r.mmproj.clone() else {
         return Err(ApiError::bad_request(
-            "this server takes no images (start it with --mmproj)",
+            "this server takes no images or audio (start it with --mmproj)",
         ));
     };
     let engine = r.engine.clone();
     tokio::task::spawn_blocking(move || {
-        let enc = images
+        let enc = media
             .iter()
-            .map(|img| engine.encode_image(&mm, img))
+            .map(|m| engine.encode_media(&mm, m))
             .collect::<cera::Result<Vec<_>>>()?;
         let pieces = engine.media_prompt(&text, &enc, true)?;
         Ok(Prompt::Chunks(Chunk::from_pieces(pieces)))
     })
     .await
-    .map_err(|e| ApiError::internal(format!("the image encoder stopped: {e}")))?
+    .map_err(|e| ApiError::internal(format!("the media encoder stopped: {e}")))?
     .map_err(|e: cera::Error| ApiError::bad_request(e.to_string()))
 }
 

@@ -144,7 +144,11 @@ fn line(v: &Json) -> Result<Bytes, Infallible> {
 }
 
 /// Ollama's `images` (base64 strings), decoded; `null` or absent is none.
-fn take_images(r: &Ready, v: Option<Json>, what: &str) -> Result<Vec<cera::media::Rgb8>, ApiError> {
+fn take_images(
+    r: &Ready,
+    v: Option<Json>,
+    what: &str,
+) -> Result<Vec<cera::media::MediaInput>, ApiError> {
     match v {
         None | Some(Json::Null) => Ok(Vec::new()),
         Some(Json::Array(a)) if a.is_empty() => Ok(Vec::new()),

@@ -325,13 +325,13 @@ pub(crate) fn response_grammar(
     }
 }
 
-/// OpenAI messages as the template wants them: text content joined (an `image_url` part
-/// becomes a `<__media__>` marker where it is, its image decoded into `images`), `developer`
-/// as `system`, tool-call arguments parsed.
+/// OpenAI messages as the template wants them: text content joined (an `image_url` or
+/// `input_audio` part becomes a `<__media__>` marker where it is, its media decoded into
+/// `images`), `developer` as `system`, tool-call arguments parsed.
 fn messages(
     r: &Ready,
     raw: &[Json],
-    images: &mut Vec<cera::media::Rgb8>,
+    images: &mut Vec<cera::media::MediaInput>,
 ) -> Result<Vec<Message>, ApiError> {
     if raw.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty").param("messages"));
@@ -378,9 +378,15 @@ fn messages(
                             images.push(crate::media::data_url_image(url, &what)?);
                             text.push_str(crate::media::MEDIA_MARKER);
                         }
+                        (Some("input_audio"), _) => {
+                            let what = format!("messages[{i}].content[{j}]");
+                            crate::media::need_mmproj(r, &what)?;
+                            images.push(crate::media::input_audio(p, &what)?);
+                            text.push_str(crate::media::MEDIA_MARKER);
+                        }
                         (kind, _) => {
                             return Err(ApiError::bad_request(format!(
-                                "messages[{i}]: content part of type {} is not supported (text, image_url)",
+                                "messages[{i}]: content part of type {} is not supported (text, image_url, input_audio)",
                                 kind.unwrap_or("?")
                             ))
                             .param("messages"));

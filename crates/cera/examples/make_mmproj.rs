@@ -1,8 +1,9 @@
 //! Writes a random-weight mmproj of LFM2-VL's layout (the generator is
 //! `tests/common/mmproj_model.rs`) or LFM2-Audio's (`tests/common/audio_mmproj.rs`), its
 //! projector as wide as the given model's embeddings:
-//!   make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] [tiny|lfm2-vl-450m|tiny-audio|lfm2-audio-1.5b]
-//!   -> prints its sha256
+//!   make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0]
+//!               [tiny|lfm2-vl-450m|tiny-audio|lfm2-audio-1.5b|tiny+audio]  -> prints its sha256
+//! (`tiny+audio`: one file with both tiny halves, as a model that reads images and audio has)
 #[path = "../tests/common/audio_mmproj.rs"]
 mod audio_mmproj;
 #[path = "../tests/common/mmproj_model.rs"]
@@ -11,7 +12,7 @@ mod mmproj_model;
 fn main() {
     let mut args = std::env::args().skip(1);
     let usage = "usage: make_mmproj OUT.gguf N_EMBD_OUT [f32|f16|q8_0] \
-                 [tiny|lfm2-vl-450m|tiny-audio|lfm2-audio-1.5b]";
+                 [tiny|lfm2-vl-450m|tiny-audio|lfm2-audio-1.5b|tiny+audio]";
     let out = args.next().expect(usage);
     let n_embd_out: usize = args.next().and_then(|v| v.parse().ok()).expect(usage);
     let ty = match args.next().as_deref().unwrap_or("f16") {
@@ -39,6 +40,27 @@ fn main() {
             let shape = audio_mmproj::AudioShape { n_embd_out, ..base };
             audio_mmproj::build("make_mmproj", &shape, ty, None, None)
         }
+        "tiny+audio" => audio_mmproj::combine(
+            mmproj_model::build(
+                "make_mmproj",
+                &mmproj_model::VisionShape {
+                    n_embd_out,
+                    ..mmproj_model::TINY
+                },
+                ty,
+                None,
+            ),
+            audio_mmproj::build(
+                "make_mmproj",
+                &audio_mmproj::AudioShape {
+                    n_embd_out,
+                    ..audio_mmproj::TINY_AUDIO
+                },
+                ty,
+                None,
+                None,
+            ),
+        ),
         other => panic!("{usage} (not {other})"),
     };
     std::fs::write(&out, &bytes).unwrap();

@@ -22,6 +22,38 @@ pub struct Rgb8 {
     pub data: Vec<u8>,
 }
 
+/// A decoded image or audio clip, as an mmproj takes it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MediaInput {
+    Image(Rgb8),
+    /// Mono samples at 16 kHz (what audio encoders read).
+    Audio(Vec<f32>),
+}
+
+/// Whether a file's first bytes say audio, as llama.cpp's mtmd tells audio from images: RIFF
+/// WAVE, an ID3 tag or an MPEG frame sync, FLAC's `fLaC`; and Ogg's `OggS`.
+pub fn is_audio(bytes: &[u8]) -> bool {
+    let b = |r: std::ops::Range<usize>| bytes.get(r);
+    (b(0..4) == Some(b"RIFF") && b(8..12) == Some(b"WAVE"))
+        || b(0..3) == Some(b"ID3")
+        || (bytes.len() >= 2 && bytes[0] == 0xFF && bytes[1] & 0xE0 == 0xE0)
+        || b(0..4) == Some(b"fLaC")
+        || b(0..4) == Some(b"OggS")
+}
+
+#[cfg(feature = "media")]
+impl MediaInput {
+    /// A media file's bytes decoded: audio ([`is_audio`]) to 16 kHz mono samples, anything
+    /// else as an image.
+    pub fn decode(bytes: &[u8]) -> Result<MediaInput> {
+        if is_audio(bytes) {
+            Ok(MediaInput::Audio(audio::decode_audio(bytes, 16_000)?))
+        } else {
+            Ok(MediaInput::Image(Rgb8::decode(bytes)?))
+        }
+    }
+}
+
 /// The largest image side decoded (a 30,000-pixel header is refused before it allocates).
 pub const MAX_SIDE: u32 = 16_384;
 /// The most bytes a decoder may allocate for one image.

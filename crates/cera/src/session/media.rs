@@ -165,6 +165,19 @@ impl Engine {
         mmproj.encode_audio(&self.inner.dev, samples)
     }
 
+    /// An image or an audio clip through `mmproj` ([`Engine::encode_image`],
+    /// [`Engine::encode_audio`]).
+    pub fn encode_media(
+        &self,
+        mmproj: &crate::models::Mmproj,
+        media: &crate::media::MediaInput,
+    ) -> Result<EncodedMedia> {
+        match media {
+            crate::media::MediaInput::Image(img) => self.encode_image(mmproj, img),
+            crate::media::MediaInput::Audio(s) => self.encode_audio(mmproj, s),
+        }
+    }
+
     /// `prompt` with `media` at its [`MEDIA_MARKER`]s, in order, as llama.cpp's mtmd
     /// tokenizes it: the text between them and the media's marker text with special tokens
     /// parsed (BOS per the model's metadata first, when `add_bos`), the media's rows where

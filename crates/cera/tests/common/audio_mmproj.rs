@@ -26,13 +26,13 @@ pub struct AudioShape {
 /// Small enough for unit tests.
 pub const TINY_AUDIO: AudioShape = AudioShape {
     n_mel: 16,
-    channels: 8,
+    channels: 16,
     n_embd: 32,
     n_ff: 64,
     n_head: 2,
     n_layer: 2,
     kernel: 9,
-    mm_hidden: 48,
+    mm_hidden: 64,
     n_embd_out: 40,
 };
 
@@ -174,6 +174,36 @@ pub fn build(
     add("a.position_embd.weight", f, &[s.n_embd_out, 1024], 0.5, 0.0);
     if let Some(x) = extra {
         add(x, f, &[d], 0.1, 0.0);
+    }
+    w.to_bytes().unwrap()
+}
+
+/// One mmproj with both halves (as llama.cpp writes a model that reads images and audio):
+/// the metadata and tensors of `vision` and `audio` together, each projector under its own key
+/// (`clip.vision.projector_type`, `clip.audio.projector_type`).
+pub fn combine(vision: Vec<u8>, audio: Vec<u8>) -> Vec<u8> {
+    use cera::gguf::GgufFile;
+    let (v, a) = (
+        GgufFile::from_bytes(vision).unwrap(),
+        GgufFile::from_bytes(audio).unwrap(),
+    );
+    let mut w = GgufWriter::new();
+    for (file, half) in [(&v, "vision"), (&a, "audio")] {
+        for (k, val) in &file.metadata {
+            if k == "clip.projector_type" {
+                w.set(format!("clip.{half}.projector_type"), val.clone());
+            } else if !k.starts_with("general.alignment") {
+                w.set(k.clone(), val.clone());
+            }
+        }
+    }
+    w.set("clip.has_vision_encoder", true);
+    w.set("clip.has_audio_encoder", true);
+    for file in [&v, &a] {
+        for t in &file.tensors {
+            let data = file.tensor_data(t).to_vec();
+            w.add_tensor_raw(t.name.clone(), t.ty, &t.shape, data).unwrap();
+        }
     }
     w.to_bytes().unwrap()
 }
