@@ -69,15 +69,24 @@ echo "-- kotlinc: bindings + Flow wrappers -> $out/cera-kotlin.jar"
 # the GPU backend's greedy text (Mesa's lavapipe where there is no hardware GPU; scripts/test.sh
 # installs it), for the bindings' `device = "gpu"`
 ./$BIN/cera run -m "$MODEL" --raw --temp 0 -n 16 -t 2 --device gpu -p "$PROMPT" > target/parity/cli-gpu.txt
-# an image for the vision checks: a random mmproj as wide as SmolLM2 (scripts/test.sh makes it
-# for the server tests too) and llama.cpp's test image
+# an image for the vision checks: a random mmproj as wide as SmolLM2 with both halves
+# (scripts/test.sh makes it for the server tests too) and llama.cpp's test image
 MMPROJ=${CERA_MMPROJ:-target/pytest-mmproj.gguf}
-[ -f "$MMPROJ" ] || cargo run -q --profile "$PROFILE" --locked -p cera --example make_mmproj -- "$MMPROJ" 576 f16 >/dev/null
+[ -f "$MMPROJ" ] || cargo run -q --profile "$PROFILE" --locked -p cera --example make_mmproj -- "$MMPROJ" 576 f16 tiny+audio >/dev/null
 DATA=${CERA_TEST_DATA:-$(cargo run -q --profile "$PROFILE" --locked -p cera --example fetch_test_data)}
 IMAGE=$DATA/tools/mtmd/test-1.jpeg
 ./$BIN/cera run -m "$MODEL" --mmproj "$MMPROJ" --image "$IMAGE" --raw --temp 0 -n 12 -t 2 \
   -p "<__media__>Describe the image." > target/parity/cli-image.txt
+# and a clip for the audio checks: 0.5 s of a 16 kHz tone, 16-bit WAV
+WAV=target/parity/tone.wav
+python3 -c "
+import math, struct, sys, wave
+w = wave.open(sys.argv[1], 'wb'); w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+w.writeframes(b''.join(struct.pack('<h', int(8000 * math.sin(2 * math.pi * 523 * i / 16000))) for i in range(8000)))
+" "$WAV"
+./$BIN/cera run -m "$MODEL" --mmproj "$MMPROJ" --audio "$WAV" --raw --temp 0 -n 12 -t 2 \
+  -p "<__media__>Transcribe." > target/parity/cli-audio.txt
 echo "-- kotlinc -script tests/kotlin/bindings.kts"
 LD_LIBRARY_PATH="$(cd "$(dirname "$LIB")" && pwd)" "$kotlinc" -cp "$cp:$out/cera-kotlin.jar" \
   -script tests/kotlin/bindings.kts "$MODEL" "$TOOL_MODEL" "$PROMPT" "$N" target/parity/cli.txt target/parity/kotlin.txt target/parity/cli-gpu.txt \
-  "$MMPROJ" "$IMAGE" target/parity/cli-image.txt
+  "$MMPROJ" "$IMAGE" target/parity/cli-image.txt "$WAV" target/parity/cli-audio.txt

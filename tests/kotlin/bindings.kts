@@ -164,5 +164,20 @@ val badImage = try {
 } catch (e: CeraException.InvalidArgument) { e.message ?: "" }
 check("a bad image is an InvalidArgument naming it", badImage.contains("not an image")) { badImage }
 
+// an audio clip through the same mmproj's audio half: the CLI's reply with the same clip
+val au = engine.session(SessionConfig(nCtx = 1024u))
+val clipRows = au.appendAudio(mm, File(args[10]).readBytes())
+// 0.5 s: 51 frames of 10 ms, 7 positions after the encoder's 8x
+check("a clip takes its rows", clipRows == 7u) { "$clipRows" }
+val ag = au.generate("Transcribe.", GenerateConfig(maxTokens = 12u, temperature = 0f))
+val cliAudio = File(args[11]).readText()
+check("after a clip: the CLI's reply", ag.text == cliAudio || ag.text == cliAudio.trimEnd('\n')) {
+    "\n  cli:    ${cliAudio.trim()}\n  kotlin: ${ag.text}"
+}
+val badAudio = try {
+    au.appendAudio(mm, "RIFF\u0000\u0000\u0000\u0000WAVEfmt ".toByteArray()); "no error"
+} catch (e: CeraException.InvalidArgument) { e.message ?: "" }
+check("a bad clip is an InvalidArgument naming it", badAudio.startsWith("audio:")) { badAudio }
+
 println(if (failures == 0) "all Kotlin checks passed" else "$failures Kotlin checks failed")
 if (failures != 0) kotlin.system.exitProcess(1)

@@ -67,9 +67,9 @@ fn load_media(
 ) -> anyhow::Result<Option<(cera::models::Mmproj, Vec<cera::media::MediaInput>)>> {
     match (&a.mmproj, a.image.is_empty()) {
         (None, true) => Ok(None),
-        (None, false) => bail!(
-            "--image/--audio need --mmproj (the model's multimodal projector GGUF)"
-        ),
+        (None, false) => {
+            bail!("--image/--audio need --mmproj (the model's multimodal projector GGUF)")
+        }
         (Some(p), true) => bail!(
             "--mmproj {} without --image or --audio: nothing to encode",
             p.display()

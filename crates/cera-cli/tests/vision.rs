@@ -216,11 +216,21 @@ fn audio_goes_through_the_mmproj() {
     assert!(!want.trim().is_empty(), "{err}");
     // an image and a clip in the order given, each at its marker
     let (ok, both, err) = with(&[
-        "--image", jpeg, "--audio", clip, "-p", "<__media__> and <__media__>: what?",
+        "--image",
+        jpeg,
+        "--audio",
+        clip,
+        "-p",
+        "<__media__> and <__media__>: what?",
     ]);
     assert!(ok && !both.trim().is_empty(), "{err}");
     let (ok, swapped, err) = with(&[
-        "--audio", clip, "--image", jpeg, "-p", "<__media__> and <__media__>: what?",
+        "--audio",
+        clip,
+        "--image",
+        jpeg,
+        "-p",
+        "<__media__> and <__media__>: what?",
     ]);
     assert!(ok, "{err}");
     assert_ne!(both, swapped, "the media's order is the flags' order");
@@ -228,7 +238,10 @@ fn audio_goes_through_the_mmproj() {
     let bad = dir.join("cut.wav");
     std::fs::write(&bad, b"RIFF\x24\0\0\0WAVEfmt ").unwrap();
     let (ok, _, err) = with(&["--audio", bad.to_str().unwrap(), "-p", "x"]);
-    assert!(!ok && err.contains("cut.wav") && err.contains("audio"), "{err}");
+    assert!(
+        !ok && err.contains("cut.wav") && err.contains("audio"),
+        "{err}"
+    );
     // chat: /audio goes with the next message, its reply as cera run's
     let mut c = Command::new(env!("CARGO_BIN_EXE_cera"))
         .args([

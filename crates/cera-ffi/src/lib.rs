@@ -278,8 +278,8 @@ impl Session {
     /// Returns the positions it took. A bad file, or an mmproj without an audio encoder, is an
     /// `InvalidArgument` naming what is wrong.
     pub fn append_audio(&self, mmproj: Arc<Mmproj>, audio: Vec<u8>) -> Result<u32> {
-        let samples = cera::media::audio::decode_audio(&audio, 16_000)
-            .map_err(|e| invalid(e.to_string()))?;
+        let samples =
+            cera::media::audio::decode_audio(&audio, 16_000).map_err(|e| invalid(e.to_string()))?;
         let n = lock(&self.inner)?
             .append_audio(&mmproj.inner, &samples)
             .map_err(|e| match e {

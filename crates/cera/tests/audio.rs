@@ -28,7 +28,11 @@ fn clip() -> Vec<f32> {
     (0..17_600)
         .map(|i| {
             let t = i as f32 / 16_000.0;
-            let on = if (6_000..8_000).contains(&i) { 0.0 } else { 1.0 };
+            let on = if (6_000..8_000).contains(&i) {
+                0.0
+            } else {
+                1.0
+            };
             on * (0.3 * (2.0 * std::f32::consts::PI * 440.0 * t).sin()
                 + 0.2 * (2.0 * std::f32::consts::PI * 1250.0 * t).sin())
         })
@@ -213,7 +217,14 @@ fn a_clip_enters_a_session() {
         n_embd_out: eng.n_embd(),
         ..audio_mmproj::TINY_AUDIO
     };
-    let m = load(audio_mmproj::build("smol", &shape, GgmlType::F16, None, None)).unwrap();
+    let m = load(audio_mmproj::build(
+        "smol",
+        &shape,
+        GgmlType::F16,
+        None,
+        None,
+    ))
+    .unwrap();
     let mut so = SessionOptions::default();
     so.n_ctx = 256;
     let mut greedy = GenerateOptions::default();

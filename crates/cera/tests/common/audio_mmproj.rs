@@ -202,7 +202,8 @@ pub fn combine(vision: Vec<u8>, audio: Vec<u8>) -> Vec<u8> {
     for file in [&v, &a] {
         for t in &file.tensors {
             let data = file.tensor_data(t).to_vec();
-            w.add_tensor_raw(t.name.clone(), t.ty, &t.shape, data).unwrap();
+            w.add_tensor_raw(t.name.clone(), t.ty, &t.shape, data)
+                .unwrap();
         }
     }
     w.to_bytes().unwrap()

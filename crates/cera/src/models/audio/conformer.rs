@@ -625,7 +625,14 @@ mod tests {
     #[test]
     fn token_counts_and_positions() {
         // mtmd's n_patches: ((((n + 1) / 2) + 1) / 2 + 1) / 2
-        let mtmd = [(2usize, 1usize), (3, 1), (8, 1), (9, 2), (100, 13), (1744, 218)];
+        let mtmd = [
+            (2usize, 1usize),
+            (3, 1),
+            (8, 1),
+            (9, 2),
+            (100, 13),
+            (1744, 218),
+        ];
         for (n, want) in mtmd {
             assert_eq!(Conformer::n_tokens(n), want, "{n} frames");
         }
