@@ -1,7 +1,8 @@
-//! The embeddings an image becomes through an mmproj, for comparing with llama.cpp's mtmd
-//! (`scripts/llama-ref/mtmd_ref.cpp` writes the same rows from libmtmd):
-//!   media_embd MMPROJ IMAGE OUT.f32  -> OUT.f32 (every image part's rows, f32 LE, in order);
-//!   prints the parts (marker text, or a part's row count) and the encode time
+//! The embeddings an image or an audio clip becomes through an mmproj, for comparing with
+//! llama.cpp's mtmd (`scripts/llama-ref/mtmd_ref.cpp` writes the same rows from libmtmd):
+//!   media_embd MMPROJ FILE OUT.f32  -> OUT.f32 (every part's rows, f32 LE, in order);
+//!   prints the parts (marker text, or a part's row count) and the encode time (from the
+//!   decoded image or the 16 kHz samples: as mtmd's mtmd_encode_chunk is timed)
 use std::sync::Arc;
 
 use cera::backend::Cpu;
@@ -11,12 +12,34 @@ use cera::models::vision::MediaPart;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mmproj, image, out] = args.as_slice() else {
-        return Err("usage: media_embd MMPROJ IMAGE OUT.f32".into());
+        return Err("usage: media_embd MMPROJ FILE OUT.f32".into());
     };
     let m = Mmproj::load(Arc::new(cera::gguf::GgufFile::open(mmproj)?))?;
-    let img = cera::media::Rgb8::decode(&std::fs::read(image)?)?;
+    let input = cera::media::MediaInput::decode(&std::fs::read(image)?)?;
+    let cpu = Cpu::new(2);
     let t0 = std::time::Instant::now();
-    let enc = m.encode_image(&Cpu::new(2), &img)?;
+    let enc = match &input {
+        cera::media::MediaInput::Image(img) => m.encode_image(&cpu, img)?,
+        cera::media::MediaInput::Audio(s) => {
+            // the spectrogram first, untimed: mtmd computes it while tokenizing, before the
+            // encode its time covers
+            let a = m.audio.as_ref().ok_or("this mmproj has no audio encoder")?;
+            let mel = a.mel(s)?;
+            println!(
+                "mel {} frames in {:.1} ms",
+                mel.n_frames,
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+            let t1 = std::time::Instant::now();
+            let (rows, n) = a.encode(&cpu, &mel)?;
+            let ms = t1.elapsed().as_secs_f64() * 1e3;
+            println!("embeddings {n} rows");
+            println!("{n} rows in {ms:.1} ms");
+            let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+            std::fs::write(out, bytes)?;
+            return Ok(());
+        }
+    };
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut rows = Vec::new();
     for p in &enc.parts {

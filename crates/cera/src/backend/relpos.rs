@@ -53,7 +53,9 @@ pub fn rel_pos_attention(
     }
 }
 
-/// One head: `[n, hd]`.
+/// One head: `[n, hd]`, through the widest vector unit the host has (the loops are written
+/// for the compiler to vectorize: the scores of a query over all keys as sums of scaled rows of
+/// the transposed keys and positions, so no lane waits on another).
 #[allow(clippy::too_many_arguments)]
 fn head(
     q: &[f32],
@@ -67,29 +69,136 @@ fn head(
     c0: usize,
     hd: usize,
 ) -> Vec<f32> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the host has AVX-512F.
+            return unsafe { head_avx512(q, k, v, p, bu, bv, n, d, c0, hd) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the host has AVX2.
+            return unsafe { head_avx2(q, k, v, p, bu, bv, n, d, c0, hd) };
+        }
+    }
+    head_any(q, k, v, p, bu, bv, n, d, c0, hd)
+}
+
+/// [`head_any`] compiled for AVX-512.
+///
+/// # Safety
+/// The host must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn head_avx512(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    p: &[f32],
+    bu: &[f32],
+    bv: &[f32],
+    n: usize,
+    d: usize,
+    c0: usize,
+    hd: usize,
+) -> Vec<f32> {
+    head_any(q, k, v, p, bu, bv, n, d, c0, hd)
+}
+
+/// [`head_any`] compiled for AVX2.
+///
+/// # Safety
+/// The host must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn head_avx2(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    p: &[f32],
+    bu: &[f32],
+    bv: &[f32],
+    n: usize,
+    d: usize,
+    c0: usize,
+    hd: usize,
+) -> Vec<f32> {
+    head_any(q, k, v, p, bu, bv, n, d, c0, hd)
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn head_any(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    p: &[f32],
+    bu: &[f32],
+    bv: &[f32],
+    n: usize,
+    d: usize,
+    c0: usize,
+    hd: usize,
+) -> Vec<f32> {
     let scale = 1.0 / (hd as f32).sqrt();
-    let row = |x: &[f32], i: usize| -> Vec<f32> { x[i * d + c0..][..hd].to_vec() };
-    // the head's keys, values and positions, contiguous
-    let ks: Vec<Vec<f32>> = (0..n).map(|j| row(k, j)).collect();
-    let vs: Vec<Vec<f32>> = (0..n).map(|j| row(v, j)).collect();
-    let ps: Vec<Vec<f32>> = (0..2 * n - 1).map(|r| row(p, r)).collect();
+    let np = 2 * n - 1;
+    // [hd, n] keys and [hd, 2n - 1] positions transposed: a query's scores are sums of their
+    // rows scaled by its values; [n, hd] values
+    let mut kt = vec![0f32; hd * n];
+    let mut pt = vec![0f32; hd * np];
+    let mut vs = vec![0f32; n * hd];
+    for j in 0..n {
+        for e in 0..hd {
+            kt[e * n + j] = k[j * d + c0 + e];
+        }
+        vs[j * hd..(j + 1) * hd].copy_from_slice(&v[j * d + c0..j * d + c0 + hd]);
+    }
+    for r in 0..np {
+        for e in 0..hd {
+            pt[e * np + r] = p[r * d + c0 + e];
+        }
+    }
+    const J: usize = 64;
     let mut out = vec![0f32; n * hd];
     let mut s = vec![0f32; n];
+    let (mut qa, mut qb) = (vec![0f32; hd], vec![0f32; hd]);
     for i in 0..n {
-        let qi = &q[i * d + c0..][..hd];
-        let qu: Vec<f32> = qi
-            .iter()
-            .zip(&bu[c0..c0 + hd])
-            .map(|(a, b)| a + b)
-            .collect();
-        let qv: Vec<f32> = qi
-            .iter()
-            .zip(&bv[c0..c0 + hd])
-            .map(|(a, b)| a + b)
-            .collect();
+        let qi = &q[i * d + c0..i * d + c0 + hd];
+        for e in 0..hd {
+            qa[e] = qi[e] + bu[c0 + e];
+            qb[e] = qi[e] + bv[c0 + e];
+        }
+        // keys in chunks of `J` held in registers over the whole head dimension (a row of
+        // scores through memory per dimension would be load- and store-bound); distance
+        // i - j is position row n - 1 - i + j
+        let p0 = n - 1 - i;
+        let mut j0 = 0;
+        while j0 + J <= n {
+            let mut acc = [0f32; J];
+            for e in 0..hd {
+                let (a, b) = (qa[e], qb[e]);
+                let kr = &kt[e * n + j0..e * n + j0 + J];
+                let pr = &pt[e * np + p0 + j0..e * np + p0 + j0 + J];
+                for t in 0..J {
+                    acc[t] += a * kr[t] + b * pr[t];
+                }
+            }
+            s[j0..j0 + J].copy_from_slice(&acc);
+            j0 += J;
+        }
+        s[j0..].fill(0.0);
+        for e in 0..hd {
+            let (a, b) = (qa[e], qb[e]);
+            let kr = &kt[e * n + j0..(e + 1) * n];
+            let pr = &pt[e * np + p0 + j0..e * np + p0 + n];
+            for ((sj, &kv), &pv) in s[j0..].iter_mut().zip(kr).zip(pr) {
+                *sj += a * kv + b * pv;
+            }
+        }
         let mut max = f32::NEG_INFINITY;
-        for (j, sj) in s.iter_mut().enumerate() {
-            *sj = (dot(&qu, &ks[j]) + dot(&qv, &ps[n - 1 - i + j])) * scale;
+        for sj in s.iter_mut() {
+            *sj *= scale;
             max = max.max(*sj);
         }
         let mut sum = 0f32;
@@ -98,32 +207,51 @@ fn head(
             sum += *sj;
         }
         let inv = 1.0 / sum;
+        for w in s.iter_mut() {
+            *w *= inv;
+        }
+        // the output 16 values at a time, held in registers over all keys
         let o = &mut out[i * hd..(i + 1) * hd];
-        for (j, &w) in s.iter().enumerate() {
-            let w = w * inv;
-            for (a, &b) in o.iter_mut().zip(&vs[j]) {
-                *a += w * b;
+        let mut e0 = 0;
+        while e0 < hd {
+            let m = (hd - e0).min(16);
+            let mut acc = [0f32; 16];
+            if m == 16 {
+                // four keys at a time into four sums: one chain of additions would wait on
+                // each
+                let mut acc4 = [[0f32; 16]; 4];
+                let mut j = 0;
+                while j + 4 <= n {
+                    for (u, acc) in acc4.iter_mut().enumerate() {
+                        let w = s[j + u];
+                        let vr = &vs[(j + u) * hd + e0..(j + u) * hd + e0 + 16];
+                        for t in 0..16 {
+                            acc[t] += w * vr[t];
+                        }
+                    }
+                    j += 4;
+                }
+                for (jj, &w) in s.iter().enumerate().skip(j) {
+                    let vr = &vs[jj * hd + e0..jj * hd + e0 + 16];
+                    for t in 0..16 {
+                        acc[t] += w * vr[t];
+                    }
+                }
+                for t in 0..16 {
+                    acc[t] += (acc4[0][t] + acc4[1][t]) + (acc4[2][t] + acc4[3][t]);
+                }
+            } else {
+                for (j, &w) in s.iter().enumerate() {
+                    for t in 0..m {
+                        acc[t] += w * vs[j * hd + e0 + t];
+                    }
+                }
             }
+            o[e0..e0 + m].copy_from_slice(&acc[..m]);
+            e0 += m;
         }
     }
     out
-}
-
-/// A dot product in eight lanes (which the compiler keeps in vector registers).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
 }
 
 #[cfg(test)]

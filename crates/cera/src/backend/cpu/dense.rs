@@ -22,8 +22,10 @@ const PANEL: usize = 32;
 const BLOCK: usize = 12;
 
 thread_local! {
-    /// A thread's widened panel of weights (`[k][PANEL]`).
-    static PANEL_BUF: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// A thread's widened panel of weights (`[k][PANEL]`) and its rows before the transpose
+    /// (`[PANEL][k]`).
+    static PANEL_BUF: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 impl Cpu {
@@ -76,12 +78,14 @@ impl Cpu {
         self.pool
             .for_chunks(rows.div_ceil(PANEL), 1, threads, &|panels| {
                 PANEL_BUF.with(|buf| {
-                    let mut buf = buf.borrow_mut();
+                    let (buf, tmp) = &mut *buf.borrow_mut();
                     buf.resize(k * PANEL, 0.0);
+                    tmp.resize(k * PANEL, 0.0);
                     for p in panels {
                         let r0 = p * PANEL;
                         let nr = (rows - r0).min(PANEL);
-                        widen_panel(w.ty, &data[r0 * rb..(r0 + nr) * rb], k, nr, &mut buf);
+                        let b = &data[r0 * rb..(r0 + nr) * rb];
+                        widen_panel(w.ty, b, k, nr, tmp, buf);
                         // SAFETY: columns r0..r0+nr of every output row are written only by this
                         // panel; the kernel writes exactly those.
                         unsafe { panel_product(&buf, k, nr, xr, n, optr.at(r0), rows) };
@@ -92,42 +96,52 @@ impl Cpu {
 }
 
 /// Rows of `bytes` (`nr` rows of `k` values of type `ty`) as f32 in `[k][PANEL]` order, the
-/// missing rows of a last panel zero.
-fn widen_panel(ty: GgmlType, bytes: &[u8], k: usize, nr: usize, out: &mut [f32]) {
+/// missing rows of a last panel zero: each row converted whole into `rows` (`[PANEL][k]`),
+/// then transposed 16 columns at a time, so the stores of a block stay in 16 cache lines
+/// (column by column over the whole panel they would stream it through L2 once per row).
+fn widen_panel(ty: GgmlType, bytes: &[u8], k: usize, nr: usize, rows: &mut [f32], out: &mut [f32]) {
     let rb = bytes.len() / nr;
-    let mut row = vec![0f32; k];
     for j in 0..PANEL {
-        if j < nr {
-            let b = &bytes[j * rb..(j + 1) * rb];
-            match ty {
-                GgmlType::F32 => {
-                    for (v, c) in row.iter_mut().zip(b.chunks_exact(4)) {
-                        *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    }
+        let row = &mut rows[j * k..(j + 1) * k];
+        if j >= nr {
+            row.fill(0.0);
+            continue;
+        }
+        let b = &bytes[j * rb..(j + 1) * rb];
+        match ty {
+            GgmlType::F32 => {
+                for (v, c) in row.iter_mut().zip(b.chunks_exact(4)) {
+                    *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                 }
-                GgmlType::F16 => {
-                    use half::slice::HalfFloatSliceExt;
-                    // SAFETY: f16 has no invalid bit patterns; the alignment is checked.
-                    match unsafe { b.align_to::<half::f16>() } {
-                        ([], h, []) => h.convert_to_f32_slice(&mut row),
-                        _ => {
-                            for (v, c) in row.iter_mut().zip(b.chunks_exact(2)) {
-                                *v = half::f16::from_le_bytes([c[0], c[1]]).to_f32();
-                            }
+            }
+            GgmlType::F16 => {
+                use half::slice::HalfFloatSliceExt;
+                // SAFETY: f16 has no invalid bit patterns; the alignment is checked.
+                match unsafe { b.align_to::<half::f16>() } {
+                    ([], h, []) => h.convert_to_f32_slice(row),
+                    _ => {
+                        for (v, c) in row.iter_mut().zip(b.chunks_exact(2)) {
+                            *v = half::f16::from_le_bytes([c[0], c[1]]).to_f32();
                         }
                     }
                 }
-                _ => {
-                    for (v, c) in row.iter_mut().zip(b.chunks_exact(2)) {
-                        *v = half::bf16::from_le_bytes([c[0], c[1]]).to_f32();
-                    }
+            }
+            _ => {
+                for (v, c) in row.iter_mut().zip(b.chunks_exact(2)) {
+                    *v = half::bf16::from_le_bytes([c[0], c[1]]).to_f32();
                 }
             }
-        } else {
-            row.fill(0.0);
         }
-        for (kk, &v) in row.iter().enumerate() {
-            out[kk * PANEL + j] = v;
+    }
+    const KB: usize = 16;
+    for k0 in (0..k).step_by(KB) {
+        let kb = (k - k0).min(KB);
+        let block = &mut out[k0 * PANEL..(k0 + kb) * PANEL];
+        for j in 0..PANEL {
+            let src = &rows[j * k + k0..j * k + k0 + kb];
+            for (d, &v) in src.iter().enumerate() {
+                block[d * PANEL + j] = v;
+            }
         }
     }
 }

@@ -11,9 +11,9 @@
 //!   pointwise;
 //! - the adapter: LayerNorm, Linear, GELU (erf), Linear, to the language model's width.
 //!
-//! The stride-2 convolutions of the pre-encoder run on the host (a few million products; the
-//! pointwise ones and every projection are backend matrix products); the relative-position
-//! attention is [`Backend::rel_pos_attention`].
+//! The depthwise stride-2 convolutions of the pre-encoder run on the host (tens of millions of
+//! products; the first convolution, the pointwise ones and every projection are backend matrix
+//! products); the relative-position attention is [`Backend::rel_pos_attention`].
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -78,9 +78,9 @@ pub struct ConformerLayer {
 /// A loaded LFM2-Audio encoder.
 pub struct Conformer {
     pub hp: AudioHparams,
-    /// `[channels, 3, 3]` first convolution (one input channel) and `[channels]` bias
-    pub conv0_w: Vec<f32>,
-    pub conv0_b: Vec<f32>,
+    /// `[channels, 3 · 3]` first convolution (one input channel) as a matrix over a patch's
+    /// nine values, and `[channels]` bias
+    pub conv0: Linear,
     /// the two depthwise (`[channels, 3, 3]`) and pointwise (`[channels → channels]`) pairs
     pub dw: [(Vec<f32>, Vec<f32>); 2],
     pub pw: [Linear; 2],
@@ -173,8 +173,15 @@ impl Conformer {
             };
             Ok(Linear { w, b })
         };
-        let conv0_w = exact("a.conv1d.0.weight", &[3, 3, 1, c])?;
-        let conv0_b = exact("a.conv1d.0.bias", &[1, 1, c])?;
+        exact("a.conv1d.0.weight", &[3, 3, 1, c])?;
+        let conv0 = Linear {
+            w: Weight::new(file, file.tensor("a.conv1d.0.weight").expect("checked")).reshaped(
+                9,
+                c,
+                "a.conv1d.0.weight",
+            )?,
+            b: exact("a.conv1d.0.bias", &[1, 1, c])?,
+        };
         let dw = [
             (
                 exact("a.conv1d.2.weight", &[3, 3, 1, c])?,
@@ -292,8 +299,7 @@ impl Conformer {
                 n_ff,
                 kernel,
             },
-            conv0_w,
-            conv0_b,
+            conv0,
             dw,
             pw,
             pre_out,
@@ -494,10 +500,10 @@ impl Conformer {
     ) -> Result<usize> {
         let c = self.hp.n_channels;
         let (t0, f0) = (mel.n_frames, mel.n_mel);
-        // conv 0: one input channel, 3 × 3, stride 2, padding 1 over (time, band); the output
-        // [t1, f1, c], channels contiguous
+        // conv 0: one input channel, 3 × 3, stride 2, padding 1 over (time, band): each
+        // output position's nine inputs (`[t1 · f1, 9]`, zero outside) times the kernels, a
+        // backend product; the output [t1, f1, c], channels contiguous
         let (t1, f1) = (t0.div_ceil(2), f0.div_ceil(2));
-        let mut y = vec![0f32; t1 * f1 * c];
         let at = |t: isize, f: isize| -> f32 {
             if t < 0 || f < 0 || t >= t0 as isize || f >= f0 as isize {
                 0.0
@@ -505,27 +511,29 @@ impl Conformer {
                 mel.data[f as usize * t0 + t as usize]
             }
         };
-        let mut patch = [0f32; 9];
+        let mut patches = vec![0f32; t1 * f1 * 9];
         for t in 0..t1 {
             for f in 0..f1 {
+                let row = &mut patches[(t * f1 + f) * 9..][..9];
                 for kh in 0..3 {
                     for kw in 0..3 {
-                        patch[kh * 3 + kw] = at(
+                        row[kh * 3 + kw] = at(
                             2 * t as isize + kh as isize - 1,
                             2 * f as isize + kw as isize - 1,
                         );
                     }
                 }
-                let out = &mut y[(t * f1 + f) * c..][..c];
-                for (ch, o) in out.iter_mut().enumerate() {
-                    let w = &self.conv0_w[ch * 9..ch * 9 + 9];
-                    let s: f32 = w.iter().zip(&patch).map(|(a, b)| a * b).sum();
-                    *o = (s + self.conv0_b[ch]).max(0.0);
-                }
             }
         }
-        let (mut t_cur, mut f_cur) = (t1, f1);
         let (mut h, mut o) = (B::Tensor::default(), B::Tensor::default());
+        be.upload(cx, &patches, t1 * f1, 9, &mut h);
+        linear(be, cx, &self.conv0, &h, &mut o)?;
+        let mut y = Vec::new();
+        be.download(cx, &o, &mut y);
+        for v in &mut y {
+            *v = v.max(0.0);
+        }
+        let (mut t_cur, mut f_cur) = (t1, f1);
         for ((dw_w, dw_b), pw) in self.dw.iter().zip(&self.pw) {
             let (tn, fnn) = (t_cur.div_ceil(2), f_cur.div_ceil(2));
             let z = depthwise_s2(&y, t_cur, f_cur, c, dw_w, dw_b);
