@@ -80,6 +80,14 @@ pub struct Args {
     device: cera::engine::DeviceKind,
     #[command(flatten)]
     spec: SpecArgs,
+    /// A multimodal projector (an mmproj GGUF): also time how long it takes to encode each
+    /// --image / --audio file (per image; per clip and per second of audio).
+    #[arg(long)]
+    mmproj: Option<std::path::PathBuf>,
+    /// An image or audio file to time through --mmproj (repeatable; `--audio` adds to the same
+    /// list; each file is told by its first bytes).
+    #[arg(long = "image", visible_alias = "audio", requires = "mmproj")]
+    media: Vec<std::path::PathBuf>,
 }
 
 struct TestResult {
@@ -178,6 +186,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.spec_prompt.is_some() {
         bail!("--spec-prompt is for --spec ngram|draft");
     }
+    let media = match &a.mmproj {
+        Some(p) if a.media.is_empty() => bail!(
+            "--mmproj {} without --image or --audio: nothing to time",
+            p.display()
+        ),
+        Some(p) => {
+            if a.output == "csv" {
+                bail!("-o csv is not available with --mmproj (use md or json)");
+            }
+            Some(crate::bench_media::load(p, &a.media)?)
+        }
+        None => None,
+    };
+    let mut media_results = Vec::new();
     let mut results = Vec::new();
     let mut rng = Rng::new(1234);
     for &t in &threads {
@@ -236,10 +258,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
             results.push((engine.clone(), r));
         }
+        if let Some((mm, inputs)) = &media {
+            media_results.extend(crate::bench_media::run(&engine, mm, inputs, a.reps, t)?);
+        }
+    }
+    if a.output == "md" && !media_results.is_empty() {
+        crate::bench_media::print_md(&media_results);
     }
     match a.output.as_str() {
         "json" => {
-            let recs: Vec<_> = results.iter().map(|(e, r)| record(e, r)).collect();
+            let mut recs: Vec<_> = results.iter().map(|(e, r)| record(e, r)).collect();
+            recs.extend(crate::bench_media::records(&media_results));
             println!("{}", serde_json::to_string_pretty(&recs)?);
         }
         "csv" => {

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod batched_bench;
 mod bench;
+mod bench_media;
 mod bench_spec;
 mod chat;
 mod common;

@@ -274,7 +274,11 @@ mod tests {
         // Nyquist frequency does not
         let rms = |x: &[f32]| (x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32).sqrt();
         let mid = rms(&r[2_000..6_000]);
-        assert!((mid - peak / 2f32.sqrt()).abs() < 0.01, "{mid} vs {}", peak / 2f32.sqrt());
+        assert!(
+            (mid - peak / 2f32.sqrt()).abs() < 0.01,
+            "{mid} vs {}",
+            peak / 2f32.sqrt()
+        );
         let high: Vec<f32> = (0..48_000)
             .map(|i| (2.0 * std::f32::consts::PI * 15_000.0 * i as f32 / 48_000.0).sin())
             .collect();
