@@ -88,7 +88,7 @@ impl Cpu {
                         widen_panel(w.ty, b, k, nr, tmp, buf);
                         // SAFETY: columns r0..r0+nr of every output row are written only by this
                         // panel; the kernel writes exactly those.
-                        unsafe { panel_product(&buf, k, nr, xr, n, optr.at(r0), rows) };
+                        unsafe { panel_product(buf, k, nr, xr, n, optr.at(r0), rows) };
                     }
                 });
             });
