@@ -129,8 +129,11 @@ pub struct Ready {
     pub n_parallel: usize,
     /// Loaded LoRA adapters (by id: their index) and default scales.
     pub adapters: Vec<(Arc<cera::lora::LoraAdapter>, f32)>,
-    /// The vision projector, when the server was started with one.
+    /// The multimodal projector, when the server was started with one.
     pub mmproj: Option<Arc<cera::models::Mmproj>>,
+    /// Encoded images and clips by their pixels or samples: a repeated one (the same picture
+    /// in every turn of a conversation) is encoded once.
+    pub media_cache: Arc<cera::session::MediaCache>,
 }
 
 /// A request's `lora` entry (llama-server's shape).
@@ -422,6 +425,8 @@ fn load(st: &AppState) -> Result<(), ServerError> {
         n_parallel,
         adapters,
         mmproj,
+        // 256 MiB of embeddings: some hundreds of images or minutes of audio
+        media_cache: Arc::new(cera::session::MediaCache::new(256 << 20)),
     });
     Ok(())
 }

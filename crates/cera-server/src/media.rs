@@ -3,6 +3,8 @@
 //! off the async runtime, and placed at `<__media__>` markers in the rendered prompt (the
 //! core's `Engine::media_prompt`, as llama.cpp's mtmd tokenizes it).
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use cera::decode::{Chunk, Prompt};
 use cera::media::{MediaInput, Rgb8};
@@ -107,10 +109,12 @@ pub(crate) async fn prompt(
         ));
     };
     let engine = r.engine.clone();
+    let cache = Arc::clone(&r.media_cache);
     tokio::task::spawn_blocking(move || {
+        // a repeated image or clip comes from the cache, encoded once
         let enc = media
             .iter()
-            .map(|m| engine.encode_media(&mm, m))
+            .map(|m| cache.encode(&engine, &mm, m).map(|e| (*e).clone()))
             .collect::<cera::Result<Vec<_>>>()?;
         let pieces = engine.media_prompt(&text, &enc, true)?;
         Ok(Prompt::Chunks(Chunk::from_pieces(pieces)))

@@ -248,3 +248,89 @@ fn a_clip_enters_a_session() {
     let quiet: Vec<f32> = clip().iter().map(|v| v * 0.5 + 0.01).collect();
     assert_ne!(run(&quiet).1, ids);
 }
+
+/// The media cache answers a repeated clip or image without encoding it again, keeps what
+/// fits its budget, and tells inputs apart by their values.
+#[test]
+fn the_media_cache_encodes_a_repeat_once() {
+    use cera::engine::{Engine, EngineOptions};
+    use cera::media::MediaInput;
+    use cera::session::MediaCache;
+    let mut o = EngineOptions::default();
+    o.n_threads = Some(1);
+    let eng = Engine::load(models::real_model("smollm2"), o).unwrap();
+    let ty = GgmlType::F16;
+    let m = Arc::new(
+        load(audio_mmproj::combine(
+            mmproj_model::build(
+                "c",
+                &mmproj_model::VisionShape {
+                    n_embd_out: eng.n_embd(),
+                    ..mmproj_model::TINY
+                },
+                ty,
+                None,
+            ),
+            audio_mmproj::build(
+                "c",
+                &audio_mmproj::AudioShape {
+                    n_embd_out: eng.n_embd(),
+                    ..audio_mmproj::TINY_AUDIO
+                },
+                ty,
+                None,
+                None,
+            ),
+        ))
+        .unwrap(),
+    );
+    let cache = MediaCache::new(1 << 20);
+    let clip_a = MediaInput::Audio(clip());
+    let a1 = cache.encode(&eng, &m, &clip_a).unwrap();
+    let a2 = cache.encode(&eng, &m, &clip_a).unwrap();
+    assert!(Arc::ptr_eq(&a1, &a2));
+    assert_eq!(cache.hits(), 1);
+    let mut other = clip();
+    other[100] += 1e-3;
+    let b = cache.encode(&eng, &m, &MediaInput::Audio(other)).unwrap();
+    assert!(!Arc::ptr_eq(&a1, &b) && cache.hits() == 1);
+    let img = MediaInput::Image(cera::media::Rgb8::filled(64, 64, [1, 2, 3]));
+    let i1 = cache.encode(&eng, &m, &img).unwrap();
+    assert!(Arc::ptr_eq(&i1, &cache.encode(&eng, &m, &img).unwrap()));
+    assert_eq!(cache.hits(), 2);
+    // a budget smaller than one encoding keeps nothing
+    let tiny = MediaCache::new(16);
+    let t1 = tiny.encode(&eng, &m, &clip_a).unwrap();
+    let t2 = tiny.encode(&eng, &m, &clip_a).unwrap();
+    assert!(!Arc::ptr_eq(&t1, &t2) && tiny.hits() == 0 && *t1 == *t2);
+}
+
+/// A clip longer than the whole context is refused by its length before it is encoded.
+#[test]
+fn a_clip_over_the_context_is_refused_before_encoding() {
+    use cera::engine::{Engine, EngineOptions, SessionOptions};
+    let eng = Engine::load(models::real_model("smollm2"), EngineOptions::default()).unwrap();
+    let shape = audio_mmproj::AudioShape {
+        n_embd_out: eng.n_embd(),
+        ..audio_mmproj::TINY_AUDIO
+    };
+    let m = load(audio_mmproj::build("o", &shape, GgmlType::F16, None, None)).unwrap();
+    let a = m.audio.as_ref().unwrap();
+    // the count before encoding is the encoder's
+    for n in [400usize, 17_600, 40_000, 279_035] {
+        let want = Conformer::n_tokens(a.mel(&vec![0.1; n]).unwrap().n_frames);
+        assert_eq!(a.n_tokens_for(n), want, "{n} samples");
+    }
+    let mut so = SessionOptions::default();
+    so.n_ctx = 64;
+    let mut s = eng.session(so);
+    // 60 s: 751 positions, in a context of 64
+    let t0 = std::time::Instant::now();
+    let e = s.append_audio(&m, &vec![0.01; 960_000]).unwrap_err();
+    assert!(e.to_string().contains("64"), "{e}");
+    assert!(
+        t0.elapsed().as_secs_f64() < 1.0,
+        "refused before the encoder ran"
+    );
+    assert!(s.tokens().is_empty());
+}

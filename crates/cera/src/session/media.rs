@@ -248,6 +248,17 @@ impl Session {
         mmproj: &crate::models::Mmproj,
         samples: &[f32],
     ) -> Result<usize> {
+        // a clip longer than the whole context is refused before it is encoded (its encoder
+        // grows with the square of its length)
+        if let Some(a) = &mmproj.audio {
+            let n = a.n_tokens_for(samples.len());
+            if n > self.n_ctx() {
+                return Err(Error::ContextOverflow {
+                    n_ctx: self.n_ctx(),
+                    needed: self.tokens.len() + n,
+                });
+            }
+        }
         let enc = self.engine().encode_audio(mmproj, samples)?;
         self.append_media(&enc)
     }

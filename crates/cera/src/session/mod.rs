@@ -11,6 +11,7 @@ mod basic;
 mod checkpoint;
 mod lora;
 mod media;
+mod media_cache;
 mod prefill;
 mod rewind;
 mod shift;
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 pub use basic::{BadOption, BasicOptions};
 pub(crate) use checkpoint::map_file;
 pub use media::{MEDIA_ID_BASE, MEDIA_MARKER, PromptPiece, is_media_id, media_ids};
+pub use media_cache::MediaCache;
 pub use prefill::PrefillReport;
 
 use crate::backend::{Backend, KvCache, KvSpec, KvType};

@@ -320,6 +320,15 @@ impl Conformer {
         self.front_end.compute(samples)
     }
 
+    /// How many embeddings `n_samples` 16 kHz samples become (their spectrogram's frames 8×
+    /// fewer), before anything is computed.
+    pub fn n_tokens_for(&self, n_samples: usize) -> usize {
+        let p = self.front_end.params();
+        let pad = if p.center { p.n_fft } else { 0 };
+        let frames = (n_samples + pad).saturating_sub(p.n_fft) / p.hop + 1;
+        Self::n_tokens(frames)
+    }
+
     /// How many embeddings `n_frames` spectrogram frames become (8× fewer, rounded up at each
     /// halving).
     pub fn n_tokens(n_frames: usize) -> usize {
