@@ -11,6 +11,15 @@ use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::pack;
 use crate::quant::GgmlType;
 
+/// The CPU's copies of a weight in the layouts its kernels read, each made on first use.
+#[derive(Default)]
+pub(super) struct Copies {
+    /// `kernels::pack`'s x8 layout (`None` inside when the format has no packed kernel)
+    pub(super) x8: OnceLock<Option<PackedBuf>>,
+    /// f16 panels `[panel][cols][32]` (F16 weights in encoder products)
+    pub(super) panels: OnceLock<Vec<u16>>,
+}
+
 /// A 2-D weight: `rows` outputs × `cols` inputs, row-major, in ggml blocks, borrowed from the
 /// model file (no copy).
 #[derive(Clone)]
@@ -26,7 +35,9 @@ pub struct Weight {
     pub cols: usize,
     /// The x8-packed copy the GEMM kernels read (`kernels::pack`), made on first use and
     /// shared by clones; `None` inside when the format has no packed kernel.
-    pub(super) packed: Arc<OnceLock<Option<PackedBuf>>>,
+    /// With it, the f16 panels the encoder products read (`cpu/dense.rs`:
+    /// `[panel][cols][32]`), made on first use for F16 weights.
+    pub(super) packed: Arc<Copies>,
     /// For a part of a fused projection ([`Weight::slice_rows`]): the whole tensor's name and
     /// the part's first row (what a LoRA adapter for the fused tensor is matched by).
     part_of: Option<Arc<(String, usize)>>,
@@ -149,7 +160,7 @@ impl Weight {
     /// scattered lookups would soon make the whole file tensor resident again.
     pub fn row_f32(&self, r: usize, out: &mut [f32]) -> Result<()> {
         let rb = self.row_bytes();
-        if let Some(Some(p)) = self.packed.get() {
+        if let Some(Some(p)) = self.packed.x8.get() {
             let bb = self
                 .ty
                 .block_bytes()

@@ -1,7 +1,8 @@
 //! Encoder products ([`Backend::matmul_encoder`]): a vision or audio tower multiplies hundreds
 //! of rows by each float weight once, and has no decode step whose sums it must equal, so the
-//! AVX-512 tier runs them in the broadcast form: each thread widens a panel of 32 weight rows
-//! to f32 laid out column by column (`[k][32]`), then for twelve input rows at a time keeps
+//! AVX-512 tier runs them in the broadcast form: a panel of 32 weight rows laid out column by
+//! column (`[k][32]`; F16 weights packed so once, into the weight, and converted in registers;
+//! f32 and bf16 ones widened per call), then for twelve input rows at a time keeps
 //! 12 × 2 vector accumulators and, per column, loads two weight vectors and broadcasts twelve
 //! inputs: 24 multiply-adds for 2 loads and 12 broadcasts, where the GEMM that decode shares
 //! (`kernels`) reads 8 vectors per 16 (its 16-lane partial sums per output are what make one
@@ -75,6 +76,23 @@ impl Cpu {
         let data = w.data();
         let rb = w.row_bytes();
         let threads = self.width_for_step(rows * rb * n, n);
+        if w.ty == GgmlType::F16 {
+            let packed = self.f16_panels(w);
+            self.pool
+                .for_chunks(rows.div_ceil(PANEL), 1, threads, &|panels| {
+                    for p in panels {
+                        let r0 = p * PANEL;
+                        let nr = (rows - r0).min(PANEL);
+                        let panel = &packed[p * k * PANEL..(p + 1) * k * PANEL];
+                        // SAFETY: columns r0..r0+nr of every output row are written only by
+                        // this panel; the kernel writes exactly those.
+                        unsafe {
+                            panel_product(Panel::F16(panel), k, nr, xr, n, optr.at(r0), rows)
+                        };
+                    }
+                });
+            return;
+        }
         self.pool
             .for_chunks(rows.div_ceil(PANEL), 1, threads, &|panels| {
                 PANEL_BUF.with(|buf| {
@@ -88,11 +106,52 @@ impl Cpu {
                         widen_panel(w.ty, b, k, nr, tmp, buf);
                         // SAFETY: columns r0..r0+nr of every output row are written only by this
                         // panel; the kernel writes exactly those.
-                        unsafe { panel_product(buf, k, nr, xr, n, optr.at(r0), rows) };
+                        unsafe { panel_product(Panel::F32(buf), k, nr, xr, n, optr.at(r0), rows) };
                     }
                 });
             });
     }
+}
+
+impl Cpu {
+    /// `w`'s f16 panels (`[panel][k][PANEL]`, the missing rows of a last panel zero), packed
+    /// on first use by the pool's threads and kept in the weight: each product then reads
+    /// them as they are, where widening to f32 per call cost as much as a tenth of an
+    /// encoder's time (the model file's pages, no longer read, can leave memory).
+    fn f16_panels<'w>(&self, w: &'w Weight) -> &'w [u16] {
+        w.packed.panels.get_or_init(|| {
+            let (k, rows) = (w.cols, w.rows);
+            let (data, rb) = (w.data(), w.row_bytes());
+            let np = rows.div_ceil(PANEL);
+            let mut out = vec![0u16; np * k * PANEL];
+            let optr = SyncPtr(out.as_mut_ptr());
+            self.pool.for_chunks(np, 1, self.n_threads(), &|panels| {
+                for p in panels {
+                    // SAFETY: panel p's k · PANEL values are written by this chunk alone.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(optr.at(p * k * PANEL), k * PANEL)
+                    };
+                    let nr = PANEL.min(rows - p * PANEL);
+                    for j in 0..nr {
+                        let b = &data[(p * PANEL + j) * rb..(p * PANEL + j + 1) * rb];
+                        for (kk, c) in b.chunks_exact(2).enumerate() {
+                            dst[kk * PANEL + j] = u16::from_le_bytes([c[0], c[1]]);
+                        }
+                    }
+                    // the file's pages of these rows are not read again here: out of memory
+                    w.file.release_range(w.offset + p * PANEL * rb, nr * rb);
+                }
+            });
+            out
+        })
+    }
+}
+
+/// A panel as the kernel reads it: widened f32, or packed f16 converted in registers.
+#[derive(Clone, Copy)]
+enum Panel<'a> {
+    F32(&'a [f32]),
+    F16(&'a [u16]),
 }
 
 /// Rows of `bytes` (`nr` rows of `k` values of type `ty`) as f32 in `[k][PANEL]` order, the
@@ -153,7 +212,7 @@ fn widen_panel(ty: GgmlType, bytes: &[u8], k: usize, nr: usize, rows: &mut [f32]
 /// `out` must be valid for writes at `t · ldo + j` for `t < n`, `j < nr`; the host has
 /// AVX-512 (the caller checked the tier).
 unsafe fn panel_product(
-    panel: &[f32],
+    panel: Panel<'_>,
     k: usize,
     nr: usize,
     x: &[f32],
@@ -169,7 +228,10 @@ unsafe fn panel_product(
             macro_rules! blocks {
                 ($($t:literal)*) => {
                     match nt {
-                        $($t => x86::block::<$t>(panel, k, nr, &x[t0 * k..], out.add(t0 * ldo), ldo),)*
+                        $($t => match panel {
+                            Panel::F32(p) => x86::block::<$t, f32>(p, k, nr, &x[t0 * k..], out.add(t0 * ldo), ldo),
+                            Panel::F16(p) => x86::block::<$t, u16>(p, k, nr, &x[t0 * k..], out.add(t0 * ldo), ldo),
+                        },)*
                         _ => unreachable!(),
                     }
                 };
@@ -192,14 +254,37 @@ mod x86 {
 
     use super::PANEL;
 
+    /// A panel's element: how 16 of them become a vector of f32.
+    pub(super) trait Lane: Copy {
+        /// # Safety
+        /// AVX-512F (and F16C for f16); `p` valid for 16 reads.
+        unsafe fn load16(p: *const Self) -> __m512;
+    }
+
+    impl Lane for f32 {
+        #[inline(always)]
+        unsafe fn load16(p: *const f32) -> __m512 {
+            // SAFETY: as the trait says.
+            unsafe { _mm512_loadu_ps(p) }
+        }
+    }
+
+    impl Lane for u16 {
+        #[inline(always)]
+        unsafe fn load16(p: *const u16) -> __m512 {
+            // SAFETY: as the trait says (AVX-512F implies F16C's 512-bit conversion).
+            unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
+        }
+    }
+
     /// `T` input rows (`x`: `[T, k]`) against one panel, stored to `out` (`T` rows of `ldo`,
     /// the panel's `nr` columns).
     ///
     /// # Safety
     /// AVX-512F; `x` holds `T · k` values; `out` as [`super::panel_product`] says.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn block<const T: usize>(
-        panel: &[f32],
+    pub(super) unsafe fn block<const T: usize, L: Lane>(
+        panel: &[L],
         k: usize,
         nr: usize,
         x: &[f32],
@@ -214,7 +299,7 @@ mod x86 {
             // SAFETY: kk < k, so these lie inside the asserted lengths.
             unsafe {
                 let b: [__m512; NV] =
-                    std::array::from_fn(|v| _mm512_loadu_ps(p.add(kk * PANEL + 16 * v)));
+                    std::array::from_fn(|v| L::load16(p.add(kk * PANEL + 16 * v)));
                 for (t, acc) in acc.iter_mut().enumerate() {
                     let a = _mm512_set1_ps(*xp.add(t * k + kk));
                     for (acc, b) in acc.iter_mut().zip(&b) {

@@ -33,6 +33,7 @@ impl Weight {
             return None;
         }
         self.packed
+            .x8
             .get_or_init(|| {
                 let len = pack::packed_len(self.ty, self.rows, self.cols)?;
                 let mut v = PackedBuf::zeroed(len);
