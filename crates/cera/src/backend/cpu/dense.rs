@@ -149,6 +149,7 @@ impl Cpu {
 
 /// A panel as the kernel reads it: widened f32, or packed f16 converted in registers.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum Panel<'a> {
     F32(&'a [f32]),
     F16(&'a [u16]),
