@@ -559,26 +559,13 @@ pub trait Backend: Send + Sync {
         n_head: usize,
         out: &mut Self::Tensor,
     ) -> Result<()> {
+        relpos::check_shapes(
+            [self.shape(q), self.shape(k), self.shape(v), self.shape(p)],
+            bias_u.len(),
+            bias_v.len(),
+            n_head,
+        )?;
         let (n, d) = self.shape(q);
-        if self.shape(k) != (n, d)
-            || self.shape(v) != (n, d)
-            || self.shape(p) != (2 * n - 1, d)
-            || bias_u.len() != d
-            || bias_v.len() != d
-            || n_head == 0
-            || !d.is_multiple_of(n_head)
-        {
-            return Err(crate::error::Error::Model(format!(
-                "rel_pos_attention: q {:?}, k {:?}, v {:?}, p {:?}, biases {} and {}, {n_head} \
-                 heads",
-                self.shape(q),
-                self.shape(k),
-                self.shape(v),
-                self.shape(p),
-                bias_u.len(),
-                bias_v.len()
-            )));
-        }
         let (mut hq, mut hk, mut hv, mut hp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         self.download(cx, q, &mut hq);
         self.download(cx, k, &mut hk);

@@ -6,6 +6,34 @@
 //! projected sinusoid of relative distance `n - 1 - r` (so the term reads distance `i - j`);
 //! softmax over `j`, then the values. This is mtmd's `matrix_ac + rel_shift(matrix_bd)`.
 
+/// Checks the shapes [`super::Backend::rel_pos_attention`] takes: `[q, k, v, p]` as `(rows,
+/// cols)`: `q`, `k`, `v` `[n, d]` (n ≥ 1), `p` `[2n - 1, d]`, both biases `d`, `d` a multiple
+/// of `n_head`.
+pub fn check_shapes(
+    shapes: [(usize, usize); 4],
+    bias_u: usize,
+    bias_v: usize,
+    n_head: usize,
+) -> crate::error::Result<()> {
+    let [q, k, v, p] = shapes;
+    let (n, d) = q;
+    if n == 0
+        || k != q
+        || v != q
+        || p != (2 * n - 1, d)
+        || bias_u != d
+        || bias_v != d
+        || n_head == 0
+        || !d.is_multiple_of(n_head)
+    {
+        return Err(crate::error::Error::Model(format!(
+            "rel_pos_attention: q {q:?}, k {k:?}, v {v:?}, p {p:?}, biases {bias_u} and \
+             {bias_v}, {n_head} heads"
+        )));
+    }
+    Ok(())
+}
+
 /// `[n, n_head · hd]` attention output of `q`, `k`, `v` (`[n, n_head · hd]`) and `p`
 /// (`[2n - 1, n_head · hd]`), heads split over the machine's threads.
 #[allow(clippy::too_many_arguments)]
@@ -255,24 +283,23 @@ fn head_any(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// Against the definition written out in f64, with the shift as mtmd builds it (pad a
-    /// zero column, view the rows one element later).
-    #[test]
-    fn matches_the_padded_shift() {
-        let (n, n_head, hd) = (5usize, 2usize, 3usize);
-        let d = n_head * hd;
-        let val = |i: usize| ((i * 37 % 23) as f32 - 11.0) / 13.0;
-        let q: Vec<f32> = (0..n * d).map(val).collect();
-        let k: Vec<f32> = (0..n * d).map(|i| val(i + 7)).collect();
-        let v: Vec<f32> = (0..n * d).map(|i| val(i + 3)).collect();
-        let p: Vec<f32> = (0..(2 * n - 1) * d).map(|i| val(i + 11)).collect();
-        let bu: Vec<f32> = (0..d).map(|i| val(i + 5) * 0.5).collect();
-        let bv: Vec<f32> = (0..d).map(|i| val(i + 9) * 0.5).collect();
-        let mut out = vec![0f32; n * d];
-        rel_pos_attention(&q, &k, &v, &p, &bu, &bv, n_head, &mut out);
+    /// The definition written out in f64, with the shift as mtmd builds it (pad a zero
+    /// column, view the rows one element later): `[n, n_head · hd]`.
+    pub(crate) fn reference(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        p: &[f32],
+        bu: &[f32],
+        bv: &[f32],
+        n_head: usize,
+    ) -> Vec<f64> {
+        let d = bu.len();
+        let (n, hd) = (q.len() / d, d / n_head);
+        let mut out = vec![0f64; n * d];
         for h in 0..n_head {
             let c = |x: &[f32], r: usize, e: usize| f64::from(x[r * d + h * hd + e]);
             // bd_raw[i][r] over all 2n-1 rows, then mtmd's shift: a zero column in front, the
@@ -281,7 +308,7 @@ mod tests {
             for i in 0..n {
                 for r in 0..2 * n - 1 {
                     let s: f64 = (0..hd)
-                        .map(|e| (c(&q, i, e) + f64::from(bv[h * hd + e])) * c(&p, r, e))
+                        .map(|e| (c(q, i, e) + f64::from(bv[h * hd + e])) * c(p, r, e))
                         .sum();
                     padded[i * 2 * n + 1 + r] = s;
                 }
@@ -290,7 +317,7 @@ mod tests {
                 let mut sc: Vec<f64> = (0..n)
                     .map(|j| {
                         let ac: f64 = (0..hd)
-                            .map(|e| (c(&q, i, e) + f64::from(bu[h * hd + e])) * c(&k, j, e))
+                            .map(|e| (c(q, i, e) + f64::from(bu[h * hd + e])) * c(k, j, e))
                             .sum();
                         let bd = padded[n + i * (2 * n - 1) + j];
                         (ac + bd) / (hd as f64).sqrt()
@@ -305,11 +332,48 @@ mod tests {
                     })
                     .sum();
                 for e in 0..hd {
-                    let want: f64 = (0..n).map(|j| sc[j] / z * c(&v, j, e)).sum();
-                    let got = f64::from(out[i * d + h * hd + e]);
-                    assert!((got - want).abs() < 1e-5, "h{h} i{i} e{e}: {got} vs {want}");
+                    out[i * d + h * hd + e] = (0..n).map(|j| sc[j] / z * c(v, j, e)).sum();
                 }
             }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_the_padded_shift() {
+        let (n, n_head, hd) = (5usize, 2usize, 3usize);
+        let d = n_head * hd;
+        let val = |i: usize| ((i * 37 % 23) as f32 - 11.0) / 13.0;
+        let q: Vec<f32> = (0..n * d).map(val).collect();
+        let k: Vec<f32> = (0..n * d).map(|i| val(i + 7)).collect();
+        let v: Vec<f32> = (0..n * d).map(|i| val(i + 3)).collect();
+        let p: Vec<f32> = (0..(2 * n - 1) * d).map(|i| val(i + 11)).collect();
+        let bu: Vec<f32> = (0..d).map(|i| val(i + 5) * 0.5).collect();
+        let bv: Vec<f32> = (0..d).map(|i| val(i + 9) * 0.5).collect();
+        let mut out = vec![0f32; n * d];
+        rel_pos_attention(&q, &k, &v, &p, &bu, &bv, n_head, &mut out);
+        let want = reference(&q, &k, &v, &p, &bu, &bv, n_head);
+        for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+            assert!(
+                (f64::from(*got) - want).abs() < 1e-5,
+                "[{i}]: {got} vs {want}"
+            );
+        }
+    }
+
+    /// A wrong shape is an error naming them, not a panic (nor an empty clip).
+    #[test]
+    fn refuses_wrong_shapes() {
+        assert!(check_shapes([(3, 8), (3, 8), (3, 8), (5, 8)], 8, 8, 2).is_ok());
+        for (shapes, bu, heads) in [
+            ([(3, 8), (3, 8), (3, 8), (6, 8)], 8, 2),
+            ([(3, 8), (2, 8), (3, 8), (5, 8)], 8, 2),
+            ([(3, 8), (3, 8), (3, 8), (5, 8)], 7, 2),
+            ([(3, 8), (3, 8), (3, 8), (5, 8)], 8, 3),
+            ([(0, 8), (0, 8), (0, 8), (0, 8)], 8, 2),
+        ] {
+            let e = check_shapes(shapes, bu, 8, heads).unwrap_err().to_string();
+            assert!(e.contains("rel_pos_attention"), "{e}");
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::kernels::CpuTier;
 use crate::quant::GgmlType;
 
 /// Output rows per panel (two 16-lane vectors).
-const PANEL: usize = 32;
+pub(super) const PANEL: usize = 32;
 /// Input rows per block of accumulators (12 × 2 of the 32 vector registers).
 #[cfg(target_arch = "x86_64")]
 const BLOCK: usize = 12;
@@ -150,7 +150,7 @@ impl Cpu {
 /// A panel as the kernel reads it: widened f32, or packed f16 converted in registers.
 #[derive(Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-enum Panel<'a> {
+pub(super) enum Panel<'a> {
     F32(&'a [f32]),
     F16(&'a [u16]),
 }
@@ -212,7 +212,7 @@ fn widen_panel(ty: GgmlType, bytes: &[u8], k: usize, nr: usize, rows: &mut [f32]
 /// # Safety
 /// `out` must be valid for writes at `t · ldo + j` for `t < n`, `j < nr`; the host has
 /// AVX-512 (the caller checked the tier).
-unsafe fn panel_product(
+pub(super) unsafe fn panel_product(
     panel: Panel<'_>,
     k: usize,
     nr: usize,

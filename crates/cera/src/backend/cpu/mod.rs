@@ -500,6 +500,40 @@ impl Backend for Cpu {
         }
     }
 
+    /// On the host memory the tensors already are (no copies); on the AVX-512 tier as
+    /// products (`attention::full`).
+    fn rel_pos_attention(
+        &self,
+        _cx: &mut CpuCtx,
+        q: &CpuTensor,
+        k: &CpuTensor,
+        v: &CpuTensor,
+        p: &CpuTensor,
+        bias_u: &[f32],
+        bias_v: &[f32],
+        n_head: usize,
+        out: &mut CpuTensor,
+    ) -> Result<()> {
+        let shape = |t: &CpuTensor| (t.rows, t.cols);
+        super::relpos::check_shapes(
+            [shape(q), shape(k), shape(v), shape(p)],
+            bias_u.len(),
+            bias_v.len(),
+            n_head,
+        )?;
+        let (n, d) = shape(q);
+        let o = out.reshape(n, d);
+        let args = (q.data(), k.data(), v.data(), p.data());
+        if self.dense_attention_tier() {
+            self.rel_pos_dense(args.0, args.1, args.2, args.3, bias_u, bias_v, n_head, o);
+        } else {
+            super::relpos::rel_pos_attention(
+                args.0, args.1, args.2, args.3, bias_u, bias_v, n_head, o,
+            );
+        }
+        Ok(())
+    }
+
     fn short_conv(
         &self,
         cx: &mut CpuCtx,

@@ -2,6 +2,7 @@
 //! sliding window and logit soft-capping: tiled (flash-style) with an online softmax, so no
 //! score matrix is stored, and vectorised per CPU tier (`simd.rs`).
 
+mod full;
 mod kv;
 mod simd;
 
@@ -137,6 +138,9 @@ impl Cpu {
         for s in seqs {
             assert!(s.pos0 + s.n <= s.kv.n_ctx, "attention past the cache");
             assert!(s.row0 + s.n <= n_rows, "attention rows past the batch");
+        }
+        if self.full_attention_applies(seqs, p) {
+            return self.full_attention(q, &seqs[0], p, out);
         }
         // per sequence: tiles of up to TILE_ROWS query rows; tiles numbered across the batch
         PLAN.with_borrow_mut(|(tiles, tile_rows)| {
