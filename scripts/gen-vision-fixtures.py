@@ -1,6 +1,16 @@
 #!/usr/bin/env python3
 """Reference fixtures for images in the prompt (tests/vision_parity.rs), from llama.cpp's mtmd.
 
+  scripts/gen-vision-fixtures.py [lfm2|idefics3]   (default lfm2)
+
+idefics3: the pair at SmolVLM-256M's shapes instead (`make_mmproj ... 576 f16 smolvlm-256m
+1024`: SigLIP base at 512, pixel shuffle by 4, the bias-free projector; its longest edge 1024
+rather than 2048, so an image is 2 to 4 slices and the overview, not 4 to 16; and
+`make_test_model --idefics3-tokens ... llama_576w_q8_0`), under tests/fixtures/vision-idefics3/,
+on test-1.jpeg (2 x 2 slices) and a drawn 300 x 900 image (1 x 2 slices).
+
+lfm2:
+
 Makes, with our generators, a random-weight pair at LFM2-VL-450M's shapes: the mmproj
 (`make_mmproj ... 1024 f16 lfm2-vl-450m`: SigLIP2 NaFlex base, LFM2-VL's projector) and the
 language model at LFM2-350M's shape (`make_test_model --media-tokens ... lfm2_350m_q4_0`: its
@@ -58,37 +68,56 @@ def example(name: str, *args: str) -> str:
         ["cargo", "run", "-q", "--release", "-p", "cera", "--example", name, "--", *args], cwd=ROOT, text=True)
 
 
+FAMILIES = {
+    "lfm2": {
+        "out": OUT,
+        "model": ("--media-tokens", "lfm2_350m_q4_0"),
+        "mmproj": ("1024", "f16", "lfm2-vl-450m"),
+        "drawn": {"pattern-1100x520": (1100, 520), "pattern-100x30": (100, 30)},
+    },
+    "idefics3": {
+        "out": OUT + "-idefics3",
+        "model": ("--idefics3-tokens", "llama_576w_q8_0"),
+        "mmproj": ("576", "f16", "smolvlm-256m", "1024"),
+        "drawn": {"pattern-300x900": (300, 900)},
+    },
+}
+
+
 def main() -> None:
+    fam = FAMILIES[sys.argv[1] if len(sys.argv) > 1 else "lfm2"]
+    out_dir = fam["out"]
     work = tempfile.mkdtemp(prefix="cera-vision-fixtures-")
     exe = build_dumper()
-    model_sha = example("make_test_model", "--media-tokens", work, "lfm2_350m_q4_0").split()[1]
+    flag, lm = fam["model"]
+    model_sha = example("make_test_model", flag, work, lm).split()[1]
     mmproj = os.path.join(work, "mmproj.gguf")
-    mmproj_sha = example("make_mmproj", mmproj, "1024", "f16", "lfm2-vl-450m").strip()
-    model = os.path.join(work, "lfm2_350m_q4_0.gguf")
+    mmproj_sha = example("make_mmproj", mmproj, *fam["mmproj"]).strip()
+    model = os.path.join(work, lm + ".gguf")
     data = example("fetch_test_data").strip().splitlines()[-1]
     images = {"test-1.jpeg": os.path.join(data, "tools", "mtmd", "test-1.jpeg")}
-    for name, (w, h) in {"pattern-1100x520": (1100, 520), "pattern-100x30": (100, 30)}.items():
+    for name, (w, h) in fam["drawn"].items():
         path = os.path.join(work, name + ".png")
         Image.fromarray(pattern(w, h)).save(path)
         images[name] = path
     prompt = os.path.join(work, "prompt.txt")
     with open(prompt, "w") as f:
         f.write(PROMPT)
-    os.makedirs(OUT, exist_ok=True)
-    index = {"model": "lfm2_350m_q4_0 --media-tokens", "model_sha256": model_sha,
-             "mmproj": "lfm2-vl-450m f16", "mmproj_sha256": mmproj_sha, "prompt": PROMPT, "images": {}}
+    os.makedirs(out_dir, exist_ok=True)
+    index = {"model": f"{lm} {flag}", "model_sha256": model_sha,
+             "mmproj": " ".join(fam["mmproj"][1:]), "mmproj_sha256": mmproj_sha, "prompt": PROMPT, "images": {}}
     for name, path in images.items():
         prefix = os.path.join(work, name)
         subprocess.check_call([exe, model, mmproj, prompt, str(N_PREDICT), prefix, path], stderr=subprocess.DEVNULL)
         with open(prefix + ".json") as f:
             ref = json.load(f)
         embd = np.fromfile(prefix + ".embd", dtype="<f4")
-        embd.astype("<f2").tofile(os.path.join(OUT, name + ".embd.f16"))
+        embd.astype("<f2").tofile(os.path.join(out_dir, name + ".embd.f16"))
         del ref["encode_ms"]
         index["images"][name] = ref
         media = sum(c.get("n_tokens", 0) for c in ref["chunks"] if c["type"] != "text")
         print(f"{name}: {media} image tokens, steps {[s['token'] for s in ref['steps']]}", file=sys.stderr)
-    with open(os.path.join(OUT, "index.json"), "w") as f:
+    with open(os.path.join(out_dir, "index.json"), "w") as f:
         json.dump(index, f, indent=1)
         f.write("\n")
 

@@ -11,6 +11,7 @@
 //!                                                 `*_shape_f16` models have its exact shape
 //!   make_test_model --media-tokens ...          -> LFM2-VL's image marker tokens appended to
 //!                                                 the vocabulary as control tokens
+//!   make_test_model --idefics3-tokens ...       -> Idefics3's (SmolVLM's) instead
 use std::sync::Arc;
 
 use cera::backend::{Cpu, KvSpec, KvType, argmax};
@@ -85,7 +86,7 @@ fn main() {
     }
     let media_tokens = args
         .iter()
-        .position(|a| a == "--media-tokens")
+        .position(|a| a == "--media-tokens" || a == "--idefics3-tokens")
         .map(|i| args.remove(i));
     let all: Vec<_> = arch_models::variants();
     if args.first().map(String::as_str) == Some("--list") {
@@ -116,8 +117,13 @@ fn main() {
         Some(f) => GgufFile::open(&f).unwrap_or_else(|e| panic!("{f}: {e}")),
         None => tokenizer_source(),
     };
-    let tok = if media_tokens.is_some() {
-        let bytes = mmproj_model::with_control_tokens(&tok, &mmproj_model::lfm2_vl_tokens());
+    let tok = if let Some(flag) = &media_tokens {
+        let extra = if flag == "--idefics3-tokens" {
+            mmproj_model::idefics3_tokens()
+        } else {
+            mmproj_model::lfm2_vl_tokens()
+        };
+        let bytes = mmproj_model::with_control_tokens(&tok, &extra);
         GgufFile::from_bytes(bytes).expect("the extended tokenizer")
     } else {
         tok

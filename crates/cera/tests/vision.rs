@@ -1,5 +1,5 @@
-//! The vision tower and LFM2-VL's projector on random weights at LFM2-VL's layout: the CPU
-//! backend against the f64 reference backend (every op in plain scalar code), the image
+//! The vision tower and the projectors on random weights at LFM2-VL's and Idefics3's layouts:
+//! the CPU backend against the f64 reference backend (every op in plain scalar code), the image
 //! tokens' count and width, NaFlex's resized position embeddings, and hostile mmproj files
 //! refused by name. (Parity with llama-mtmd-cli is `tests/vision_parity.rs`.)
 
@@ -39,12 +39,27 @@ fn pixels(w: usize, h: usize) -> Vec<f32> {
     v
 }
 
+/// The layouts and image sizes: LFM2-VL's at the trained 64 x 64 grid and a 96 x 64 one whose
+/// positions are resized; Idefics3's at its one size.
+fn cases() -> [(
+    &'static str,
+    mmproj_model::VisionShape,
+    &'static [(usize, usize)],
+); 2] {
+    [
+        ("tiny", mmproj_model::TINY, &[(64, 64), (96, 64)]),
+        ("tiny-idefics3", mmproj_model::TINY_IDEFICS3, &[(64, 64)]),
+    ]
+}
+
 #[test]
 fn the_cpu_encodes_as_the_reference_does() {
-    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0] {
-        let m = load(mmproj_model::build("tiny", &mmproj_model::TINY, ty, None)).unwrap();
-        // the trained 64 x 64 grid, and a 96 x 64 one whose positions are resized
-        for (w, h) in [(64, 64), (96, 64)] {
+    for ((name, shape, sizes), ty) in cases()
+        .into_iter()
+        .flat_map(|c| [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0].map(|t| (c.clone(), t)))
+    {
+        let m = load(mmproj_model::build(name, &shape, ty, None)).unwrap();
+        for &(w, h) in sizes {
             let px = pixels(w, h);
             let (cpu, n) = m.encode(&Cpu::new(2), &px, w, h).unwrap();
             let (refr, n2) = m.encode(&Reference, &px, w, h).unwrap();
@@ -58,7 +73,7 @@ fn the_cpu_encodes_as_the_reference_does() {
                 let cos = dot / (na * nb);
                 // quantized activations on the CPU (Q8_0 weights) part from f64 a little more
                 let floor = if ty == GgmlType::Q8_0 { 0.999 } else { 0.99999 };
-                assert!(cos > floor, "{ty} {w}x{h} row {r}: cosine {cos}");
+                assert!(cos > floor, "{name} {ty} {w}x{h} row {r}: cosine {cos}");
             }
         }
     }
@@ -71,9 +86,12 @@ fn the_cpu_encodes_as_the_reference_does() {
 #[test]
 fn the_gpu_encodes_as_the_reference_does() {
     let gpu = cera::backend::gpu::Gpu::new().expect("a wgpu adapter (lavapipe in CI)");
-    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0] {
-        let m = load(mmproj_model::build("tiny", &mmproj_model::TINY, ty, None)).unwrap();
-        for (w, h) in [(64, 64), (96, 64)] {
+    for ((name, shape, sizes), ty) in cases()
+        .into_iter()
+        .flat_map(|c| [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0].map(|t| (c.clone(), t)))
+    {
+        let m = load(mmproj_model::build(name, &shape, ty, None)).unwrap();
+        for &(w, h) in sizes {
             let px = pixels(w, h);
             let (got, n) = m.encode(&gpu, &px, w, h).unwrap();
             let (refr, n2) = m.encode(&Reference, &px, w, h).unwrap();
@@ -85,7 +103,7 @@ fn the_gpu_encodes_as_the_reference_does() {
                 let nb: f64 = b.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
                 let cos = dot / (na * nb);
                 let floor = if ty == GgmlType::Q8_0 { 0.999 } else { 0.99999 };
-                assert!(cos > floor, "gpu {ty} {w}x{h} row {r}: cosine {cos}");
+                assert!(cos > floor, "gpu {name} {ty} {w}x{h} row {r}: cosine {cos}");
             }
         }
     }
@@ -134,6 +152,28 @@ fn hostile_mmproj_files_are_refused_by_name() {
         .encode(&Cpu::new(1), &pixels(64, 64)[..10], 64, 64)
         .unwrap_err();
     assert!(e.to_string().contains("pixel values"), "{e}");
+    // Idefics3's: its projector, its longest edge, its one slice size
+    let idf = &mmproj_model::TINY_IDEFICS3;
+    let e = load(mmproj_model::build(
+        "h",
+        idf,
+        GgmlType::F32,
+        Some("mm.model.fc"),
+    ))
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("mm.model.fc.weight"), "{e}");
+    let no_edge = mmproj_model::VisionShape {
+        longest_edge: 0,
+        ..idf.clone()
+    };
+    let e = load(mmproj_model::build("h", &no_edge, GgmlType::F32, None))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("preproc_image_size"), "{e}");
+    let m = load(mmproj_model::build("h", idf, GgmlType::F32, None)).unwrap();
+    let e = m.encode(&Cpu::new(1), &pixels(96, 64), 96, 64).unwrap_err();
+    assert!(e.to_string().contains("64 x 64 slices"), "{e}");
     // a text model is not an mmproj
     let mut w = cera::gguf::GgufWriter::new();
     w.set("general.architecture", "llama");

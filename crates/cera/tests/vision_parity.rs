@@ -7,6 +7,11 @@
 //! (scaled up to the fewest tokens): every projected embedding row within cosine 0.9999 of
 //! mtmd's, the prompt's tokens and image positions as mtmd's chunks, the first step's top
 //! logits, and the greedy tokens.
+//!
+//! The same for Idefics3 at SmolVLM-256M's shapes (`scripts/gen-vision-fixtures.py idefics3`:
+//! SigLIP base at 512, pixel shuffle by 4, the bias-free projector to a 576-wide llama whose
+//! vocabulary has SmolVLM's markers; its longest edge 1024), on `test-1.jpeg` (2 x 2 slices
+//! and the overview) and a drawn 300 x 900 image (1 x 2 slices).
 
 use std::sync::Arc;
 
@@ -56,6 +61,7 @@ fn image(name: &str) -> Rgb8 {
         }
         "pattern-1100x520" => pattern(1100, 520),
         "pattern-100x30" => pattern(100, 30),
+        "pattern-300x900" => pattern(300, 900),
         other => panic!("no image {other}"),
     }
 }
@@ -72,29 +78,55 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 
 #[test]
 fn lfm2_vl_450m_matches_mtmd() {
+    let shape = mmproj_model::VisionShape {
+        n_embd_out: 1024,
+        ..mmproj_model::LFM2_VL_450M
+    };
+    matches_mtmd(
+        "vision",
+        &mmproj_model::lfm2_vl_tokens(),
+        "lfm2_350m_q4_0",
+        &shape,
+    );
+}
+
+#[test]
+fn smolvlm_256m_matches_mtmd() {
+    let shape = mmproj_model::VisionShape {
+        longest_edge: 1024,
+        ..mmproj_model::SMOLVLM_256M
+    };
+    matches_mtmd(
+        "vision-idefics3",
+        &mmproj_model::idefics3_tokens(),
+        "llama_576w_q8_0",
+        &shape,
+    );
+}
+
+/// The pair (`lm` with `markers` in its vocabulary, the mmproj of `shape`) against mtmd's
+/// fixtures in `dir`.
+fn matches_mtmd(dir: &str, markers: &[String], lm: &str, shape: &mmproj_model::VisionShape) {
+    let fixtures = format!("{FIXTURES}/../{dir}");
     let index: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/index.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(format!("{fixtures}/index.json")).unwrap())
             .unwrap();
     // the pair, as the fixture generator made it
-    let tok =
-        mmproj_model::with_control_tokens(models::tokenizer(), &mmproj_model::lfm2_vl_tokens());
+    let tok = mmproj_model::with_control_tokens(models::tokenizer(), markers);
     let tok = GgufFile::from_bytes(tok).unwrap();
-    let model = arch_models::build(&arch_models::variant("lfm2_350m_q4_0"), &tok);
+    let model = arch_models::build(&arch_models::variant(lm), &tok);
     assert_eq!(
         arch_models::sha256_hex(&model),
         index["model_sha256"].as_str().unwrap(),
         "the language model's generator changed: run scripts/gen-vision-fixtures.py"
     );
-    let shape = mmproj_model::VisionShape {
-        n_embd_out: 1024,
-        ..mmproj_model::LFM2_VL_450M
-    };
-    let mm = mmproj_model::build("make_mmproj", &shape, GgmlType::F16, None);
+    let mm = mmproj_model::build("make_mmproj", shape, GgmlType::F16, None);
     assert_eq!(
         arch_models::sha256_hex(&mm),
         index["mmproj_sha256"].as_str().unwrap(),
         "the mmproj generator changed: run scripts/gen-vision-fixtures.py"
     );
+    let width = shape.n_embd_out;
     let mm = Mmproj::load(Arc::new(GgufFile::from_bytes(mm).unwrap())).unwrap();
     let mut o = EngineOptions::default();
     o.n_threads = Some(2);
@@ -115,20 +147,20 @@ fn lfm2_vl_450m_matches_mtmd() {
             .flatten()
             .copied()
             .collect();
-        let bytes = std::fs::read(format!("{FIXTURES}/{name}.embd.f16")).unwrap();
+        let bytes = std::fs::read(format!("{fixtures}/{name}.embd.f16")).unwrap();
         let reference: Vec<f32> = bytes
             .chunks_exact(2)
             .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
             .collect();
         assert_eq!(rows.len(), reference.len(), "{name}: image token count");
         let worst = rows
-            .chunks(1024)
-            .zip(reference.chunks(1024))
+            .chunks(width)
+            .zip(reference.chunks(width))
             .map(|(a, b)| cosine(a, b))
             .fold(1f64, f64::min);
         eprintln!(
             "{name}: {} rows, the least cosine {worst:.7}",
-            rows.len() / 1024
+            rows.len() / width
         );
         assert!(
             worst >= MIN_COSINE,

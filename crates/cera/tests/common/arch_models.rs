@@ -222,18 +222,28 @@ fn quant(mut x: Variant, ty: GgmlType, down: GgmlType) -> Variant {
 
 /// Language models of media parity pairs (outside the architecture fixtures): LFM2-1.2B's
 /// width (LFM2-Audio-1.5B's language model) in 4 layers, the text side of the audio pair, as
-/// wide as the audio adapter's output.
+/// wide as the audio adapter's output; and a llama as wide as SmolVLM's.
 pub fn media_variants() -> Vec<Variant> {
     const WIDE: &[Feature] = &[Lfm2(&[2], 3), RopeBase(1000000.0)];
     // (the tied embeddings in Q4_0 too: at this width and SmolLM2's vocabulary they would be
     // 400 MB in f32)
-    let mut v = quant(
+    let mut wide = quant(
         lfm2("lfm2_2048w_q4_0", "lfm2", 4, 2048, (32, 8), 2048, WIDE),
         Q4_0,
         Q4_0,
     );
-    v.embd_ty = Q4_0;
-    vec![v]
+    wide.embd_ty = Q4_0;
+    // SmolLM2-135M's width (SmolVLM-256M's language model) in 4 layers: the text side of the
+    // Idefics3 pair
+    let smol = quant(
+        Variant {
+            n_embd: 576,
+            ..v("llama_576w_q8_0", "llama", 4, (9, 3, 64), 1536, None, &[])
+        },
+        Q8_0,
+        Q8_0,
+    );
+    vec![wide, smol]
 }
 
 /// Every test model. Names are fixture folder names.

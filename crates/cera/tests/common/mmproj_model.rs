@@ -1,6 +1,8 @@
 //! Random-weight mmproj files of LFM2-VL's layout (llama.cpp's converter's tensor and key
 //! names: `clip.projector_type` `lfm2`, `v.patch_embd.weight` `[ps, ps, 3, d]`, `v.blk.N.*`,
-//! `v.post_ln.*`, `mm.input_norm.*`, `mm.1.*`, `mm.2.*`), deterministic in their name.
+//! `v.post_ln.*`, `mm.input_norm.*`, `mm.1.*`, `mm.2.*`) or Idefics3's (`idefics3`: the same
+//! tower, `clip.vision.preproc_image_size`, `mm.model.fc.weight` without a bias),
+//! deterministic in their name.
 #![allow(dead_code)]
 
 use cera::gguf::GgufWriter;
@@ -27,6 +29,7 @@ impl Rng {
 }
 
 /// The tower's and projector's shape.
+#[derive(Clone)]
 pub struct VisionShape {
     pub image_size: usize,
     pub patch: usize,
@@ -38,6 +41,10 @@ pub struct VisionShape {
     /// The projector's hidden width and the language model's embedding width.
     pub mm_hidden: usize,
     pub n_embd_out: usize,
+    /// `clip.projector_type`: `lfm2` or `idefics3`.
+    pub projector: &'static str,
+    /// Idefics3's `preproc_image_size` (the longest edge before slicing).
+    pub longest_edge: usize,
 }
 
 /// Small enough for unit tests: a 4 x 4 grid of 16-pixel patches.
@@ -51,6 +58,8 @@ pub const TINY: VisionShape = VisionShape {
     scale: 2,
     mm_hidden: 64,
     n_embd_out: 40,
+    projector: "lfm2",
+    longest_edge: 0,
 };
 
 /// LFM2-VL-450M's: the SigLIP2 NaFlex base tower (12 blocks of 768, 12 heads, FFN 3072,
@@ -66,6 +75,41 @@ pub const LFM2_VL_450M: VisionShape = VisionShape {
     scale: 2,
     mm_hidden: 2560,
     n_embd_out: 1024,
+    projector: "lfm2",
+    longest_edge: 0,
+};
+
+/// SmolVLM-256M's: SigLIP base at 512 x 512 (32 x 32 patches of 16; 12 blocks of 768, 12
+/// heads, FFN 3072), pixel shuffle by 4 (64 tokens per slice), the projector to SmolLM2-135M's
+/// 576; images resized to 2048 on their longer side before slicing.
+pub const SMOLVLM_256M: VisionShape = VisionShape {
+    image_size: 512,
+    patch: 16,
+    n_embd: 768,
+    n_ff: 3072,
+    n_head: 12,
+    n_layer: 12,
+    scale: 4,
+    mm_hidden: 0,
+    n_embd_out: 576,
+    projector: "idefics3",
+    longest_edge: 2048,
+};
+
+/// Idefics3's layout small enough for unit tests: 64-pixel slices of 4 x 4 patches, 4 tokens
+/// each, images to 128 on their longer side (up to 2 x 2 slices).
+pub const TINY_IDEFICS3: VisionShape = VisionShape {
+    image_size: 64,
+    patch: 16,
+    n_embd: 32,
+    n_ff: 64,
+    n_head: 2,
+    n_layer: 2,
+    scale: 2,
+    mm_hidden: 0,
+    n_embd_out: 40,
+    projector: "idefics3",
+    longest_edge: 128,
 };
 
 /// GGUF bytes of a random mmproj of `shape` with matrices in `ty`; `skip` leaves out the
@@ -74,7 +118,7 @@ pub fn build(name: &str, shape: &VisionShape, ty: GgmlType, skip: Option<&str>) 
     let mut w = GgufWriter::new();
     w.set("general.architecture", "clip");
     w.set("general.name", "cera random-weight mmproj");
-    w.set("clip.projector_type", "lfm2");
+    w.set("clip.projector_type", shape.projector);
     w.set("clip.has_vision_encoder", true);
     w.set("clip.use_gelu", true);
     let d = shape.n_embd;
@@ -89,6 +133,9 @@ pub fn build(name: &str, shape: &VisionShape, ty: GgmlType, skip: Option<&str>) 
     w.set("clip.vision.image_mean", vec![0.5f32, 0.5, 0.5]);
     w.set("clip.vision.image_std", vec![0.5f32, 0.5, 0.5]);
     w.set("clip.vision.projector.scale_factor", shape.scale as u32);
+    if shape.longest_edge > 0 {
+        w.set("clip.vision.preproc_image_size", shape.longest_edge as u32);
+    }
     let mut add = |tname: &str, t: GgmlType, dims: &[usize], amp: f32, center: f32| {
         if skip.is_some_and(|s| tname.contains(s)) {
             return;
@@ -142,6 +189,16 @@ pub fn build(name: &str, shape: &VisionShape, ty: GgmlType, skip: Option<&str>) 
     add("v.post_ln.weight", f32t, &[d], 0.2, 1.0);
     add("v.post_ln.bias", f32t, &[d], 0.05, 0.0);
     let merged = d * shape.scale * shape.scale;
+    if shape.projector == "idefics3" {
+        add(
+            "mm.model.fc.weight",
+            ty,
+            &[merged, shape.n_embd_out],
+            m(merged),
+            0.0,
+        );
+        return w.to_bytes().unwrap();
+    }
     add("mm.input_norm.weight", f32t, &[merged], 0.2, 1.0);
     add("mm.input_norm.bias", f32t, &[merged], 0.05, 0.0);
     add(
@@ -172,6 +229,21 @@ pub fn lfm2_vl_tokens() -> Vec<String> {
     for r in 1..=10 {
         for c in 1..=10 {
             t.push(format!("<|img_row_{r}_col_{c}|>"));
+        }
+    }
+    t
+}
+
+/// The marker tokens Idefics3's (SmolVLM's) vocabulary has and mtmd uses
+/// (`<fake_token_around_image>`, `<global-img>`, `<row_R_col_C>` for grids up to 6 x 6,
+/// `<image>`).
+pub fn idefics3_tokens() -> Vec<String> {
+    let mut t: Vec<String> = ["<fake_token_around_image>", "<image>", "<global-img>"]
+        .map(String::from)
+        .to_vec();
+    for r in 1..=6 {
+        for c in 1..=6 {
+            t.push(format!("<row_{r}_col_{c}>"));
         }
     }
     t

@@ -20,14 +20,7 @@ pub const MAX_TILES: usize = 10;
 /// Tiling starts past this many times the thumbnail's largest area.
 const TILE_OVER: f64 = 2.0;
 
-/// A part of the prompt an image becomes, in order.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Piece {
-    /// Marker text (special tokens, parsed as such).
-    Text(String),
-    /// An image at the encoder's size (sides multiples of 32).
-    Image(Rgb8),
-}
+pub use super::Piece;
 
 /// The pieces `img` becomes in an LFM2-VL prompt.
 pub fn prepare(img: &Rgb8, hp: &VisionHparams) -> Vec<Piece> {
@@ -124,6 +117,8 @@ mod tests {
             image_mean: [0.5; 3],
             image_std: [0.5; 3],
             scale: 2,
+            act: crate::backend::Act::Gelu,
+            longest_edge: 0,
         }
     }
 

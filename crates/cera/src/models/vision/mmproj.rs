@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::Weight;
+use crate::backend::{Act, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 pub use crate::models::common::media::Linear;
@@ -15,6 +15,8 @@ use crate::models::loader::TensorLoader;
 pub enum Projector {
     /// LFM2-VL: SigLIP2 NaFlex tower, pixel unshuffle, LayerNorm, Linear, GELU, Linear.
     Lfm2,
+    /// Idefics3 / SmolVLM: SigLIP tower at its trained size, pixel shuffle, one Linear.
+    Idefics3,
 }
 
 impl Projector {
@@ -22,8 +24,9 @@ impl Projector {
     pub fn parse(s: &str) -> Result<Projector> {
         match s {
             "lfm2" => Ok(Projector::Lfm2),
+            "idefics3" => Ok(Projector::Idefics3),
             other => Err(Error::Model(format!(
-                "vision projector '{other}' is not supported (supported: lfm2)"
+                "vision projector '{other}' is not supported (supported: lfm2, idefics3)"
             ))),
         }
     }
@@ -59,6 +62,24 @@ pub struct VisionHparams {
     pub image_std: [f32; 3],
     /// The projector's merge of `scale` × `scale` patches into one token.
     pub scale: usize,
+    /// The blocks' feed-forward activation (`clip.use_gelu`, `clip.use_silu`).
+    pub act: Act,
+    /// The longest side an image is resized to before it is cut into slices
+    /// (`clip.vision.preproc_image_size`; 0: absent).
+    pub longest_edge: usize,
+}
+
+/// The projector's weights after the pixel (un)shuffle.
+pub enum ProjectorWeights {
+    /// LFM2-VL's: an optional LayerNorm over the merged features, then two linears around a
+    /// GELU.
+    Lfm2 {
+        norm: Option<(Vec<f32>, Vec<f32>)>,
+        mm1: Linear,
+        mm2: Linear,
+    },
+    /// Idefics3's: one linear without a bias (`mm.model.fc.weight`).
+    Idefics3 { fc: Weight },
 }
 
 /// An mmproj's vision tower and projector.
@@ -74,10 +95,7 @@ pub struct VisionTower {
     pub layers: Vec<VitLayer>,
     pub post_ln_w: Vec<f32>,
     pub post_ln_b: Vec<f32>,
-    /// LFM2's projector: optional LayerNorm over the merged features, then two linears.
-    pub mm_norm: Option<(Vec<f32>, Vec<f32>)>,
-    pub mm1: Linear,
-    pub mm2: Linear,
+    pub proj: ProjectorWeights,
 }
 
 fn key(name: &str) -> String {
@@ -113,7 +131,35 @@ impl VisionTower {
             scale: file
                 .get_opt::<u32>(&key("projector.scale_factor"))?
                 .unwrap_or(2) as usize,
+            act: match (
+                file.get_opt::<bool>("clip.use_gelu")?.unwrap_or(false),
+                file.get_opt::<bool>("clip.use_silu")?.unwrap_or(false),
+            ) {
+                (true, _) => Act::Gelu,
+                (false, true) => Act::Silu,
+                // mtmd's default then is the quick GELU (x·σ(1.702x)), which no tower we run
+                // uses
+                (false, false) => {
+                    return Err(Error::Model(
+                        "clip.use_gelu and clip.use_silu are both unset: the quick-GELU \
+                         feed-forward is not supported"
+                            .into(),
+                    ));
+                }
+            },
+            longest_edge: file
+                .get_opt::<u32>(&key("preproc_image_size"))?
+                .unwrap_or(0) as usize,
         };
+        if projector == Projector::Idefics3 && hp.longest_edge == 0 {
+            // (older conversions: mtmd then slices by its generic llava-uhd sizing, which
+            // this build does not reproduce)
+            return Err(Error::Model(
+                "idefics3 mmproj without clip.vision.preproc_image_size (the longest edge \
+                 images are resized to): convert it again with a current converter"
+                    .into(),
+            ));
+        }
         let d = hp.n_embd;
         if hp.n_head == 0 || !d.is_multiple_of(hp.n_head) || hp.patch_size == 0 {
             return Err(Error::Model(format!(
@@ -168,6 +214,17 @@ impl VisionTower {
                 b: ld.vector(&format!("{name}.bias"), rows)?,
             })
         };
+        // Some converters wrote the feed-forward's up and down under each other's names (mtmd
+        // swaps them back when `ffn_down` maps from the width): the same here.
+        let swapped = hp.n_ff != d
+            && file
+                .tensor("v.blk.0.ffn_down.weight")
+                .is_some_and(|t| t.shape.first() == Some(&(d as u64)));
+        let (up, down) = if swapped {
+            ("ffn_down", "ffn_up")
+        } else {
+            ("ffn_up", "ffn_down")
+        };
         let layers = (0..hp.n_layer)
             .map(|il| {
                 let p = |n: &str| format!("v.blk.{il}.{n}");
@@ -181,28 +238,26 @@ impl VisionTower {
                     o: lin(p("attn_out"), d, d)?,
                     ln2_w: vec("ln2", "weight")?,
                     ln2_b: vec("ln2", "bias")?,
-                    up: lin(p("ffn_up"), d, hp.n_ff)?,
-                    down: lin(p("ffn_down"), hp.n_ff, d)?,
+                    up: lin(p(up), d, hp.n_ff)?,
+                    down: lin(p(down), hp.n_ff, d)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let merged = d * hp.scale * hp.scale;
-        let mm_norm = match ld.vector_opt("mm.input_norm.weight", merged)? {
-            Some(w) => Some((
-                w,
-                ld.vector_opt("mm.input_norm.bias", merged)?
-                    .unwrap_or_else(|| vec![0.0; merged]),
-            )),
-            None => None,
+        let proj = match projector {
+            Projector::Lfm2 => lfm2_projector(file, &ld, merged)?,
+            Projector::Idefics3 => {
+                let name = "mm.model.fc.weight";
+                let rows = file
+                    .tensor(name)
+                    .and_then(|t| t.shape.get(1).copied())
+                    .ok_or_else(|| Error::MissingTensor(name.into()))?
+                    as usize;
+                ProjectorWeights::Idefics3 {
+                    fc: ld.matrix(name, merged, rows)?,
+                }
+            }
         };
-        let mm1_rows =
-            file.tensor("mm.1.weight")
-                .and_then(|t| t.shape.get(1).copied())
-                .ok_or_else(|| Error::MissingTensor("mm.1.weight".into()))? as usize;
-        let mm2_rows =
-            file.tensor("mm.2.weight")
-                .and_then(|t| t.shape.get(1).copied())
-                .ok_or_else(|| Error::MissingTensor("mm.2.weight".into()))? as usize;
         Ok(VisionTower {
             projector,
             patch_b: ld.vector("v.patch_embd.bias", d)?,
@@ -211,15 +266,46 @@ impl VisionTower {
             layers,
             post_ln_w: ld.vector("v.post_ln.weight", d)?,
             post_ln_b: ld.vector("v.post_ln.bias", d)?,
-            mm_norm,
-            mm1: lin("mm.1".into(), merged, mm1_rows)?,
-            mm2: lin("mm.2".into(), mm1_rows, mm2_rows)?,
+            proj,
             hp,
         })
     }
 
     /// The width of the embeddings it hands the language model.
     pub fn n_embd_out(&self) -> usize {
-        self.mm2.w.rows
+        match &self.proj {
+            ProjectorWeights::Lfm2 { mm2, .. } => mm2.w.rows,
+            ProjectorWeights::Idefics3 { fc } => fc.rows,
+        }
     }
+}
+
+/// LFM2-VL's projector tensors (`mm.input_norm.*` optional, `mm.1.*`, `mm.2.*`).
+fn lfm2_projector(file: &GgufFile, ld: &TensorLoader, merged: usize) -> Result<ProjectorWeights> {
+    let rows = |name: &str| -> Result<usize> {
+        Ok(file
+            .tensor(name)
+            .and_then(|t| t.shape.get(1).copied())
+            .ok_or_else(|| Error::MissingTensor(name.into()))? as usize)
+    };
+    let lin = |name: &str, cols: usize, rows: usize| -> Result<Linear> {
+        Ok(Linear {
+            w: ld.matrix(&format!("{name}.weight"), cols, rows)?,
+            b: ld.vector(&format!("{name}.bias"), rows)?,
+        })
+    };
+    let norm = match ld.vector_opt("mm.input_norm.weight", merged)? {
+        Some(w) => Some((
+            w,
+            ld.vector_opt("mm.input_norm.bias", merged)?
+                .unwrap_or_else(|| vec![0.0; merged]),
+        )),
+        None => None,
+    };
+    let (r1, r2) = (rows("mm.1.weight")?, rows("mm.2.weight")?);
+    Ok(ProjectorWeights::Lfm2 {
+        norm,
+        mm1: lin("mm.1", merged, r1)?,
+        mm2: lin("mm.2", r1, r2)?,
+    })
 }

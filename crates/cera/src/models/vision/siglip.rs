@@ -1,12 +1,14 @@
-//! The SigLIP vision tower and LFM2-VL's projector, written against the backend ops (so it
+//! The SigLIP vision tower and the projectors after it, written against the backend ops (so it
 //! runs on the CPU and the GPU): patches through the patch convolution (a matrix product over
-//! each patch's values), learned position embeddings resized to the patch grid (NaFlex), the
-//! pre-norm blocks with non-causal attention over the image's patches, the post-norm, then the
-//! projector: pixel unshuffle (each `s` × `s` square of patches becomes one token of `s²`
-//! times the width; on the host), LayerNorm, Linear, GELU, Linear. The result is one row per image token,
+//! each patch's values), learned position embeddings (resized to the patch grid for NaFlex
+//! towers; Idefics3's images are always the trained size), the pre-norm blocks with
+//! non-causal attention over the image's patches, the post-norm, then the projector: pixel
+//! unshuffle (each `s` × `s` square of patches becomes one token of `s²` times the width; on
+//! the host; mtmd's one permutation for both families), then LFM2-VL's LayerNorm, Linear,
+//! GELU, Linear or Idefics3's single bias-free Linear. The result is one row per image token,
 //! as wide as the language model's embeddings.
 
-use super::mmproj::{Linear, VisionTower};
+use super::mmproj::{Linear, Projector, ProjectorWeights, VisionTower};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, KvType, SeqSpan};
 use crate::error::{Error, Result};
 
@@ -60,6 +62,15 @@ impl VisionTower {
         {
             return Err(Error::Model(format!(
                 "the vision tower takes sides that are multiples of {align} (got {width} x {height})"
+            )));
+        }
+        if self.projector == Projector::Idefics3
+            && (width, height) != (hp.image_size, hp.image_size)
+        {
+            // its position embeddings are used as trained, never resized
+            return Err(Error::Model(format!(
+                "the idefics3 tower takes {0} x {0} slices (got {width} x {height})",
+                hp.image_size
             )));
         }
         if pixels.len() != width * height * 3 {
@@ -139,7 +150,7 @@ impl VisionTower {
             be.add(&mut cx, &mut b.x, &b.o);
             be.layer_norm(&mut cx, &b.x, &l.ln2_w, &l.ln2_b, hp.eps, &mut b.h);
             linear(be, &mut cx, &l.up, &b.h, &mut b.up)?;
-            be.activate(&mut cx, &mut b.up, Act::Gelu);
+            be.activate(&mut cx, &mut b.up, hp.act);
             linear(be, &mut cx, &l.down, &b.up, &mut b.o)?;
             be.add(&mut cx, &mut b.x, &b.o);
         }
@@ -171,17 +182,24 @@ impl VisionTower {
             }
         }
         be.upload(&mut cx, &merged_rows, n_tok, d * s * s, &mut b.x);
-        let merged = match &self.mm_norm {
-            Some((w, bias)) => {
-                // nn.LayerNorm's default epsilon
-                be.layer_norm(&mut cx, &b.x, w, bias, 1e-5, &mut b.h);
-                &b.h
+        match &self.proj {
+            ProjectorWeights::Lfm2 { norm, mm1, mm2 } => {
+                let merged = match norm {
+                    Some((w, bias)) => {
+                        // nn.LayerNorm's default epsilon
+                        be.layer_norm(&mut cx, &b.x, w, bias, 1e-5, &mut b.h);
+                        &b.h
+                    }
+                    None => &b.x,
+                };
+                linear(be, &mut cx, mm1, merged, &mut b.up)?;
+                be.activate(&mut cx, &mut b.up, Act::Gelu);
+                linear(be, &mut cx, mm2, &b.up, &mut b.o)?;
             }
-            None => &b.x,
-        };
-        linear(be, &mut cx, &self.mm1, merged, &mut b.up)?;
-        be.activate(&mut cx, &mut b.up, Act::Gelu);
-        linear(be, &mut cx, &self.mm2, &b.up, &mut b.o)?;
+            ProjectorWeights::Idefics3 { fc } => {
+                be.matmul_encoder(&mut cx, &mut [(fc, &mut b.o)], &b.x)?;
+            }
+        }
         let mut out = Vec::new();
         be.download(&mut cx, &b.o, &mut out);
         be.finish(&mut cx);
