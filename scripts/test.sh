@@ -341,11 +341,11 @@ model_path() { "$OUT/cera" models | awk -v m="$1" '$1 == m { print $NF; exit }';
 SMOL=$(model_path smollm2-135m-instruct-q4_1)
 QWEN=$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)
 CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" CERA_TEST_TOOLS_MODEL="$QWEN" \
-  node --test crates/cera-wasm/tests/node.test.mjs
+  CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" node --test crates/cera-wasm/tests/node.test.mjs
 # the same tests on the threads build, its kernels on two threads (the simd128 module: Node 20
 # has no relaxed SIMD to speak of, so the loader picks that one; Chromium's turn is below)
 CERA_WASM_THREADS=2 CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" CERA_TEST_TOOLS_MODEL="$QWEN" \
-  node --test crates/cera-wasm/tests/node.test.mjs
+  CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" node --test crates/cera-wasm/tests/node.test.mjs
 
 step "browser: relaxed SIMD's kernel tests and the cera-wasm page in headless Chromium (puppeteer-core)"
 # the simd128 tier built with relaxed SIMD (in the background), bit for bit against the scalar
@@ -355,7 +355,8 @@ CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$RELAXED_FLAGS" \
   CARGO_TARGET_WASM32_WASIP1_RUNNER="node $PWD/crates/cera-wasm/tests/browser/wasi-run.mjs" \
   CERA_EXPECT_TIERS=scalar,simd128 cargo test "${relaxed[@]}" --test kernels -- --skip real_model_tensors
 # the page (screenshot in target/browser)
-CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" node --test crates/cera-wasm/tests/browser/page.test.mjs
+CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" \
+  node --test crates/cera-wasm/tests/browser/page.test.mjs
 done_with target/wasm-relaxed target/wasm32-wasip1-threads target/wasm32-unknown-unknown
 
 step "parity: the same greedy tokens through Rust, the CLI, Python, Kotlin and WebAssembly (Node)"

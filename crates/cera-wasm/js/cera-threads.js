@@ -12,7 +12,7 @@
 // are workers started by `init` (`threads` − 1 of them, plus spares for more engines): a
 // browser starts a worker only when the thread creating it is idle, so they cannot be started
 // on demand while the engine's thread waits for them.
-import { makeClasses } from "./classes.js";
+import { argBytes, makeClasses } from "./classes.js";
 import { wasiImports } from "./wasi.js";
 
 const isNode = typeof process === "object" && typeof process.versions?.node === "string";
@@ -232,7 +232,7 @@ function call(h, method, args, raw, onToken) {
   }
   const { exports: x, memory } = w;
   const m = enc.encode(method);
-  const a = raw ?? (args === undefined ? new Uint8Array(0) : enc.encode(JSON.stringify(args)));
+  const a = argBytes(method, args, raw);
   const mp = x.cera_alloc(m.length) >>> 0;
   const ap = x.cera_alloc(a.length) >>> 0;
   const [outerEmit, outerError] = [emitTo, emitError];
@@ -266,4 +266,4 @@ function call(h, method, args, raw, onToken) {
 }
 
 const api = makeClasses(call, () => check().memory, () => [W.threads, "cpu"]);
-export const { ModelLoader, Engine, Session, Chat, version } = api;
+export const { ModelLoader, Engine, Mmproj, Session, Chat, version } = api;

@@ -35,6 +35,8 @@ export class Engine {
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Uint32Array;
   detokenize(ids: Uint32Array | number[]): string;
   embed(texts: string[]): Promise<Float32Array[]>;
+  /** This model's multimodal projector (an mmproj GGUF's bytes). */
+  loadMmproj(bytes: Uint8Array): Mmproj;
   readonly nVocab: number;
   readonly nCtxTrain: number;
   readonly architecture: string;
@@ -43,7 +45,18 @@ export class Engine {
   free(): void;
 }
 
+export class Mmproj {
+  readonly vision: boolean;
+  readonly audio: boolean;
+  readonly nEmbd: number;
+  free(): void;
+}
+
 export class Session {
+  /** An image file's bytes (JPEG, PNG, WebP, GIF) into the context; the positions it took. */
+  appendImage(mmproj: Mmproj, image: Uint8Array): Promise<number>;
+  /** An audio file's bytes (WAV, MP3, FLAC, Ogg Vorbis) or 16 kHz mono samples. */
+  appendAudio(mmproj: Mmproj, audio: Uint8Array | Float32Array): Promise<number>;
   generate(prompt: string, opts?: GenerateOptions, onToken?: (piece: string) => boolean | void): Promise<GenerateResult>;
   tokens(): Uint32Array;
   readonly nCtx: number;

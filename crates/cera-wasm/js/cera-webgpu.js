@@ -15,7 +15,7 @@
 // turn of the event loop (instantiated as `Suspending`), the GPU backend calls it while it
 // waits, and the waiting methods enter through `promising`. Needs WebGPU (`navigator.gpu`).
 import initBindgen from "./cera.js";
-import { makeClasses } from "./classes.js";
+import { argBytes, makeClasses } from "./classes.js";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -30,6 +30,8 @@ const ASYNC = new Set([
   "reset",
   "checkpoint",
   "restore",
+  "appendImage",
+  "appendAudio",
 ]);
 
 let W = null; // { x: the exports, promisingCall, device, info }
@@ -137,7 +139,7 @@ function call(h, method, args, raw, onToken) {
   }
   const { x } = w;
   const m = enc.encode(method);
-  const a = raw ?? (args === undefined ? new Uint8Array(0) : enc.encode(JSON.stringify(args)));
+  const a = argBytes(method, args, raw);
   const mp = x.cera_alloc(m.length) >>> 0;
   const ap = x.cera_alloc(a.length) >>> 0;
   new Uint8Array(x.memory.buffer, mp, m.length).set(m);
@@ -185,4 +187,4 @@ function call(h, method, args, raw, onToken) {
 }
 
 const api = makeClasses(call, () => check().x.memory, () => [1, W.device]);
-export const { ModelLoader, Engine, Session, Chat, version } = api;
+export const { ModelLoader, Engine, Mmproj, Session, Chat, version } = api;

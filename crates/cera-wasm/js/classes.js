@@ -8,6 +8,21 @@
 /// `f(v)`, or a promise of it when `v` is a promise.
 const then = (v, f) => (v instanceof Promise ? v.then(f) : f(v));
 
+const utf8 = new TextEncoder();
+
+/// A call's argument bytes: the JSON of `args`, then, after a NUL byte (which JSON text never
+/// holds), the `raw` bytes a call takes (a file's); `restore` takes its checkpoint alone.
+export function argBytes(method, args, raw) {
+  if (method === "restore") return raw ?? new Uint8Array(0);
+  const json = args === undefined ? new Uint8Array(0) : utf8.encode(JSON.stringify(args));
+  if (!raw) return json;
+  const a = new Uint8Array(json.length + 1 + raw.length);
+  a.set(json);
+  a[json.length] = 0;
+  a.set(raw, json.length + 1);
+  return a;
+}
+
 /// The classes over `call`; `memory()` is the module's memory (loaders write chunks straight
 /// into it) and `loadArgs()` what a loader's `finish` passes after the byte count ([threads,
 /// device]).
@@ -111,6 +126,11 @@ export function makeClasses(call, memory, loadArgs) {
     embed(texts) {
       return then(call(this.__handle, "embed", [texts]), (r) => r.map((v) => Float32Array.from(v)));
     }
+    /// Loads this model's multimodal projector (an mmproj GGUF's bytes: llama.cpp's
+    /// `--mmproj` file), for `Session.appendImage` and `appendAudio`.
+    loadMmproj(bytes) {
+      return new Mmproj(call(this.__handle, "loadMmproj", [], bytes));
+    }
     get nVocab() {
       return this.__info.nVocab;
     }
@@ -127,6 +147,26 @@ export function makeClasses(call, memory, loadArgs) {
     /// Threads the kernels run on.
     get threads() {
       return this.__info.threads;
+    }
+  }
+
+  /// A loaded multimodal projector: images and audio go into sessions through it.
+  class Mmproj extends Handle {
+    constructor(r) {
+      super(r.handle);
+      this.__info = r.info;
+    }
+    /// Whether it reads images.
+    get vision() {
+      return this.__info.vision;
+    }
+    /// Whether it reads audio.
+    get audio() {
+      return this.__info.audio;
+    }
+    /// The width of the embeddings it hands the model.
+    get nEmbd() {
+      return this.__info.nEmbd;
     }
   }
 
@@ -152,6 +192,24 @@ export function makeClasses(call, memory, loadArgs) {
     /// from the callback stops, and what it throws stops generation and is rethrown here.
     generate(prompt, opts, onToken) {
       return call(this.__handle, "generate", [prompt, opts], undefined, onToken);
+    }
+    /// Appends an image (the file's bytes: JPEG, PNG, WebP, GIF) as `mmproj`'s model reads
+    /// it; returns the positions it took. A later `generate` continues after it.
+    appendImage(mmproj, image) {
+      if (!(image instanceof Uint8Array)) throw new TypeError("an image is the file's bytes (Uint8Array)");
+      return call(this.__handle, "appendImage", [mmproj.__handle], image);
+    }
+    /// Appends an audio clip: a file's bytes (Uint8Array: WAV, MP3, FLAC, Ogg Vorbis) or 16 kHz
+    /// mono samples (Float32Array); returns the positions it took.
+    appendAudio(mmproj, audio) {
+      if (audio instanceof Float32Array) {
+        const raw = new Uint8Array(audio.buffer, audio.byteOffset, audio.byteLength);
+        return call(this.__handle, "appendAudio", [mmproj.__handle, true], raw);
+      }
+      if (!(audio instanceof Uint8Array)) {
+        throw new TypeError("audio is a file's bytes (Uint8Array) or 16 kHz mono samples (Float32Array)");
+      }
+      return call(this.__handle, "appendAudio", [mmproj.__handle, false], audio);
     }
     tokens() {
       return Uint32Array.from(call(this.__handle, "tokens"));
@@ -181,5 +239,5 @@ export function makeClasses(call, memory, loadArgs) {
   }
 
   const version = () => call(0, "version");
-  return { ModelLoader, Engine, Session, Chat, version };
+  return { ModelLoader, Engine, Mmproj, Session, Chat, version };
 }

@@ -1,6 +1,7 @@
 //! The JSON call interface: one entry point, `cera_call(handle, method, args)`, over a table of
-//! objects (loaders, engines, sessions, chats), with arguments and results as JSON (bytes for
-//! checkpoints), and an imported `emit(piece)` for streaming. Two builds export it:
+//! objects (loaders, engines, sessions, chats, mmprojs), with arguments and results as JSON
+//! (bytes for checkpoints; a file's bytes after the JSON for media), and an imported
+//! `emit(piece)` for streaming. Two builds export it:
 //! - the threads build (`wasm32-wasip1-threads`, where wasm-bindgen does not build):
 //!   `js/cera-threads.js` wraps it in the same classes wasm-bindgen makes for the one-thread
 //!   build, so a page picks either without other changes;
@@ -50,6 +51,7 @@ enum Obj {
     Engine(cera::engine::Engine),
     Session(Box<cera::session::Session>, cera::engine::Engine),
     Chat(Box<cera::chat::Chat>),
+    Mmproj(std::sync::Arc<cera::models::Mmproj>),
 }
 
 #[derive(Default)]
@@ -78,6 +80,15 @@ fn take(h: u32) -> Result<Obj> {
             "object {h} is freed, or in use by a call still running (called from its callback?)"
         ))
     })
+}
+
+/// The mmproj on handle `h` (shared: it stays in the table).
+fn mmproj(h: u32) -> Result<std::sync::Arc<cera::models::Mmproj>> {
+    let t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    match t.objs.get(&h) {
+        Some(Obj::Mmproj(m)) => Ok(std::sync::Arc::clone(m)),
+        _ => Err(invalid(format!("object {h} is not a loaded mmproj"))),
+    }
 }
 
 fn put_back(h: u32, o: Obj) {
@@ -134,8 +145,14 @@ fn call_global(method: &str, args: &[Value]) -> Result<Out> {
     }
 }
 
-fn call_engine(e: &cera::engine::Engine, method: &str, args: &[Value]) -> Result<Out> {
+fn call_engine(e: &cera::engine::Engine, method: &str, args: &[Value], raw: &[u8]) -> Result<Out> {
     match method {
+        "loadMmproj" => {
+            let m = api::load_mmproj(e, raw.to_vec())?;
+            let info = api::mmproj_info(&m);
+            let h = insert(Obj::Mmproj(std::sync::Arc::new(m)));
+            Ok(Out::Json(json!({ "handle": h, "info": info })))
+        }
         "session" => {
             let cfg: SessionConfig = opts(args, 0, "session options")?;
             let s = api::session(e, &cfg)?;
@@ -193,6 +210,30 @@ fn call_session(
             let prompt: String = arg(args, 0, "prompt")?;
             let cfg: GenerateConfig = opts(args, 1, "generate options")?;
             json(&api::generate(s, &prompt, &cfg, &mut emit)?)
+        }
+        "appendImage" => {
+            let m = mmproj(arg(args, 0, "mmproj")?)?;
+            Ok(Out::Json(json!(api::append_image(s, &m, raw)?)))
+        }
+        "appendAudio" => {
+            let m = mmproj(arg(args, 0, "mmproj")?)?;
+            let samples: bool = arg(args, 1, "samples")?;
+            let audio = if samples {
+                if !raw.len().is_multiple_of(4) {
+                    return Err(invalid(format!(
+                        "audio samples: {} bytes is not a whole number of f32 values",
+                        raw.len()
+                    )));
+                }
+                let x = raw.chunks_exact(4);
+                api::Audio::Samples(
+                    x.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                )
+            } else {
+                api::Audio::File(raw)
+            };
+            Ok(Out::Json(json!(api::append_audio(s, &m, audio)?)))
         }
         "tokens" => Ok(Out::Json(json!(s.tokens()))),
         "nCtx" => Ok(Out::Json(json!(s.n_ctx()))),
@@ -277,12 +318,21 @@ fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
         take(h)?;
         return Ok(Out::Json(Value::Null));
     }
-    // `restore` takes the checkpoint's bytes as they are; every other call a JSON array
-    let raw = if method == "restore" { args_bytes } else { &[] };
-    let args: Vec<Value> = if method == "restore" || args_bytes.is_empty() {
+    // `restore` takes the checkpoint's bytes as they are; every other call a JSON array,
+    // then, after a NUL byte (which JSON text never holds), the raw bytes a call may take (a
+    // file's: `loadMmproj`, `appendImage`, `appendAudio`)
+    let (json_bytes, raw) = if method == "restore" {
+        (&[][..], args_bytes)
+    } else {
+        match args_bytes.iter().position(|&b| b == 0) {
+            Some(i) => (&args_bytes[..i], &args_bytes[i + 1..]),
+            None => (args_bytes, &[][..]),
+        }
+    };
+    let args: Vec<Value> = if json_bytes.is_empty() {
         Vec::new()
     } else {
-        serde_json::from_slice(args_bytes)
+        serde_json::from_slice(json_bytes)
             .map_err(|e| invalid(format!("{method}: arguments: {e}")))?
     };
     if h == 0 {
@@ -290,7 +340,7 @@ fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
     }
     match take(h)? {
         Obj::Engine(e) => {
-            let r = call_engine(&e, method, &args);
+            let r = call_engine(&e, method, &args, raw);
             put_back(h, Obj::Engine(e));
             r
         }
@@ -302,6 +352,14 @@ fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
         Obj::Chat(mut c) => {
             let r = call_chat(&mut c, method, &args, raw);
             put_back(h, Obj::Chat(c));
+            r
+        }
+        Obj::Mmproj(m) => {
+            let r = match method {
+                "info" => json(&api::mmproj_info(&m)),
+                _ => Err(invalid(format!("Mmproj has no method {method}"))),
+            };
+            put_back(h, Obj::Mmproj(m));
             r
         }
         Obj::Loader(bytes) if method == "finish" => finish_loader(bytes, &args),

@@ -235,3 +235,58 @@ pub fn complete(
         reused_tokens: r.prefill.kept + r.prefill.from_cache,
     })
 }
+
+/// An mmproj file's projector for this model (the pair's widths checked).
+pub fn load_mmproj(e: &cera::engine::Engine, bytes: Vec<u8>) -> Result<cera::models::Mmproj> {
+    e.load_mmproj_bytes(bytes).map_err(core)
+}
+
+/// What a page asks of an mmproj: `{ vision, audio, nEmbd }`.
+#[derive(Serialize)]
+pub struct MmprojInfo {
+    pub vision: bool,
+    pub audio: bool,
+    #[serde(rename = "nEmbd")]
+    pub n_embd: usize,
+}
+
+pub fn mmproj_info(m: &cera::models::Mmproj) -> MmprojInfo {
+    MmprojInfo {
+        vision: m.has_vision(),
+        audio: m.has_audio(),
+        n_embd: m.n_embd_out(),
+    }
+}
+
+/// Appends an image file's bytes (JPEG, PNG, WebP, GIF) as the mmproj's model reads it;
+/// returns the positions it took.
+pub fn append_image(
+    s: &mut cera::session::Session,
+    m: &cera::models::Mmproj,
+    bytes: &[u8],
+) -> Result<usize> {
+    let img = cera::media::Rgb8::decode(bytes).map_err(core)?;
+    s.append_image(m, &img).map_err(core)
+}
+
+/// Appends an audio clip: a file's bytes (WAV, MP3, FLAC, Ogg Vorbis; resampled to 16 kHz as
+/// llama.cpp does) or 16 kHz mono samples.
+pub fn append_audio(
+    s: &mut cera::session::Session,
+    m: &cera::models::Mmproj,
+    audio: Audio<'_>,
+) -> Result<usize> {
+    let samples = match audio {
+        Audio::File(bytes) => cera::media::audio::decode_audio(bytes, 16_000).map_err(core)?,
+        Audio::Samples(x) => x,
+    };
+    s.append_audio(m, &samples).map_err(core)
+}
+
+/// An audio argument.
+pub enum Audio<'a> {
+    /// A file's bytes.
+    File(&'a [u8]),
+    /// 16 kHz mono samples.
+    Samples(Vec<f32>),
+}

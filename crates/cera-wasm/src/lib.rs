@@ -182,6 +182,15 @@ impl Engine {
         api::architecture(&self.inner)
     }
 
+    /// Loads this model's multimodal projector (an mmproj GGUF's bytes: llama.cpp's `--mmproj`
+    /// file), for `Session.appendImage` and `appendAudio`.
+    #[wasm_bindgen(js_name = loadMmproj)]
+    pub fn load_mmproj(&self, bytes: Vec<u8>) -> Result<Mmproj> {
+        Ok(Mmproj {
+            inner: std::sync::Arc::new(api::load_mmproj(&self.inner, bytes)?),
+        })
+    }
+
     /// Where the model runs (`CPU` here).
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
@@ -192,6 +201,34 @@ impl Engine {
     #[wasm_bindgen(getter)]
     pub fn threads(&self) -> u32 {
         1
+    }
+}
+
+/// A loaded multimodal projector (`Engine.loadMmproj`): images and audio go into sessions
+/// through it.
+#[wasm_bindgen]
+pub struct Mmproj {
+    inner: std::sync::Arc<cera::models::Mmproj>,
+}
+
+#[wasm_bindgen]
+impl Mmproj {
+    /// Whether it reads images.
+    #[wasm_bindgen(getter)]
+    pub fn vision(&self) -> bool {
+        self.inner.has_vision()
+    }
+
+    /// Whether it reads audio.
+    #[wasm_bindgen(getter)]
+    pub fn audio(&self) -> bool {
+        self.inner.has_audio()
+    }
+
+    /// The width of the embeddings it hands the model.
+    #[wasm_bindgen(getter, js_name = nEmbd)]
+    pub fn n_embd(&self) -> u32 {
+        self.inner.n_embd_out() as u32
     }
 }
 
@@ -255,6 +292,34 @@ impl Session {
         );
         let g = rethrow(g, thrown)?;
         Ok(serde_wasm_bindgen::to_value(&g).map_err(|e| invalid(e.to_string()))?)
+    }
+
+    /// Appends an image (the file's bytes: JPEG, PNG, WebP, GIF) as `mmproj`'s model reads
+    /// it: prepared, encoded and prefilled between its marker tokens, as llama.cpp does.
+    /// Returns the positions it took; a later `generate` continues after it.
+    #[wasm_bindgen(js_name = appendImage)]
+    pub fn append_image(&mut self, mmproj: &Mmproj, image: &[u8]) -> Result<u32> {
+        Ok(api::append_image(&mut self.inner, &mmproj.inner, image)? as u32)
+    }
+
+    /// Appends an audio clip: a file's bytes (`Uint8Array`: WAV, MP3, FLAC, Ogg Vorbis,
+    /// resampled to 16 kHz as llama.cpp does) or 16 kHz mono samples (`Float32Array`).
+    /// Returns the positions it took.
+    #[wasm_bindgen(js_name = appendAudio)]
+    pub fn append_audio(&mut self, mmproj: &Mmproj, audio: JsValue) -> Result<u32> {
+        let audio = if let Some(f) = audio.dyn_ref::<js_sys::Float32Array>() {
+            api::Audio::Samples(f.to_vec())
+        } else if let Some(b) = audio.dyn_ref::<js_sys::Uint8Array>() {
+            let bytes = b.to_vec();
+            return Ok(
+                api::append_audio(&mut self.inner, &mmproj.inner, api::Audio::File(&bytes))? as u32,
+            );
+        } else {
+            return Err(invalid(
+                "audio is a file's bytes (Uint8Array) or 16 kHz mono samples (Float32Array)",
+            ));
+        };
+        Ok(api::append_audio(&mut self.inner, &mmproj.inner, audio)? as u32)
     }
 
     /// Token ids in the context.

@@ -1,9 +1,13 @@
 // cera-wasm in Node (`node --test`), against the native CLI: SmolLM2 loaded from bytes gives
 // the CLI's greedy completion, a JSON-Schema turn gives JSON that validates, a tool call comes
-// back parsed, and bad input is an error naming what is wrong.
+// back parsed, an image and an audio clip through an mmproj give the CLI's completion with the
+// same files, and bad input is an error naming what is wrong.
 //
 //   CERA_BIN=target/release/cera CERA_TEST_MODEL=SmolLM2.gguf CERA_TEST_TOOLS_MODEL=Qwen2.5.gguf \
-//     node --test crates/cera-wasm/tests/
+//     CERA_MMPROJ=mmproj.gguf node --test crates/cera-wasm/tests/
+//
+// (CERA_MMPROJ: a random-weight mmproj as wide as SmolLM2 with a vision and an audio half:
+// `make_mmproj OUT 576 f16 tiny+audio`)
 //
 // With CERA_WASM_THREADS=N the same tests run on the threads build (`cera-threads.js`, the
 // kernels on N threads), which must give the same results.
@@ -11,8 +15,11 @@
 // (the tool call takes Qwen2.5-Coder-0.5B: SmolLM2 keeps calling tools until its budget ends)
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync, mkdtempSync } from "node:fs";
 import { execFileSync } from "node:child_process";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { png, wav } from "./media-files.mjs";
 
 const threads = Number(process.env.CERA_WASM_THREADS || 0);
 const lib = threads ? await import("../pkg/cera-threads.js") : await import("../pkg/cera.js");
@@ -21,8 +28,11 @@ const { Engine, ModelLoader } = lib;
 const model = process.env.CERA_TEST_MODEL;
 const toolsModel = process.env.CERA_TEST_TOOLS_MODEL;
 const cli = process.env.CERA_BIN;
-if (!model || !toolsModel || !cli) {
-  throw new Error("set CERA_TEST_MODEL, CERA_TEST_TOOLS_MODEL (GGUF files) and CERA_BIN (the cera binary)");
+const mmprojPath = process.env.CERA_MMPROJ;
+if (!model || !toolsModel || !cli || !mmprojPath) {
+  throw new Error(
+    "set CERA_TEST_MODEL, CERA_TEST_TOOLS_MODEL, CERA_MMPROJ (GGUF files) and CERA_BIN (the cera binary)",
+  );
 }
 let loaded = null;
 if (threads) {
@@ -197,4 +207,50 @@ test("bad input is an error naming what is wrong", () => {
   assert.throws(() => new ModelLoader(4).finish(), /0 of 4 bytes/);
   const s = engine.session({ nCtx: 16 });
   assert.throws(() => s.generate("word ".repeat(40), { maxTokens: 4 }), /context/i);
+});
+
+test("an image and an audio clip give the CLI's completion with the same files", () => {
+  const dir = mkdtempSync(join(tmpdir(), "cera-wasm-media-"));
+  const img = png(80, 60);
+  // a second at 22.05 kHz: decoded and resampled to 16 kHz by the module, as by the CLI
+  const tone = Array.from({ length: 22050 }, (_, i) => 0.4 * Math.sin((2 * Math.PI * 440 * i) / 22050) * Math.exp(-i / 15000));
+  const clip = wav(tone, 22050);
+  writeFileSync(join(dir, "img.png"), img);
+  writeFileSync(join(dir, "clip.wav"), clip);
+  // 4 tokens: the 6th is a near-tie ("is" or "was") that the simd128 module's sums, in
+  // another order than the CLI's scalar tier, tip the other way
+  const n = 4;
+  const want = execFileSync(
+    cli,
+    ["run", "-m", model, "--mmproj", mmprojPath, "--image", join(dir, "img.png"), "--audio", join(dir, "clip.wav"),
+      "--raw", "--temp", "0", "-n", String(n), "-p", "<__media__><__media__>Describe it."],
+    { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], env: { ...process.env, CERA_CPU_TIER: "scalar" } },
+  );
+  const mm = engine.loadMmproj(readFileSync(mmprojPath));
+  assert.equal(mm.vision, true);
+  assert.equal(mm.audio, true);
+  assert.equal(mm.nEmbd, 576);
+  const s = engine.session({ nCtx: 1024 });
+  const ni = s.appendImage(mm, img);
+  const na = s.appendAudio(mm, clip);
+  assert.ok(ni > 4 && na > 2, `${ni} image and ${na} audio positions`);
+  assert.equal(s.tokens().length, ni + na); // (the first with BOS)
+  const r = s.generate("Describe it.", { maxTokens: n, temperature: 0 });
+  assert.equal(r.text, want);
+  // 16 kHz samples as a Float32Array enter as the same clip written to a 16 kHz WAV file
+  // (values k / 32768: exactly what a decoder reads back from the WAV's 16-bit samples)
+  const at16 = Float32Array.from({ length: 8000 }, (_, i) => Math.round(0.3 * Math.sin(i / 9) * 32768) / 32768);
+  const a = engine.session({ nCtx: 1024 });
+  a.appendAudio(mm, at16);
+  const b = engine.session({ nCtx: 1024 });
+  b.appendAudio(mm, wav(Array.from(at16), 16000));
+  assert.equal(a.generate("", { maxTokens: 4, temperature: 0 }).text, b.generate("", { maxTokens: 4, temperature: 0 }).text);
+  // bad media: named
+  assert.throws(() => s.appendImage(mm, new Uint8Array([0xff, 0xd8, 0xff, 1, 2])), /JPEG|image/i);
+  assert.throws(() => s.appendAudio(mm, new Uint8Array([82, 73, 70, 70, 0, 0])), /WAV|audio|RIFF/i);
+  assert.throws(() => s.appendAudio(mm, "clip.wav"), /Uint8Array|Float32Array/);
+  assert.throws(() => engine.loadMmproj(readFileSync(model)), /clip/);
+  mm.free();
+  // (wasm-bindgen's classes say "null pointer passed to rust" of a freed object)
+  assert.throws(() => s.appendImage(mm, img), /freed|null pointer/);
 });

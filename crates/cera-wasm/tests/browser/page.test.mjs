@@ -9,15 +9,20 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdirSync, existsSync, statSync } from "node:fs";
-import { basename, dirname, resolve } from "node:path";
+import { mkdirSync, existsSync, statSync, readFileSync, writeFileSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import puppeteer from "puppeteer-core";
+import { wav } from "../media-files.mjs";
 
 const model = process.env.CERA_TEST_MODEL;
 const cli = process.env.CERA_BIN;
+const mmproj = process.env.CERA_MMPROJ;
 const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
-if (!model || !cli) throw new Error("set CERA_TEST_MODEL (a GGUF file) and CERA_BIN (the cera binary)");
+if (!model || !cli || !mmproj) {
+  throw new Error("set CERA_TEST_MODEL, CERA_MMPROJ (GGUF files: the model, an mmproj as wide) and CERA_BIN (the cera binary)");
+}
 if (!existsSync(chromium)) throw new Error(`${chromium} missing: apt-get install chromium (or set CHROMIUM)`);
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../../../..");
@@ -169,4 +174,62 @@ test("on WebGPU the page streams the CLI's GPU completion", { timeout: 300_000 }
   await gpu.screenshot({ path: resolve(shots, "page-webgpu.png") });
   assert.deepEqual(gpuErrors, []);
   await gpu.close();
+});
+
+test("in a page, an image the browser drew and an audio clip enter through an mmproj as the CLI reads them", {
+  timeout: 240_000,
+}, async () => {
+  const p = await browser.newPage();
+  const pageErrors = [];
+  p.on("pageerror", (e) => pageErrors.push(String(e)));
+  await p.goto(`${base}/web/index.html`);
+  const clip = wav(
+    Array.from({ length: 12000 }, (_, i) => 0.3 * Math.sin(i / 7) * Math.exp(-i / 9000)),
+    24000,
+  );
+  const n = 6;
+  // the module on the page's thread: the model fetched, the mmproj and clip handed in, the
+  // image drawn on a canvas and encoded by the browser's own PNG encoder
+  const out = await p.evaluate(
+    async (modelUrl, mmB64, clipB64, n) => {
+      const lib = await import("/pkg/cera.js");
+      await lib.default();
+      const bytes = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const engine = lib.Engine.fromBytes(new Uint8Array(await (await fetch(modelUrl)).arrayBuffer()));
+      const mm = engine.loadMmproj(bytes(mmB64));
+      const canvas = new OffscreenCanvas(96, 64);
+      const g = canvas.getContext("2d");
+      const grad = g.createLinearGradient(0, 0, 96, 64);
+      grad.addColorStop(0, "#1060c0");
+      grad.addColorStop(1, "#f0a020");
+      g.fillStyle = grad;
+      g.fillRect(0, 0, 96, 64);
+      g.fillStyle = "#ffffff";
+      g.fillRect(20, 16, 30, 30);
+      const png = new Uint8Array(await (await canvas.convertToBlob({ type: "image/png" })).arrayBuffer());
+      const s = engine.session({ nCtx: 1024 });
+      const positions = [s.appendImage(mm, png), s.appendAudio(mm, bytes(clipB64))];
+      const r = s.generate("Describe it.", { maxTokens: n, temperature: 0 });
+      let b = "";
+      for (const x of png) b += String.fromCharCode(x);
+      return { png: btoa(b), text: r.text, positions };
+    },
+    `/models/${encodeURIComponent(basename(model))}`,
+    Buffer.from(readFileSync(mmproj)).toString("base64"),
+    Buffer.from(clip).toString("base64"),
+    n,
+  );
+  const dir = mkdtempSync(join(tmpdir(), "cera-page-media-"));
+  writeFileSync(join(dir, "drawn.png"), Buffer.from(out.png, "base64"));
+  writeFileSync(join(dir, "clip.wav"), clip);
+  const want = execFileSync(
+    cli,
+    ["run", "-m", model, "--mmproj", mmproj, "--image", join(dir, "drawn.png"), "--audio", join(dir, "clip.wav"),
+      "--raw", "--temp", "0", "-n", String(n), "-p", "<__media__><__media__>Describe it."],
+    { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], env: { ...process.env, CERA_CPU_TIER: "scalar" } },
+  );
+  assert.ok(out.positions[0] > 4 && out.positions[1] > 2, JSON.stringify(out.positions));
+  assert.equal(out.text, want);
+  assert.deepEqual(pageErrors, []);
+  await p.close();
 });

@@ -125,6 +125,15 @@ impl Engine {
         Ok(m)
     }
 
+    /// [`Engine::load_mmproj`] on a whole file's bytes (where there is no file system: the
+    /// WebAssembly build).
+    pub fn load_mmproj_bytes(&self, bytes: Vec<u8>) -> Result<crate::models::Mmproj> {
+        let file = crate::gguf::GgufFile::from_bytes(bytes)?;
+        let m = crate::models::Mmproj::load(std::sync::Arc::new(file))?;
+        self.check_mmproj(&m)?;
+        Ok(m)
+    }
+
     fn check_mmproj(&self, mmproj: &crate::models::Mmproj) -> Result<()> {
         let n_embd = self.inner.model.n_embd();
         if mmproj.n_embd_out() != n_embd {

@@ -37,10 +37,7 @@ impl VisionTower {
     /// `img` prepared as its projector's reference does (LFM2-VL: a thumbnail within the
     /// token bounds, large images also as tiles) and each image part encoded on `be`.
     pub fn encode_image<B: Backend>(&self, be: &B, img: &Rgb8) -> Result<EncodedMedia> {
-        let pieces = match self.projector {
-            Projector::Lfm2 => lfm2::prepare(img, &self.hp),
-            Projector::Idefics3 => idefics3::prepare(img, &self.hp)?,
-        };
+        let pieces = self.prepare(img)?;
         let mut parts = Vec::with_capacity(pieces.len());
         let mut n_embd_rows = 0;
         for p in pieces {
@@ -55,5 +52,14 @@ impl VisionTower {
             });
         }
         Ok(EncodedMedia { parts, n_embd_rows })
+    }
+
+    /// The pieces `img` becomes for this projector (the resizes, tiles or slices, markers),
+    /// before any is normalized or encoded: mtmd's preprocessing.
+    pub fn prepare(&self, img: &Rgb8) -> Result<Vec<Piece>> {
+        Ok(match self.projector {
+            Projector::Lfm2 => lfm2::prepare(img, &self.hp),
+            Projector::Idefics3 => idefics3::prepare(img, &self.hp)?,
+        })
     }
 }
