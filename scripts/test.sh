@@ -307,7 +307,8 @@ step "server: pytest with the openai client, requests and jsonschema"
 # a random-weight BERT reranker (the same generator as the Rust tests) for the /v1/rerank test
 "$OUT/examples/make_bert_model" target/pytest-rerank.gguf rerank >/dev/null
 # a random-weight mmproj as wide as SmolLM2, with a vision and an audio half, for the media tests
-# (tests/server/test_vision.py, tests/python/test_vision.py, tests/kotlin/bindings.kts)
+# (tests/server/test_vision.py, tests/python/test_vision.py, tests/kotlin/bindings.kts, the
+# cera-wasm tests in Node and Chromium)
 "$OUT/examples/make_mmproj" target/pytest-mmproj.gguf 576 f16 tiny+audio >/dev/null
 CERA_RERANK_MODEL="$PWD/target/pytest-rerank.gguf" CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" \
   CERA_TEST_DATA="$("$OUT/examples/fetch_test_data")" CERA_BIN="$PWD/$OUT/cera" \

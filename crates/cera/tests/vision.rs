@@ -237,3 +237,55 @@ fn an_image_enters_a_session() {
     let e = eng.session(sopts).append_image(&narrow, &img).unwrap_err();
     assert!(e.to_string().contains("wide"), "{e}");
 }
+
+/// A chat whose messages carry an image checkpoints with it: restored in a new chat (no mmproj
+/// at hand) it continues as the saved one does; a cut checkpoint is an error naming it (the
+/// media section's own checks: `chat::media_state`'s tests).
+#[test]
+fn a_chat_with_an_image_checkpoints_and_restores() {
+    use cera::chat::{Message, TurnOptions};
+    use cera::engine::{Engine, EngineOptions, SessionOptions};
+    use cera::media::Rgb8;
+    use cera::sample::SamplerConfig;
+    use cera::session::GenerateOptions;
+    let mut o = EngineOptions::default();
+    o.n_threads = Some(2);
+    let eng = Engine::load(models::real_model("smollm2"), o).unwrap();
+    let shape = mmproj_model::VisionShape {
+        n_embd_out: eng.n_embd(),
+        ..mmproj_model::TINY
+    };
+    let m = load_mmproj(mmproj_model::build("smol", &shape, GgmlType::F16, None)).unwrap();
+    let img = Rgb8::filled(70, 50, [30, 160, 90]);
+    let mut sopts = SessionOptions::default();
+    sopts.n_ctx = 1024;
+    let greedy = |n: usize| {
+        let mut g = GenerateOptions::default();
+        g.max_tokens = n;
+        let mut s = SamplerConfig::default();
+        s.temperature = 0.0;
+        g.sampler = s;
+        TurnOptions::new(g)
+    };
+    let mut a = eng.session(sopts.clone()).into_chat().unwrap();
+    let enc = eng.encode_image(&m, &img).unwrap();
+    a.ingest_with_media(Message::user("What is in the picture?"), vec![enc])
+        .unwrap();
+    a.complete(&greedy(5)).unwrap();
+    let saved = a.checkpoint().unwrap();
+    a.ingest(Message::user("And its colour?")).unwrap();
+    let want = a.complete(&greedy(6)).unwrap().text;
+
+    let mut b = eng.session(sopts.clone()).into_chat().unwrap();
+    b.restore(&saved).unwrap();
+    b.ingest(Message::user("And its colour?")).unwrap();
+    assert_eq!(b.complete(&greedy(6)).unwrap().text, want);
+
+    // cut short: named, nothing panics
+    let mut c = eng.session(sopts).into_chat().unwrap();
+    let e = c
+        .restore(&saved[..saved.len() - 7])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("checkpoint") || e.contains("truncated"), "{e}");
+}

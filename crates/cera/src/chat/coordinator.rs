@@ -601,16 +601,17 @@ impl Chat {
         if self.phase == Phase::Generating {
             return Err(self.phase_error("checkpoint", "a reply is being generated"));
         }
-        if !self.media.is_empty() {
-            return Err(self.phase_error(
-                "checkpoint",
-                "the conversation has images, which checkpoints do not keep yet",
-            ));
-        }
-        let app = serde_json::to_vec(&self.app_state()).map_err(|e| Error::State {
+        let mut app = serde_json::to_vec(&self.app_state()).map_err(|e| Error::State {
             what: "chat checkpoint".into(),
             reason: e.to_string(),
         })?;
+        if !self.media.is_empty() {
+            // the images and clips (their embeddings) after the JSON
+            let mut w = crate::state::codec::Writer { buf: app };
+            w.u8(super::media_state::SEPARATOR);
+            super::media_state::write(&self.media, &mut w);
+            app = w.buf;
+        }
         self.session.checkpoint_with(Kind::Chat, &app)
     }
 
@@ -654,10 +655,31 @@ impl Chat {
                 h.kind.as_str()
             )));
         }
-        let v: Json = serde_json::from_slice(&app)
+        let (json_part, media) = match app.iter().position(|&b| b == super::media_state::SEPARATOR)
+        {
+            None => (&app[..], Vec::new()),
+            Some(i) => {
+                let mut r = crate::state::codec::Reader::new(&app[i + 1..], what);
+                let m = super::media_state::read(&mut r, self.session.engine().n_embd())?;
+                r.finish()?;
+                (&app[..i], m)
+            }
+        };
+        let v: Json = serde_json::from_slice(json_part)
             .map_err(|e| bad(format!("the conversation is not valid JSON: {e}")))?;
         let messages: Vec<Message> = serde_json::from_value(v["messages"].clone())
             .map_err(|e| bad(format!("messages: {e}")))?;
+        let markers: usize = messages
+            .iter()
+            .filter_map(|m| m.content.as_deref())
+            .map(|c| c.matches(crate::session::MEDIA_MARKER).count())
+            .sum();
+        if markers != media.len() {
+            return Err(bad(format!(
+                "{markers} media markers in the messages, but {} media saved",
+                media.len()
+            )));
+        }
         let tools = crate::tools::parse_tools(&v["tools"]).map_err(|e| bad(e.to_string()))?;
         let tool_format: ToolFormat = v["tool_format"]
             .as_str()
@@ -676,6 +698,7 @@ impl Chat {
         self.phase = phase;
         self.pending = pending;
         self.n_calls = v["n_calls"].as_u64().unwrap_or(0);
+        self.media = media;
         Ok(())
     }
 }

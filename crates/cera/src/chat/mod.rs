@@ -32,6 +32,7 @@
 
 mod coordinator;
 mod functions;
+mod media_state;
 mod message;
 mod methods;
 mod pyfmt;
