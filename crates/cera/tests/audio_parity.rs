@@ -94,6 +94,60 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     ab / (aa.sqrt() * bb.sqrt())
 }
 
+/// The GPU backend (wgpu; lavapipe in CI) against mtmd's rows on the drawn 16 kHz clip (the
+/// conformer's ops are the backend's; its relative-position attention the host's default).
+/// Named `gpu::…` as arch_parity's GPU list: the CI's GPU step runs it.
+#[cfg(feature = "gpu")]
+mod gpu {
+    use super::*;
+
+    #[test]
+    fn lfm2_audio_encodes_as_mtmd() {
+        let gpu = cera::backend::gpu::Gpu::new().expect("a wgpu adapter (lavapipe in CI)");
+        let shape = audio_mmproj::AudioShape {
+            n_embd_out: 2048,
+            ..audio_mmproj::LFM2_AUDIO_1_5B
+        };
+        let mm = audio_mmproj::build("make_mmproj", &shape, GgmlType::F16, None, None);
+        let mm = Mmproj::load(Arc::new(GgufFile::from_bytes(mm).unwrap())).unwrap();
+        let name = "drawn-16k-mono.wav";
+        let samples = decode_audio(&clip(name), 16_000).unwrap();
+        let t0 = std::time::Instant::now();
+        let enc = mm.encode_audio(&gpu, &samples).unwrap();
+        let worst = least_cosine(name, &enc);
+        eprintln!(
+            "gpu {name}: {} rows in {:.1} s, the least cosine {worst:.7}",
+            enc.n_embd_rows,
+            t0.elapsed().as_secs_f64()
+        );
+        assert!(worst >= MIN_COSINE, "gpu {name}: a row's cosine is {worst}");
+    }
+}
+
+/// The least cosine of `enc`'s rows against mtmd's (`fixtures/NAME.embd.f16`).
+fn least_cosine(name: &str, enc: &cera::models::vision::EncodedMedia) -> f64 {
+    let rows: Vec<f32> = enc
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            MediaPart::Embeddings(r) => Some(r.as_slice()),
+            MediaPart::Text(_) => None,
+        })
+        .flatten()
+        .copied()
+        .collect();
+    let bytes = std::fs::read(format!("{FIXTURES}/{name}.embd.f16")).unwrap();
+    let reference: Vec<f32> = bytes
+        .chunks_exact(2)
+        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+        .collect();
+    assert_eq!(rows.len(), reference.len(), "{name}: audio token count");
+    rows.chunks(2048)
+        .zip(reference.chunks(2048))
+        .map(|(a, b)| cosine(a, b))
+        .fold(1f64, f64::min)
+}
+
 #[test]
 fn lfm2_audio_1_5b_matches_mtmd() {
     let index: Value =

@@ -104,6 +104,87 @@ fn smolvlm_256m_matches_mtmd() {
     );
 }
 
+/// The GPU backend (wgpu; lavapipe in CI) against mtmd's rows too, one image per family (the
+/// tower's ops are the backend's own: the CPU's encoder products and attention do not run).
+/// Named `gpu::…`, as arch_parity's GPU list: the workspace's test run skips them and the CI's
+/// GPU step runs LFM2-VL's; SmolVLM's three slices of 1024 patches take lavapipe two and a
+/// half minutes on two cores, so it runs by name (`cargo test --features gpu --test
+/// vision_parity -- gpu::`).
+#[cfg(feature = "gpu")]
+mod gpu {
+    use super::*;
+
+    fn encodes_as_mtmd(dir: &str, shape: mmproj_model::VisionShape, name: &str) {
+        let gpu = cera::backend::gpu::Gpu::new().expect("a wgpu adapter (lavapipe in CI)");
+        let mm = mmproj_model::build("make_mmproj", &shape, GgmlType::F16, None);
+        let mm = Mmproj::load(Arc::new(GgufFile::from_bytes(mm).unwrap())).unwrap();
+        let t0 = std::time::Instant::now();
+        let enc = mm.encode_image(&gpu, &image(name)).unwrap();
+        let worst = least_cosine(
+            &format!("{FIXTURES}/../{dir}"),
+            name,
+            &enc,
+            shape.n_embd_out,
+        );
+        eprintln!(
+            "gpu {dir} {name}: {} rows in {:.1} s, the least cosine {worst:.7}",
+            enc.n_embd_rows,
+            t0.elapsed().as_secs_f64()
+        );
+        assert!(
+            worst >= MIN_COSINE,
+            "gpu {dir} {name}: a row's cosine is {worst}"
+        );
+    }
+
+    #[test]
+    fn lfm2_vl_encodes_as_mtmd() {
+        let shape = mmproj_model::VisionShape {
+            n_embd_out: 1024,
+            ..mmproj_model::LFM2_VL_450M
+        };
+        encodes_as_mtmd("vision", shape, "pattern-100x30");
+    }
+
+    #[test]
+    fn smolvlm_encodes_as_mtmd() {
+        let shape = mmproj_model::VisionShape {
+            longest_edge: 1024,
+            ..mmproj_model::SMOLVLM_256M
+        };
+        encodes_as_mtmd("vision-idefics3", shape, "pattern-300x900");
+    }
+}
+
+/// The least cosine of `enc`'s rows against mtmd's (`fixtures/NAME.embd.f16`).
+fn least_cosine(
+    fixtures: &str,
+    name: &str,
+    enc: &cera::models::vision::EncodedMedia,
+    width: usize,
+) -> f64 {
+    let rows: Vec<f32> = enc
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            MediaPart::Embeddings(r) => Some(r.as_slice()),
+            MediaPart::Text(_) => None,
+        })
+        .flatten()
+        .copied()
+        .collect();
+    let bytes = std::fs::read(format!("{fixtures}/{name}.embd.f16")).unwrap();
+    let reference: Vec<f32> = bytes
+        .chunks_exact(2)
+        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+        .collect();
+    assert_eq!(rows.len(), reference.len(), "{name}: image token count");
+    rows.chunks(width)
+        .zip(reference.chunks(width))
+        .map(|(a, b)| cosine(a, b))
+        .fold(1f64, f64::min)
+}
+
 /// The pair (`lm` with `markers` in its vocabulary, the mmproj of `shape`) against mtmd's
 /// fixtures in `dir`.
 fn matches_mtmd(dir: &str, markers: &[String], lm: &str, shape: &mmproj_model::VisionShape) {
@@ -137,30 +218,10 @@ fn matches_mtmd(dir: &str, markers: &[String], lm: &str, shape: &mmproj_model::V
     for (name, want) in index["images"].as_object().unwrap() {
         // the embeddings: every row against mtmd's
         let enc = mm.encode_image(&cpu, &image(name)).unwrap();
-        let rows: Vec<f32> = enc
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                MediaPart::Embeddings(r) => Some(r.as_slice()),
-                MediaPart::Text(_) => None,
-            })
-            .flatten()
-            .copied()
-            .collect();
-        let bytes = std::fs::read(format!("{fixtures}/{name}.embd.f16")).unwrap();
-        let reference: Vec<f32> = bytes
-            .chunks_exact(2)
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect();
-        assert_eq!(rows.len(), reference.len(), "{name}: image token count");
-        let worst = rows
-            .chunks(width)
-            .zip(reference.chunks(width))
-            .map(|(a, b)| cosine(a, b))
-            .fold(1f64, f64::min);
+        let worst = least_cosine(&fixtures, name, &enc, width);
         eprintln!(
             "{name}: {} rows, the least cosine {worst:.7}",
-            rows.len() / width
+            enc.n_embd_rows
         );
         assert!(
             worst >= MIN_COSINE,
