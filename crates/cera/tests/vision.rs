@@ -174,6 +174,26 @@ fn hostile_mmproj_files_are_refused_by_name() {
     let m = load(mmproj_model::build("h", idf, GgmlType::F32, None)).unwrap();
     let e = m.encode(&Cpu::new(1), &pixels(96, 64), 96, 64).unwrap_err();
     assert!(e.to_string().contains("64 x 64 slices"), "{e}");
+    // a vision tensor the tower does not read (here: a third block past block_count 2)
+    let base = GgufFile::from_bytes(mmproj_model::build("h", tiny, GgmlType::F32, None)).unwrap();
+    let mut w = cera::gguf::GgufWriter::new();
+    for (k, v) in &base.metadata {
+        w.set(k.clone(), v.clone());
+    }
+    for t in &base.tensors {
+        let dims: Vec<u64> = t.shape.clone();
+        w.add_tensor_f32(
+            &t.name,
+            GgmlType::F32,
+            &dims,
+            &base.tensor_f32(&t.name).unwrap(),
+        )
+        .unwrap();
+    }
+    w.add_tensor_f32("v.blk.2.ln1.weight", GgmlType::F32, &[32], &[1.0; 32])
+        .unwrap();
+    let e = load(w.to_bytes().unwrap()).err().unwrap();
+    assert!(e.to_string().contains("v.blk.2.ln1.weight"), "{e}");
     // a text model is not an mmproj
     let mut w = cera::gguf::GgufWriter::new();
     w.set("general.architecture", "llama");

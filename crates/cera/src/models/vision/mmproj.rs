@@ -258,6 +258,7 @@ impl VisionTower {
                 }
             }
         };
+        refuse_unread(file, &hp, &proj)?;
         Ok(VisionTower {
             projector,
             patch_b: ld.vector("v.patch_embd.bias", d)?,
@@ -278,6 +279,55 @@ impl VisionTower {
             ProjectorWeights::Idefics3 { fc } => fc.rows,
         }
     }
+}
+
+/// Fails on a vision tensor (`v.*`, or a projector's `mm.*` but the audio adapter's `mm.a.*`)
+/// the tower does not read: a newer layout or a damaged file would otherwise be run without it.
+fn refuse_unread(file: &GgufFile, hp: &VisionHparams, proj: &ProjectorWeights) -> Result<()> {
+    let mut read: std::collections::HashSet<String> = [
+        "v.patch_embd.weight",
+        "v.patch_embd.bias",
+        "v.position_embd.weight",
+        "v.post_ln.weight",
+        "v.post_ln.bias",
+    ]
+    .map(String::from)
+    .into();
+    for il in 0..hp.n_layer {
+        for t in [
+            "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down", "ln1", "ln2",
+        ] {
+            for part in ["weight", "bias"] {
+                read.insert(format!("v.blk.{il}.{t}.{part}"));
+            }
+        }
+    }
+    let mm: &[&str] = match proj {
+        ProjectorWeights::Lfm2 { .. } => &[
+            "mm.input_norm.weight",
+            "mm.input_norm.bias",
+            "mm.1.weight",
+            "mm.1.bias",
+            "mm.2.weight",
+            "mm.2.bias",
+        ],
+        ProjectorWeights::Idefics3 { .. } => &["mm.model.fc.weight"],
+    };
+    read.extend(mm.iter().map(|n| n.to_string()));
+    for t in &file.tensors {
+        let name = t.name.as_str();
+        let vision =
+            name.starts_with("v.") || (name.starts_with("mm.") && !name.starts_with("mm.a."));
+        if vision && !read.contains(name) {
+            return Err(Error::GgufTensor {
+                tensor: name.into(),
+                reason: "a vision tensor this tower does not use (a newer layout, or a damaged \
+                         file?)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// LFM2-VL's projector tensors (`mm.input_norm.*` optional, `mm.1.*`, `mm.2.*`).
