@@ -15,7 +15,6 @@ use cera::engine::{Engine, EngineOptions, SessionOptions};
 use cera::gguf::GgufFile;
 use cera::media::audio::decode_audio;
 use cera::models::Mmproj;
-use cera::models::vision::MediaPart;
 use cera::quant::GgmlType;
 use cera::session::is_media_id;
 use serde_json::Value;
@@ -24,6 +23,8 @@ use serde_json::Value;
 mod arch_models;
 #[path = "common/audio_mmproj.rs"]
 mod audio_mmproj;
+#[path = "common/media_parity.rs"]
+mod media_parity;
 #[path = "common/models.rs"]
 mod models;
 
@@ -84,16 +85,6 @@ fn clip(name: &str) -> Vec<u8> {
     }
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        ab += x as f64 * y as f64;
-        aa += x as f64 * x as f64;
-        bb += y as f64 * y as f64;
-    }
-    ab / (aa.sqrt() * bb.sqrt())
-}
-
 /// The GPU backend (wgpu; lavapipe in CI) against mtmd's rows on the drawn 16 kHz clip (the
 /// conformer's ops are the backend's; its relative-position attention the host's default).
 /// Named `gpu::…` as arch_parity's GPU list: the CI's GPU step runs it.
@@ -114,7 +105,8 @@ mod gpu {
         let samples = decode_audio(&clip(name), 16_000).unwrap();
         let t0 = std::time::Instant::now();
         let enc = mm.encode_audio(&gpu, &samples).unwrap();
-        let worst = least_cosine(name, &enc);
+        let path = format!("{FIXTURES}/{name}.embd.f16");
+        let worst = media_parity::least_cosine(&enc, &path, 2048);
         eprintln!(
             "gpu {name}: {} rows in {:.1} s, the least cosine {worst:.7}",
             enc.n_embd_rows,
@@ -122,30 +114,6 @@ mod gpu {
         );
         assert!(worst >= MIN_COSINE, "gpu {name}: a row's cosine is {worst}");
     }
-}
-
-/// The least cosine of `enc`'s rows against mtmd's (`fixtures/NAME.embd.f16`).
-fn least_cosine(name: &str, enc: &cera::models::vision::EncodedMedia) -> f64 {
-    let rows: Vec<f32> = enc
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            MediaPart::Embeddings(r) => Some(r.as_slice()),
-            MediaPart::Text(_) => None,
-        })
-        .flatten()
-        .copied()
-        .collect();
-    let bytes = std::fs::read(format!("{FIXTURES}/{name}.embd.f16")).unwrap();
-    let reference: Vec<f32> = bytes
-        .chunks_exact(2)
-        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-        .collect();
-    assert_eq!(rows.len(), reference.len(), "{name}: audio token count");
-    rows.chunks(2048)
-        .zip(reference.chunks(2048))
-        .map(|(a, b)| cosine(a, b))
-        .fold(1f64, f64::min)
 }
 
 #[test]
@@ -185,27 +153,7 @@ fn lfm2_audio_1_5b_matches_mtmd() {
         let t0 = std::time::Instant::now();
         let enc = mm.encode_audio(&cpu, &samples).unwrap();
         let ms = t0.elapsed().as_secs_f64() * 1e3;
-        let rows: Vec<f32> = enc
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                MediaPart::Embeddings(r) => Some(r.as_slice()),
-                MediaPart::Text(_) => None,
-            })
-            .flatten()
-            .copied()
-            .collect();
-        let bytes = std::fs::read(format!("{FIXTURES}/{name}.embd.f16")).unwrap();
-        let reference: Vec<f32> = bytes
-            .chunks_exact(2)
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect();
-        assert_eq!(rows.len(), reference.len(), "{name}: audio token count");
-        let cos: Vec<f64> = rows
-            .chunks(2048)
-            .zip(reference.chunks(2048))
-            .map(|(a, b)| cosine(a, b))
-            .collect();
+        let cos = media_parity::row_cosines(&enc, &format!("{FIXTURES}/{name}.embd.f16"), 2048);
         let worst = cos.iter().copied().fold(1f64, f64::min);
         let mean = cos.iter().sum::<f64>() / cos.len() as f64;
         eprintln!(

@@ -204,21 +204,27 @@ fn hostile_mmproj_files_are_refused_by_name() {
 #[path = "common/models.rs"]
 mod models;
 
-/// An image enters a session between its markers and the model generates after it; the same
-/// image gives the same context, another image other ids; a pair of mismatched widths is named.
-#[test]
-fn an_image_enters_a_session() {
-    use cera::engine::{Engine, EngineOptions, SessionOptions};
-    use cera::media::Rgb8;
-    use cera::session::{Control, GenerateOptions};
-    let mut o = EngineOptions::default();
+/// SmolLM2 (two threads) and a tiny random mmproj as wide as its embeddings.
+fn smollm2_pair() -> (cera::engine::Engine, Mmproj) {
+    let mut o = cera::engine::EngineOptions::default();
     o.n_threads = Some(2);
-    let eng = Engine::load(models::real_model("smollm2"), o).unwrap();
+    let eng = cera::engine::Engine::load(models::real_model("smollm2"), o).unwrap();
     let shape = mmproj_model::VisionShape {
         n_embd_out: eng.n_embd(),
         ..mmproj_model::TINY
     };
     let m = load_mmproj(mmproj_model::build("smol", &shape, GgmlType::F16, None)).unwrap();
+    (eng, m)
+}
+
+/// An image enters a session between its markers and the model generates after it; the same
+/// image gives the same context, another image other ids; a pair of mismatched widths is named.
+#[test]
+fn an_image_enters_a_session() {
+    use cera::engine::SessionOptions;
+    use cera::media::Rgb8;
+    use cera::session::{Control, GenerateOptions};
+    let (eng, m) = smollm2_pair();
     let mut img = Rgb8::filled(80, 60, [200, 120, 40]);
     for (i, b) in img.data.iter_mut().enumerate() {
         *b = b.wrapping_add((i % 97) as u8);
@@ -264,18 +270,11 @@ fn an_image_enters_a_session() {
 #[test]
 fn a_chat_with_an_image_checkpoints_and_restores() {
     use cera::chat::{Message, TurnOptions};
-    use cera::engine::{Engine, EngineOptions, SessionOptions};
+    use cera::engine::SessionOptions;
     use cera::media::Rgb8;
     use cera::sample::SamplerConfig;
     use cera::session::GenerateOptions;
-    let mut o = EngineOptions::default();
-    o.n_threads = Some(2);
-    let eng = Engine::load(models::real_model("smollm2"), o).unwrap();
-    let shape = mmproj_model::VisionShape {
-        n_embd_out: eng.n_embd(),
-        ..mmproj_model::TINY
-    };
-    let m = load_mmproj(mmproj_model::build("smol", &shape, GgmlType::F16, None)).unwrap();
+    let (eng, m) = smollm2_pair();
     let img = Rgb8::filled(70, 50, [30, 160, 90]);
     let mut sopts = SessionOptions::default();
     sopts.n_ctx = 1024;

@@ -20,13 +20,14 @@ use cera::engine::{Engine, EngineOptions, SessionOptions};
 use cera::gguf::GgufFile;
 use cera::media::Rgb8;
 use cera::models::Mmproj;
-use cera::models::vision::MediaPart;
 use cera::quant::GgmlType;
 use cera::session::is_media_id;
 use serde_json::Value;
 
 #[path = "common/arch_models.rs"]
 mod arch_models;
+#[path = "common/media_parity.rs"]
+mod media_parity;
 #[path = "common/mmproj_model.rs"]
 mod mmproj_model;
 #[path = "common/models.rs"]
@@ -64,16 +65,6 @@ fn image(name: &str) -> Rgb8 {
         "pattern-300x900" => pattern(300, 900),
         other => panic!("no image {other}"),
     }
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        ab += x as f64 * y as f64;
-        aa += x as f64 * x as f64;
-        bb += y as f64 * y as f64;
-    }
-    ab / (aa.sqrt() * bb.sqrt())
 }
 
 #[test]
@@ -120,12 +111,8 @@ mod gpu {
         let mm = Mmproj::load(Arc::new(GgufFile::from_bytes(mm).unwrap())).unwrap();
         let t0 = std::time::Instant::now();
         let enc = mm.encode_image(&gpu, &image(name)).unwrap();
-        let worst = least_cosine(
-            &format!("{FIXTURES}/../{dir}"),
-            name,
-            &enc,
-            shape.n_embd_out,
-        );
+        let path = format!("{FIXTURES}/../{dir}/{name}.embd.f16");
+        let worst = media_parity::least_cosine(&enc, &path, shape.n_embd_out);
         eprintln!(
             "gpu {dir} {name}: {} rows in {:.1} s, the least cosine {worst:.7}",
             enc.n_embd_rows,
@@ -154,35 +141,6 @@ mod gpu {
         };
         encodes_as_mtmd("vision-idefics3", shape, "pattern-300x900");
     }
-}
-
-/// The least cosine of `enc`'s rows against mtmd's (`fixtures/NAME.embd.f16`).
-fn least_cosine(
-    fixtures: &str,
-    name: &str,
-    enc: &cera::models::vision::EncodedMedia,
-    width: usize,
-) -> f64 {
-    let rows: Vec<f32> = enc
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            MediaPart::Embeddings(r) => Some(r.as_slice()),
-            MediaPart::Text(_) => None,
-        })
-        .flatten()
-        .copied()
-        .collect();
-    let bytes = std::fs::read(format!("{fixtures}/{name}.embd.f16")).unwrap();
-    let reference: Vec<f32> = bytes
-        .chunks_exact(2)
-        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-        .collect();
-    assert_eq!(rows.len(), reference.len(), "{name}: image token count");
-    rows.chunks(width)
-        .zip(reference.chunks(width))
-        .map(|(a, b)| cosine(a, b))
-        .fold(1f64, f64::min)
 }
 
 /// The pair (`lm` with `markers` in its vocabulary, the mmproj of `shape`) against mtmd's
@@ -218,7 +176,7 @@ fn matches_mtmd(dir: &str, markers: &[String], lm: &str, shape: &mmproj_model::V
     for (name, want) in index["images"].as_object().unwrap() {
         // the embeddings: every row against mtmd's
         let enc = mm.encode_image(&cpu, &image(name)).unwrap();
-        let worst = least_cosine(&fixtures, name, &enc, width);
+        let worst = media_parity::least_cosine(&enc, &format!("{fixtures}/{name}.embd.f16"), width);
         eprintln!(
             "{name}: {} rows, the least cosine {worst:.7}",
             enc.n_embd_rows

@@ -398,33 +398,30 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::rnd_vec;
     use super::*;
     use crate::backend::cpu::attention::KvLayer;
     use crate::backend::kvtype::KvType;
     use crate::kernels::KernelTable;
+
+    /// The AVX-512 tier's table, or None on a host without it (whose calls the flash tile,
+    /// tested in `super::tests`, and the host default of `relpos` run instead).
+    fn avx512() -> Option<&'static KernelTable> {
+        let Some(table) = KernelTable::for_tier(CpuTier::Avx512) else {
+            assert!(!CpuTier::supported().contains(&CpuTier::Avx512));
+            return None;
+        };
+        Some(Box::leak(Box::new(table)))
+    }
 
     /// Against an f64 softmax over every key: head sizes off the panel width, GQA, a key count
     /// off the panel and block sizes, rows after earlier keys (`pos0`), 1 and 3 threads; and
     /// the tier that runs it really takes this path.
     #[test]
     fn matches_f64_reference() {
-        let Some(table) = KernelTable::for_tier(CpuTier::Avx512) else {
-            // not this host's tier: the flash tile (tested in `super::tests`) runs these calls
-            assert!(!CpuTier::supported().contains(&CpuTier::Avx512));
-            return;
-        };
-        let table: &'static KernelTable = Box::leak(Box::new(table));
-        let mut seed = 5u64;
-        let mut rnd = |n: usize| -> Vec<f32> {
-            (0..n)
-                .map(|_| {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-                })
-                .collect()
-        };
+        let Some(table) = avx512() else { return };
+        let mut seed = 5u32;
+        let mut rnd = |n: usize| rnd_vec(&mut seed, n);
         // n_head, n_kv_head, head_dim, head_dim_v, pos0, n
         for (nh, nkv, hd, hdv, pos0, n) in [
             (4, 4, 64, 64, 0, 131),
@@ -498,22 +495,9 @@ mod tests {
     /// off the block and panel sizes, heads of 64 and 40.
     #[test]
     fn rel_pos_matches_f64_reference() {
-        let Some(table) = KernelTable::for_tier(CpuTier::Avx512) else {
-            assert!(!CpuTier::supported().contains(&CpuTier::Avx512));
-            return;
-        };
-        let table: &'static KernelTable = Box::leak(Box::new(table));
-        let mut seed = 9u64;
-        let mut rnd = |n: usize| -> Vec<f32> {
-            (0..n)
-                .map(|_| {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-                })
-                .collect()
-        };
+        let Some(table) = avx512() else { return };
+        let mut seed = 9u32;
+        let mut rnd = |n: usize| rnd_vec(&mut seed, n);
         for (n, n_head, hd) in [(101, 2, 64), (37, 3, 40), (1, 2, 8)] {
             let d = n_head * hd;
             let (q, k, v) = (rnd(n * d), rnd(n * d), rnd(n * d));

@@ -487,7 +487,7 @@ mod tests {
         }
     }
 
-    fn rnd_vec(seed: &mut u32, n: usize) -> Vec<f32> {
+    pub(super) fn rnd_vec(seed: &mut u32, n: usize) -> Vec<f32> {
         (0..n)
             .map(|_| {
                 *seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
