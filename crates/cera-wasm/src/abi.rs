@@ -91,6 +91,23 @@ fn mmproj(h: u32) -> Result<std::sync::Arc<cera::models::Mmproj>> {
     }
 }
 
+/// What a page asks of an mmproj: `{ vision, audio, nEmbd }`.
+#[derive(serde::Serialize)]
+struct MmprojInfo {
+    vision: bool,
+    audio: bool,
+    #[serde(rename = "nEmbd")]
+    n_embd: usize,
+}
+
+fn mmproj_info(m: &cera::models::Mmproj) -> MmprojInfo {
+    MmprojInfo {
+        vision: m.has_vision(),
+        audio: m.has_audio(),
+        n_embd: m.n_embd_out(),
+    }
+}
+
 fn put_back(h: u32, o: Obj) {
     let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
     t.objs.insert(h, o);
@@ -149,7 +166,7 @@ fn call_engine(e: &cera::engine::Engine, method: &str, args: &[Value], raw: &[u8
     match method {
         "loadMmproj" => {
             let m = api::load_mmproj(e, raw.to_vec())?;
-            let info = api::mmproj_info(&m);
+            let info = mmproj_info(&m);
             let h = insert(Obj::Mmproj(std::sync::Arc::new(m)));
             Ok(Out::Json(json!({ "handle": h, "info": info })))
         }
@@ -356,7 +373,7 @@ fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
         }
         Obj::Mmproj(m) => {
             let r = match method {
-                "info" => json(&api::mmproj_info(&m)),
+                "info" => json(&mmproj_info(&m)),
                 _ => Err(invalid(format!("Mmproj has no method {method}"))),
             };
             put_back(h, Obj::Mmproj(m));

@@ -241,23 +241,6 @@ pub fn load_mmproj(e: &cera::engine::Engine, bytes: Vec<u8>) -> Result<cera::mod
     e.load_mmproj_bytes(bytes).map_err(core)
 }
 
-/// What a page asks of an mmproj: `{ vision, audio, nEmbd }`.
-#[derive(Serialize)]
-pub struct MmprojInfo {
-    pub vision: bool,
-    pub audio: bool,
-    #[serde(rename = "nEmbd")]
-    pub n_embd: usize,
-}
-
-pub fn mmproj_info(m: &cera::models::Mmproj) -> MmprojInfo {
-    MmprojInfo {
-        vision: m.has_vision(),
-        audio: m.has_audio(),
-        n_embd: m.n_embd_out(),
-    }
-}
-
 /// Appends an image file's bytes (JPEG, PNG, WebP, GIF) as the mmproj's model reads it;
 /// returns the positions it took.
 pub fn append_image(

@@ -39,13 +39,16 @@ fn pixels(w: usize, h: usize) -> Vec<f32> {
     v
 }
 
-/// The layouts and image sizes: LFM2-VL's at the trained 64 x 64 grid and a 96 x 64 one whose
-/// positions are resized; Idefics3's at its one size.
-fn cases() -> [(
+/// A layout's name, its shape and the image sizes it is encoded at.
+type Case = (
     &'static str,
     mmproj_model::VisionShape,
     &'static [(usize, usize)],
-); 2] {
+);
+
+/// The layouts and image sizes: LFM2-VL's at the trained 64 x 64 grid and a 96 x 64 one whose
+/// positions are resized; Idefics3's at its one size.
+fn cases() -> [Case; 2] {
     [
         ("tiny", mmproj_model::TINY, &[(64, 64), (96, 64)]),
         ("tiny-idefics3", mmproj_model::TINY_IDEFICS3, &[(64, 64)]),
