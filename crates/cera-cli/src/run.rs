@@ -324,6 +324,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Err(e) if matches!(e.downcast_ref(), Some(cera::Error::Cancelled)) => return Ok(()),
         r => r?,
     }
+    if a.model.verbose && media.is_some() {
+        eprintln!(
+            "cera: the prompt is {} positions; media rows (position+rows): {}",
+            session.tokens().len(),
+            media_runs(session.tokens())
+        );
+    }
     let mut opts = GenerateOptions::default();
     opts.max_tokens = if a.n_predict < 0 {
         0
@@ -394,4 +401,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     std::mem::forget(session);
     std::mem::forget(engine);
     Ok(())
+}
+
+/// The runs of media rows among a context's positions, as `position+rows` (a tiled image has
+/// one run per tile).
+fn media_runs(tokens: &[u32]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        if !cera::session::is_media_id(t) {
+            continue;
+        }
+        match runs.last_mut() {
+            Some((start, n)) if *start + *n == i => *n += 1,
+            _ => runs.push((i, 1)),
+        }
+    }
+    runs.iter()
+        .map(|(p, n)| format!("{p}+{n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -215,7 +215,21 @@ fn audio_goes_through_the_mmproj() {
     assert!(ok, "{err}");
     assert!(!want.trim().is_empty(), "{err}");
     // an image and a clip in the order given, each at its marker
+    // (--verbose prints where the media's rows are: the image's run is longer than the clip's)
+    let runs = |err: &str| -> Vec<(usize, usize)> {
+        let line = err
+            .lines()
+            .find_map(|l| l.split("media rows (position+rows): ").nth(1))
+            .unwrap_or_else(|| panic!("no media layout in: {err}"));
+        line.split_whitespace()
+            .map(|r| {
+                let (p, n) = r.split_once('+').unwrap();
+                (p.parse().unwrap(), n.parse().unwrap())
+            })
+            .collect()
+    };
     let (ok, both, err) = with(&[
+        "-v",
         "--image",
         jpeg,
         "--audio",
@@ -224,7 +238,9 @@ fn audio_goes_through_the_mmproj() {
         "<__media__> and <__media__>: what?",
     ]);
     assert!(ok && !both.trim().is_empty(), "{err}");
-    let (ok, swapped, err) = with(&[
+    let first = runs(&err);
+    let (ok, _, err) = with(&[
+        "-v",
         "--audio",
         clip,
         "--image",
@@ -233,7 +249,12 @@ fn audio_goes_through_the_mmproj() {
         "<__media__> and <__media__>: what?",
     ]);
     assert!(ok, "{err}");
-    assert_ne!(both, swapped, "the media's order is the flags' order");
+    let swapped = runs(&err);
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(swapped.len(), 2, "{swapped:?}");
+    // the media's order is the flags' order: the rows trade places
+    assert!(first[0].1 > first[1].1, "image first: {first:?}");
+    assert_eq!((swapped[0].1, swapped[1].1), (first[1].1, first[0].1));
     // bad audio is named by file
     let bad = dir.join("cut.wav");
     std::fs::write(&bad, b"RIFF\x24\0\0\0WAVEfmt ").unwrap();
