@@ -26,6 +26,7 @@ mod spec_args;
 mod split;
 mod structured;
 mod tokenize;
+mod transcribe;
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +88,8 @@ enum Command {
     Embed(embed::Args),
     /// Relevance scores of documents for a query, with a reranker model.
     Rerank(rerank::Args),
+    /// Speech to text with a Whisper model (whisper-cli's way).
+    Transcribe(transcribe::Args),
 }
 
 /// llama.cpp spells some long options with one dash (`-ctk q8_0`); clap would read `-ctk` as
@@ -140,6 +143,7 @@ fn main() -> ExitCode {
         Command::Split(a) => split::run(a),
         Command::Convert(a) => convert::run(a),
         Command::Embed(a) => embed::run(a),
+        Command::Transcribe(a) => transcribe::run(a),
         Command::Rerank(a) => rerank::run(a),
     };
     match result {

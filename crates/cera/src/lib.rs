@@ -41,5 +41,6 @@ pub mod spec;
 pub mod state;
 pub mod tokenizer;
 pub mod tools;
+pub mod transcribe;
 
 pub use error::{Error, ErrorKind, Result};

@@ -16,11 +16,13 @@
 
 mod arch;
 mod checkpoint;
+mod ct2;
 mod meta;
 mod params;
 mod pre_hashes;
 mod sentencepiece;
 mod vocab;
+mod whisper;
 
 use std::path::{Path, PathBuf};
 
@@ -143,6 +145,9 @@ struct Planned {
 /// Converts the checkpoint folder `input` to the GGUF `output` (a file, or a folder to name
 /// the file in as the converter does).
 pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<ConvertReport> {
+    if whisper::is_ct2_whisper(input) {
+        return whisper::convert(input, output, opts);
+    }
     let ck = Checkpoint::open(input)?;
     let hf_arch = ck
         .config

@@ -224,7 +224,7 @@ fn vocab_base(
 
 /// Merges as "a b" strings; the list-of-pairs form (transformers 4.45+) encodes a space inside
 /// a part as U+0120 + 0x100, as gguf-py does.
-fn merges(dir: &Path, model: &Json) -> Result<Vec<String>> {
+pub(super) fn merges(dir: &Path, model: &Json) -> Result<Vec<String>> {
     let Some(list) = model.get("merges").and_then(Json::as_array) else {
         return Ok(Vec::new());
     };

@@ -200,7 +200,7 @@ impl MelFrontEnd {
 
 /// The mel filterbank `[n_mel, n_fft / 2 + 1]`: triangles between Slaney-scale mel points
 /// from 0 Hz to half the rate, each scaled to unit area (`2 / (right - left)`), in f64.
-fn slaney_filterbank(n_mel: usize, n_fft: usize, rate: u32) -> Vec<f32> {
+pub(crate) fn slaney_filterbank(n_mel: usize, n_fft: usize, rate: u32) -> Vec<f32> {
     const MIN_LOG_HZ: f64 = 1000.0;
     const LIN_SLOPE: f64 = 3.0 / 200.0;
     let min_log_mel = MIN_LOG_HZ * LIN_SLOPE;

@@ -8,6 +8,7 @@
 pub mod audio;
 pub mod mel;
 pub mod resize;
+pub mod whisper_mel;
 
 #[cfg(feature = "media")]
 use crate::error::{Error, Result};

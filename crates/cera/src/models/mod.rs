@@ -19,6 +19,7 @@ pub mod phi3;
 pub mod qwen2;
 pub mod step;
 pub mod vision;
+pub mod whisper;
 
 pub use mmproj::Mmproj;
 

@@ -1,0 +1,187 @@
+//! Whisper's audio encoder: the log-mel window `[n_mel, 3000]` through a width-3 convolution
+//! (stride 1) and GELU, another (stride 2) and GELU, plus the position embeddings, then the
+//! pre-norm blocks (non-causal self-attention over the 1500 frames, the GELU MLP) and a
+//! LayerNorm. The convolutions are products over im2col rows (each output frame's 3 input
+//! frames side by side, channel-major as the weights are), on the host between them.
+
+use super::{Block, Linear, Norm, SideHparams, WhisperHparams, load_blocks};
+use crate::backend::{Act, AttentionParams, Backend, KvSpec, KvType, SeqSpan, Weight};
+use crate::error::{Error, Result};
+use crate::media::whisper_mel::N_FRAMES;
+use crate::models::loader::TensorLoader;
+
+/// LayerNorm's epsilon in Whisper (PyTorch's default).
+pub const EPS: f32 = 1e-5;
+
+pub struct Encoder {
+    pub hp: SideHparams,
+    pub n_mels: usize,
+    /// `[n_mels · 3, d]` and `[d · 3, d]`: the convolutions as matrices over (channel, tap)
+    pub conv1: Linear,
+    pub conv2: Linear,
+    /// `[d, 1500]`
+    pub pos: Weight,
+    pub blocks: Vec<Block>,
+    pub ln_post: Norm,
+}
+
+impl Encoder {
+    pub(super) fn load(ld: &TensorLoader, hp: &WhisperHparams) -> Result<Encoder> {
+        let h = hp.encoder.clone();
+        let d = h.n_embd;
+        let conv = |i: usize, c_in: usize| -> Result<Linear> {
+            let name = format!("encoder.conv{i}.weight");
+            let info = ld
+                .file()
+                .tensor(&name)
+                .ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            let want = [3u64, c_in as u64, d as u64];
+            if info.shape[..] != want[..] {
+                return Err(Error::GgufTensor {
+                    tensor: name,
+                    reason: format!("shape {:?}, but the encoder expects {want:?}", info.shape),
+                });
+            }
+            let w = Weight::new(ld.file(), info).reshaped(3 * c_in, d, &name)?;
+            Ok(Linear {
+                w,
+                b: Some(ld.vector(&format!("encoder.conv{i}.bias"), d)?),
+            })
+        };
+        if h.n_ctx * 2 != N_FRAMES {
+            return Err(Error::Model(format!(
+                "whisper.encoder.context_length is {}: the encoder reads 30 s ({N_FRAMES} \
+                 frames, {} after the stride-2 convolution)",
+                h.n_ctx,
+                N_FRAMES / 2
+            )));
+        }
+        Ok(Encoder {
+            conv1: conv(1, hp.n_mels)?,
+            conv2: conv(2, d)?,
+            pos: ld.matrix("encoder.positional_embedding", d, h.n_ctx)?,
+            blocks: load_blocks(ld, "encoder", &h, false)?,
+            ln_post: Norm {
+                w: ld.vector("encoder.ln_post.weight", d)?,
+                b: ld.vector("encoder.ln_post.bias", d)?,
+            },
+            n_mels: hp.n_mels,
+            hp: h,
+        })
+    }
+
+    /// The encoder's output `[1500, d]` for one window of the spectrogram (`mel`:
+    /// `[n_mels, 3000]`, each band's frames contiguous), on `be`.
+    pub fn encode<B: Backend>(&self, be: &B, cx: &mut B::Ctx, mel: &[f32]) -> Result<B::Tensor> {
+        let (n_mel, d, n) = (self.n_mels, self.hp.n_embd, self.hp.n_ctx);
+        if mel.len() != n_mel * N_FRAMES {
+            return Err(Error::Model(format!(
+                "whisper encoder: {} values for a window of {n_mel} x {N_FRAMES}",
+                mel.len()
+            )));
+        }
+        let t = || B::Tensor::default();
+        // conv1: [3000, n_mel · 3] rows of (channel, tap) at frames t - 1, t, t + 1 (zeros past
+        // the edges)
+        let mut cols = vec![0f32; N_FRAMES * n_mel * 3];
+        for (f, row) in cols.chunks_exact_mut(n_mel * 3).enumerate() {
+            for c in 0..n_mel {
+                let band = &mel[c * N_FRAMES..(c + 1) * N_FRAMES];
+                for k in 0..3 {
+                    let src = f + k;
+                    if (1..=N_FRAMES).contains(&src) {
+                        row[c * 3 + k] = band[src - 1];
+                    }
+                }
+            }
+        }
+        let (mut a, mut x) = (t(), t());
+        be.upload(cx, &cols, N_FRAMES, n_mel * 3, &mut a);
+        linear(be, cx, &self.conv1, &a, &mut x)?;
+        be.activate(cx, &mut x, Act::Gelu);
+        // conv2, stride 2: [1500, d · 3] rows at frames 2t - 1, 2t, 2t + 1
+        let mut h1 = Vec::new();
+        be.download(cx, &x, &mut h1);
+        let mut cols = vec![0f32; n * d * 3];
+        for (f, row) in cols.chunks_exact_mut(d * 3).enumerate() {
+            for k in 0..3 {
+                let src = 2 * f + k;
+                if !(1..=N_FRAMES).contains(&src) {
+                    continue;
+                }
+                let frame = &h1[(src - 1) * d..src * d];
+                for (c, &v) in frame.iter().enumerate() {
+                    row[c * 3 + k] = v;
+                }
+            }
+        }
+        be.upload(cx, &cols, n, d * 3, &mut a);
+        linear(be, cx, &self.conv2, &a, &mut x)?;
+        be.activate(cx, &mut x, Act::Gelu);
+        let mut p = t();
+        let rows: Vec<u32> = (0..n as u32).collect();
+        be.embed(cx, &self.pos, &self.pos, &rows, &mut p)?;
+        be.add(cx, &mut x, &p);
+
+        let hd = d / self.hp.n_head;
+        let params = AttentionParams {
+            n_head: self.hp.n_head,
+            n_kv_head: self.hp.n_head,
+            head_dim: hd,
+            head_dim_v: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            softcap: None,
+            window: None,
+            causal: false,
+        };
+        let span = SeqSpan {
+            row0: 0,
+            n,
+            pos0: 0,
+        };
+        // one f32 cache, rewritten by every block
+        let mut kv = be.new_kv(KvSpec::same(KvType::F32), n, self.hp.n_head, hd, hd);
+        let (mut hn, mut q, mut k, mut v, mut o, mut up) = (t(), t(), t(), t(), t(), t());
+        for b in &self.blocks {
+            be.layer_norm(cx, &x, &b.attn_ln.w, &b.attn_ln.b, EPS, &mut hn);
+            be.matmul_encoder(
+                cx,
+                &mut [(&b.attn.q.w, &mut q), (&b.attn.k.w, &mut k), (&b.attn.v.w, &mut v)],
+                &hn,
+            )?;
+            bias(be, cx, &b.attn.q, &mut q);
+            bias(be, cx, &b.attn.v, &mut v);
+            be.kv_store(cx, &mut kv, &k, &v, span);
+            be.attention(cx, &q, &[&kv], &[span], &params, &mut hn);
+            linear(be, cx, &b.attn.o, &hn, &mut o)?;
+            be.add(cx, &mut x, &o);
+            be.layer_norm(cx, &x, &b.mlp_ln.w, &b.mlp_ln.b, EPS, &mut hn);
+            linear(be, cx, &b.mlp_up, &hn, &mut up)?;
+            be.activate(cx, &mut up, Act::Gelu);
+            linear(be, cx, &b.mlp_down, &up, &mut o)?;
+            be.add(cx, &mut x, &o);
+        }
+        let mut out = t();
+        be.layer_norm(cx, &x, &self.ln_post.w, &self.ln_post.b, EPS, &mut out);
+        Ok(out)
+    }
+}
+
+/// `out = x · wᵀ + b` (an encoder's product: many rows).
+fn linear<B: Backend>(
+    be: &B,
+    cx: &mut B::Ctx,
+    l: &Linear,
+    x: &B::Tensor,
+    out: &mut B::Tensor,
+) -> Result<()> {
+    be.matmul_encoder(cx, &mut [(&l.w, out)], x)?;
+    bias(be, cx, l, out);
+    Ok(())
+}
+
+pub(super) fn bias<B: Backend>(be: &B, cx: &mut B::Ctx, l: &Linear, x: &mut B::Tensor) {
+    if let Some(b) = &l.b {
+        be.add_bias(cx, x, b);
+    }
+}
