@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let w = Whisper::load(Arc::clone(&file))?;
     let hp = &w.hp;
     let mut out = std::io::BufWriter::new(std::fs::File::create(output)?);
-    let mut i32s = |out: &mut std::io::BufWriter<std::fs::File>, v: &[i64]| -> std::io::Result<()> {
+    let i32s = |out: &mut std::io::BufWriter<std::fs::File>, v: &[i64]| -> std::io::Result<()> {
         for &x in v {
             out.write_all(&(x as i32).to_le_bytes())?;
         }

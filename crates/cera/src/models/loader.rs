@@ -20,6 +20,11 @@ impl TensorLoader {
         &self.file
     }
 
+    /// The file, shared (for weights made by hand: a reshaped convolution).
+    pub fn shared(&self) -> &Arc<GgufFile> {
+        &self.file
+    }
+
     fn check_shape(&self, name: &str, want: &[usize]) -> Result<()> {
         let info = self
             .file

@@ -42,7 +42,7 @@ impl Encoder {
                     reason: format!("shape {:?}, but the encoder expects {want:?}", info.shape),
                 });
             }
-            let w = Weight::new(ld.file(), info).reshaped(3 * c_in, d, &name)?;
+            let w = Weight::new(ld.shared(), info).reshaped(3 * c_in, d, &name)?;
             Ok(Linear {
                 w,
                 b: Some(ld.vector(&format!("encoder.conv{i}.bias"), d)?),
