@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (model, files) = args.split_first().ok_or("usage: transcribe WHISPER.gguf FILE...")?;
+    let (model, files) = args
+        .split_first()
+        .ok_or("usage: transcribe WHISPER.gguf FILE...")?;
     let threads = std::env::var("CERA_THREADS")
         .ok()
         .and_then(|t| t.parse().ok())

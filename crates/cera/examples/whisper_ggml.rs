@@ -52,7 +52,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let fe = WhisperFrontEnd::new(hp.n_mels)?;
     let filters = fe.filters();
-    i32s(&mut out, &[hp.n_mels as i64, (filters.len() / hp.n_mels) as i64])?;
+    i32s(
+        &mut out,
+        &[hp.n_mels as i64, (filters.len() / hp.n_mels) as i64],
+    )?;
     for v in filters {
         out.write_all(&v.to_le_bytes())?;
     }
@@ -71,8 +74,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // [n] as [n, 1] in torch order: innermost 1
             dims = vec![1, dims[0]];
         }
-        let f16 = !f32_only && dims.len() >= 2 && !name.contains("positional_embedding") && !name.contains("bias");
-        i32s(&mut out, &[dims.len() as i64, name.len() as i64, i64::from(f16)])?;
+        let f16 = !f32_only
+            && dims.len() >= 2
+            && !name.contains("positional_embedding")
+            && !name.contains("bias");
+        i32s(
+            &mut out,
+            &[dims.len() as i64, name.len() as i64, i64::from(f16)],
+        )?;
         i32s(&mut out, &dims)?;
         out.write_all(name.as_bytes())?;
         if f16 {

@@ -65,6 +65,8 @@ impl Var {
 /// time otherwise, but this format has no index to seek by).
 pub(super) struct Ct2Model {
     pub spec: String,
+    /// The spec's revision (Whisper's is 3; kept for specs whose layout changed with it).
+    #[allow(dead_code)]
     pub revision: u32,
     pub vars: Vec<Var>,
     by_name: HashMap<String, usize>,
@@ -183,7 +185,9 @@ impl Ct2Model {
                 let alias = c.string("an alias")?;
                 let target = c.string(&format!("{alias}: the variable it names"))?;
                 let i = *by_name.get(&target).ok_or_else(|| {
-                    c.bad(format!("alias {alias} names {target}, which is not a variable"))
+                    c.bad(format!(
+                        "alias {alias} names {target}, which is not a variable"
+                    ))
                 })?;
                 by_name.insert(alias, i);
             }
@@ -313,7 +317,10 @@ mod tests {
         let b = sample();
         for cut in [3, 10, 30, 45, b.len() - 2] {
             let e = open(&b[..cut]).err().unwrap().to_string();
-            assert!(e.contains("truncated") || e.contains("cannot fit"), "{cut}: {e}");
+            assert!(
+                e.contains("truncated") || e.contains("cannot fit"),
+                "{cut}: {e}"
+            );
         }
         let mut wrong = b.clone();
         // the matrix's byte count (after the version, spec, revision, count and its name)

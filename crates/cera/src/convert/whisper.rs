@@ -57,7 +57,10 @@ struct Side {
 pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Result<ConvertReport> {
     let m = Ct2Model::open(&dir.join("model.bin"))?;
     if m.spec != "WhisperSpec" {
-        return Err(bad(dir, format!("model.bin holds a {}, not a WhisperSpec", m.spec)));
+        return Err(bad(
+            dir,
+            format!("model.bin holds a {}, not a WhisperSpec", m.spec),
+        ));
     }
     let out_ty = match &opts.outtype {
         OutType::F32 => GgmlType::F32,
@@ -67,9 +70,7 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
         OutType::Quantized(t) => {
             return Err(bad(
                 dir,
-                format!(
-                    "--outtype {t}: convert Whisper to f16, then `cera quantize` the GGUF"
-                ),
+                format!("--outtype {t}: convert Whisper to f16, then `cera quantize` the GGUF"),
             ));
         }
     };
@@ -80,7 +81,10 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
     let dims = |name: &str| -> Result<Vec<usize>> { Ok(var(name)?.dims.clone()) };
     let count = |prefix: &str| {
         (0..)
-            .take_while(|i| m.var(&format!("{prefix}/layer_{i}/ffn/linear_0/weight")).is_some())
+            .take_while(|i| {
+                m.var(&format!("{prefix}/layer_{i}/ffn/linear_0/weight"))
+                    .is_some()
+            })
             .count()
     };
     let side = |prefix: &str| -> Result<Side> {
@@ -91,7 +95,10 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
             _ => return Err(bad(dir, format!("{prefix}: position encodings of {pos:?}"))),
         };
         if n_head == 0 || !n_embd.is_multiple_of(n_head) {
-            return Err(bad(dir, format!("{prefix}: {n_head} heads for a width of {n_embd}")));
+            return Err(bad(
+                dir,
+                format!("{prefix}: {n_head} heads for a width of {n_embd}"),
+            ));
         }
         Ok(Side {
             n_ctx,
@@ -107,10 +114,12 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
         [out, mels, 3] if out == enc.n_embd => mels,
         _ => return Err(bad(dir, format!("encoder/conv1/weight is {conv1:?}"))),
     };
-    if m.int("decoder/activation").is_some_and(|a| a != 3) || m.int("decoder/pre_norm") == Some(0)
-    {
+    if m.int("decoder/activation").is_some_and(|a| a != 3) || m.int("decoder/pre_norm") == Some(0) {
         // (CTranslate2's Whisper spec is always GELU and pre-norm: anything else is not one)
-        return Err(bad(dir, "a decoder that is not pre-norm GELU is not Whisper's"));
+        return Err(bad(
+            dir,
+            "a decoder that is not pre-norm GELU is not Whisper's",
+        ));
     }
 
     // --- the tensors, in whisper.cpp's order: the encoder's, then the decoder's
@@ -137,27 +146,72 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
         });
     };
     let d = enc.n_embd;
-    add("encoder.positional_embedding".into(), "encoder/position_encodings/encodings", None, vec![enc.n_ctx, d]);
+    add(
+        "encoder.positional_embedding".into(),
+        "encoder/position_encodings/encodings",
+        None,
+        vec![enc.n_ctx, d],
+    );
     for (i, k_in) in [(1, n_mels), (2, d)] {
-        add(format!("encoder.conv{i}.weight"), &format!("encoder/conv{i}/weight"), None, vec![d, k_in, 3]);
-        add(format!("encoder.conv{i}.bias"), &format!("encoder/conv{i}/bias"), None, vec![d]);
+        add(
+            format!("encoder.conv{i}.weight"),
+            &format!("encoder/conv{i}/weight"),
+            None,
+            vec![d, k_in, 3],
+        );
+        add(
+            format!("encoder.conv{i}.bias"),
+            &format!("encoder/conv{i}/bias"),
+            None,
+            vec![d],
+        );
     }
     for l in 0..enc.n_layer {
         let (g, c) = (format!("encoder.blocks.{l}"), format!("encoder/layer_{l}"));
         block(&mut add, &g, &c, d, false);
     }
-    add("encoder.ln_post.weight".into(), "encoder/layer_norm/gamma", None, vec![d]);
-    add("encoder.ln_post.bias".into(), "encoder/layer_norm/beta", None, vec![d]);
+    add(
+        "encoder.ln_post.weight".into(),
+        "encoder/layer_norm/gamma",
+        None,
+        vec![d],
+    );
+    add(
+        "encoder.ln_post.bias".into(),
+        "encoder/layer_norm/beta",
+        None,
+        vec![d],
+    );
     let d = dec.n_embd;
     let n_vocab = var("decoder/embeddings/weight")?.dims[0];
-    add("decoder.positional_embedding".into(), "decoder/position_encodings/encodings", None, vec![dec.n_ctx, d]);
-    add("decoder.token_embedding.weight".into(), "decoder/embeddings/weight", None, vec![n_vocab, d]);
+    add(
+        "decoder.positional_embedding".into(),
+        "decoder/position_encodings/encodings",
+        None,
+        vec![dec.n_ctx, d],
+    );
+    add(
+        "decoder.token_embedding.weight".into(),
+        "decoder/embeddings/weight",
+        None,
+        vec![n_vocab, d],
+    );
     for l in 0..dec.n_layer {
         let (g, c) = (format!("decoder.blocks.{l}"), format!("decoder/layer_{l}"));
         block(&mut add, &g, &c, d, true);
     }
-    add("decoder.ln.weight".into(), "decoder/layer_norm/gamma", None, vec![d]);
-    add("decoder.ln.bias".into(), "decoder/layer_norm/beta", None, vec![d]);
+    add(
+        "decoder.ln.weight".into(),
+        "decoder/layer_norm/gamma",
+        None,
+        vec![d],
+    );
+    add(
+        "decoder.ln.bias".into(),
+        "decoder/layer_norm/beta",
+        None,
+        vec![d],
+    );
 
     // every variable of a plan exists, with the rows and width it asks for; the dropped key
     // biases are zeros
@@ -169,15 +223,33 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
         if have != want || p.rows.is_some_and(|(r0, n)| r0 + n > v.dims[0]) {
             return Err(bad(
                 dir,
-                format!("{}: {:?}, where {} needs {:?}", p.var, v.dims, p.spec.name, p.spec.shape),
+                format!(
+                    "{}: {:?}, where {} needs {:?}",
+                    p.var, v.dims, p.spec.name, p.spec.shape
+                ),
             ));
         }
     }
-    for (prefix, n_layer, d) in [("encoder", enc.n_layer, enc.n_embd), ("decoder", dec.n_layer, dec.n_embd)] {
+    for (prefix, n_layer, d) in [
+        ("encoder", enc.n_layer, enc.n_embd),
+        ("decoder", dec.n_layer, dec.n_embd),
+    ] {
         for l in 0..n_layer {
-            zero_rows(&m, dir, &format!("{prefix}/layer_{l}/self_attention/linear_0/bias"), d, d)?;
+            zero_rows(
+                &m,
+                dir,
+                &format!("{prefix}/layer_{l}/self_attention/linear_0/bias"),
+                d,
+                d,
+            )?;
             if prefix == "decoder" {
-                zero_rows(&m, dir, &format!("decoder/layer_{l}/attention/linear_1/bias"), 0, d)?;
+                zero_rows(
+                    &m,
+                    dir,
+                    &format!("decoder/layer_{l}/attention/linear_1/bias"),
+                    0,
+                    d,
+                )?;
             }
         }
     }
@@ -201,7 +273,10 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
     for (s, side) in [("encoder", &enc), ("decoder", &dec)] {
         kv.set(format!("whisper.{s}.context_length"), side.n_ctx as u32);
         kv.set(format!("whisper.{s}.embedding_length"), side.n_embd as u32);
-        kv.set(format!("whisper.{s}.attention.head_count"), side.n_head as u32);
+        kv.set(
+            format!("whisper.{s}.attention.head_count"),
+            side.n_head as u32,
+        );
         kv.set(format!("whisper.{s}.block_count"), side.n_layer as u32);
     }
     kv.set("whisper.audio.num_mel_bins", n_mels as u32);
@@ -211,15 +286,26 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
         config
             .get(k)
             .and_then(Json::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_i64()).map(|v| v as i32).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_i64())
+                    .map(|v| v as i32)
+                    .collect()
+            })
             .unwrap_or_default()
     };
-    kv.set("whisper.suppress_tokens", Value::Array(Array::I32(ints("suppress_ids"))));
+    kv.set(
+        "whisper.suppress_tokens",
+        Value::Array(Array::I32(ints("suppress_ids"))),
+    );
     kv.set(
         "whisper.suppress_tokens_begin",
         Value::Array(Array::I32(ints("suppress_ids_begin"))),
     );
-    kv.set("whisper.lang_ids", Value::Array(Array::I32(ints("lang_ids"))));
+    kv.set(
+        "whisper.lang_ids",
+        Value::Array(Array::I32(ints("lang_ids"))),
+    );
     let heads: Vec<i32> = config
         .get("alignment_heads")
         .and_then(Json::as_array)
@@ -236,7 +322,10 @@ pub(super) fn convert(dir: &Path, output: &Path, opts: &ConvertOptions) -> Resul
     // --- the file, a tensor at a time
     let specs: Vec<TensorSpec> = plan.iter().map(|p| p.spec.clone()).collect();
     let output = if output.is_dir() {
-        output.join(format!("{name}-{}.gguf", out_ty.name().to_ascii_uppercase()))
+        output.join(format!(
+            "{name}-{}.gguf",
+            out_ty.name().to_ascii_uppercase()
+        ))
     } else {
         output.to_path_buf()
     };
@@ -280,45 +369,175 @@ fn block(
     cross: bool,
 ) {
     let sa = format!("{c}/self_attention");
-    add(format!("{g}.attn_ln.weight"), &format!("{sa}/layer_norm/gamma"), None, vec![d]);
-    add(format!("{g}.attn_ln.bias"), &format!("{sa}/layer_norm/beta"), None, vec![d]);
-    let (qkv_w, qkv_b) = (format!("{sa}/linear_0/weight"), format!("{sa}/linear_0/bias"));
-    add(format!("{g}.attn.query.weight"), &qkv_w, Some((0, d)), vec![d, d]);
-    add(format!("{g}.attn.query.bias"), &qkv_b, Some((0, d)), vec![d]);
-    add(format!("{g}.attn.key.weight"), &qkv_w, Some((d, d)), vec![d, d]);
-    add(format!("{g}.attn.value.weight"), &qkv_w, Some((2 * d, d)), vec![d, d]);
-    add(format!("{g}.attn.value.bias"), &qkv_b, Some((2 * d, d)), vec![d]);
-    add(format!("{g}.attn.out.weight"), &format!("{sa}/linear_1/weight"), None, vec![d, d]);
-    add(format!("{g}.attn.out.bias"), &format!("{sa}/linear_1/bias"), None, vec![d]);
+    add(
+        format!("{g}.attn_ln.weight"),
+        &format!("{sa}/layer_norm/gamma"),
+        None,
+        vec![d],
+    );
+    add(
+        format!("{g}.attn_ln.bias"),
+        &format!("{sa}/layer_norm/beta"),
+        None,
+        vec![d],
+    );
+    let (qkv_w, qkv_b) = (
+        format!("{sa}/linear_0/weight"),
+        format!("{sa}/linear_0/bias"),
+    );
+    add(
+        format!("{g}.attn.query.weight"),
+        &qkv_w,
+        Some((0, d)),
+        vec![d, d],
+    );
+    add(
+        format!("{g}.attn.query.bias"),
+        &qkv_b,
+        Some((0, d)),
+        vec![d],
+    );
+    add(
+        format!("{g}.attn.key.weight"),
+        &qkv_w,
+        Some((d, d)),
+        vec![d, d],
+    );
+    add(
+        format!("{g}.attn.value.weight"),
+        &qkv_w,
+        Some((2 * d, d)),
+        vec![d, d],
+    );
+    add(
+        format!("{g}.attn.value.bias"),
+        &qkv_b,
+        Some((2 * d, d)),
+        vec![d],
+    );
+    add(
+        format!("{g}.attn.out.weight"),
+        &format!("{sa}/linear_1/weight"),
+        None,
+        vec![d, d],
+    );
+    add(
+        format!("{g}.attn.out.bias"),
+        &format!("{sa}/linear_1/bias"),
+        None,
+        vec![d],
+    );
     if cross {
         let ca = format!("{c}/attention");
-        add(format!("{g}.cross_attn_ln.weight"), &format!("{ca}/layer_norm/gamma"), None, vec![d]);
-        add(format!("{g}.cross_attn_ln.bias"), &format!("{ca}/layer_norm/beta"), None, vec![d]);
-        add(format!("{g}.cross_attn.query.weight"), &format!("{ca}/linear_0/weight"), None, vec![d, d]);
-        add(format!("{g}.cross_attn.query.bias"), &format!("{ca}/linear_0/bias"), None, vec![d]);
-        let (kv_w, kv_b) = (format!("{ca}/linear_1/weight"), format!("{ca}/linear_1/bias"));
-        add(format!("{g}.cross_attn.key.weight"), &kv_w, Some((0, d)), vec![d, d]);
-        add(format!("{g}.cross_attn.value.weight"), &kv_w, Some((d, d)), vec![d, d]);
-        add(format!("{g}.cross_attn.value.bias"), &kv_b, Some((d, d)), vec![d]);
-        add(format!("{g}.cross_attn.out.weight"), &format!("{ca}/linear_2/weight"), None, vec![d, d]);
-        add(format!("{g}.cross_attn.out.bias"), &format!("{ca}/linear_2/bias"), None, vec![d]);
+        add(
+            format!("{g}.cross_attn_ln.weight"),
+            &format!("{ca}/layer_norm/gamma"),
+            None,
+            vec![d],
+        );
+        add(
+            format!("{g}.cross_attn_ln.bias"),
+            &format!("{ca}/layer_norm/beta"),
+            None,
+            vec![d],
+        );
+        add(
+            format!("{g}.cross_attn.query.weight"),
+            &format!("{ca}/linear_0/weight"),
+            None,
+            vec![d, d],
+        );
+        add(
+            format!("{g}.cross_attn.query.bias"),
+            &format!("{ca}/linear_0/bias"),
+            None,
+            vec![d],
+        );
+        let (kv_w, kv_b) = (
+            format!("{ca}/linear_1/weight"),
+            format!("{ca}/linear_1/bias"),
+        );
+        add(
+            format!("{g}.cross_attn.key.weight"),
+            &kv_w,
+            Some((0, d)),
+            vec![d, d],
+        );
+        add(
+            format!("{g}.cross_attn.value.weight"),
+            &kv_w,
+            Some((d, d)),
+            vec![d, d],
+        );
+        add(
+            format!("{g}.cross_attn.value.bias"),
+            &kv_b,
+            Some((d, d)),
+            vec![d],
+        );
+        add(
+            format!("{g}.cross_attn.out.weight"),
+            &format!("{ca}/linear_2/weight"),
+            None,
+            vec![d, d],
+        );
+        add(
+            format!("{g}.cross_attn.out.bias"),
+            &format!("{ca}/linear_2/bias"),
+            None,
+            vec![d],
+        );
     }
     let ffn = format!("{c}/ffn");
-    add(format!("{g}.mlp_ln.weight"), &format!("{ffn}/layer_norm/gamma"), None, vec![d]);
-    add(format!("{g}.mlp_ln.bias"), &format!("{ffn}/layer_norm/beta"), None, vec![d]);
+    add(
+        format!("{g}.mlp_ln.weight"),
+        &format!("{ffn}/layer_norm/gamma"),
+        None,
+        vec![d],
+    );
+    add(
+        format!("{g}.mlp_ln.bias"),
+        &format!("{ffn}/layer_norm/beta"),
+        None,
+        vec![d],
+    );
     let n_ff = 4 * d;
-    add(format!("{g}.mlp.0.weight"), &format!("{ffn}/linear_0/weight"), None, vec![n_ff, d]);
-    add(format!("{g}.mlp.0.bias"), &format!("{ffn}/linear_0/bias"), None, vec![n_ff]);
-    add(format!("{g}.mlp.2.weight"), &format!("{ffn}/linear_1/weight"), None, vec![d, n_ff]);
-    add(format!("{g}.mlp.2.bias"), &format!("{ffn}/linear_1/bias"), None, vec![d]);
+    add(
+        format!("{g}.mlp.0.weight"),
+        &format!("{ffn}/linear_0/weight"),
+        None,
+        vec![n_ff, d],
+    );
+    add(
+        format!("{g}.mlp.0.bias"),
+        &format!("{ffn}/linear_0/bias"),
+        None,
+        vec![n_ff],
+    );
+    add(
+        format!("{g}.mlp.2.weight"),
+        &format!("{ffn}/linear_1/weight"),
+        None,
+        vec![d, n_ff],
+    );
+    add(
+        format!("{g}.mlp.2.bias"),
+        &format!("{ffn}/linear_1/bias"),
+        None,
+        vec![d],
+    );
 }
 
 /// Fails unless values `r0..r0 + n` of the bias `name` are zero (a key's, which Whisper does
 /// not have and the GGUF drops).
 fn zero_rows(m: &Ct2Model, dir: &Path, name: &str, r0: usize, n: usize) -> Result<()> {
-    let v: &Var = m.var(name).ok_or_else(|| bad(dir, format!("model.bin has no {name}")))?;
+    let v: &Var = m
+        .var(name)
+        .ok_or_else(|| bad(dir, format!("model.bin has no {name}")))?;
     let x = m.f32s(v)?;
-    if x.get(r0..r0 + n).is_none_or(|k| k.iter().any(|&b| b != 0.0)) {
+    if x.get(r0..r0 + n)
+        .is_none_or(|k| k.iter().any(|&b| b != 0.0))
+    {
         return Err(bad(
             dir,
             format!("{name}: the key's part is not zero (Whisper's keys have no bias)"),

@@ -206,7 +206,10 @@ mod tests {
                     acc.0 += re * t.cos() - im * t.sin();
                     acc.1 += re * t.sin() + im * t.cos();
                 }
-                assert!((y[k].0 - acc.0).abs() < 1e-9 && (y[k].1 - acc.1).abs() < 1e-9, "{n} {k}");
+                assert!(
+                    (y[k].0 - acc.0).abs() < 1e-9 && (y[k].1 - acc.1).abs() < 1e-9,
+                    "{n} {k}"
+                );
             }
         }
     }

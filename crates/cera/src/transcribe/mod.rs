@@ -9,7 +9,7 @@ use crate::media::whisper_mel::{HOP, N_FRAMES, SAMPLE_RATE, WhisperFrontEnd};
 use crate::models::whisper::Whisper;
 
 /// What to transcribe and how.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct TranscribeOptions {
     /// The spoken language's code (`en`, `de`…); `None`: English (detection comes later).
@@ -19,16 +19,6 @@ pub struct TranscribeOptions {
     pub translate: bool,
     /// Most tokens a window's segment takes (whisper.cpp: half the text context, less 4).
     pub max_tokens: Option<usize>,
-}
-
-impl Default for TranscribeOptions {
-    fn default() -> Self {
-        TranscribeOptions {
-            language: None,
-            translate: false,
-            max_tokens: None,
-        }
-    }
 }
 
 /// A stretch of the audio and its text.

@@ -102,7 +102,10 @@ impl Decoder {
         };
         let (mut k, mut v) = (B::Tensor::default(), B::Tensor::default());
         for (b, kv) in self.blocks.iter().zip(&mut st.cross_kv) {
-            let (_, a) = b.cross.as_ref().expect("decoder blocks have cross-attention");
+            let (_, a) = b
+                .cross
+                .as_ref()
+                .expect("decoder blocks have cross-attention");
             be.matmul_encoder(cx, &mut [(&a.k.w, &mut k), (&a.v.w, &mut v)], enc)?;
             bias(be, cx, &a.v, &mut v);
             be.kv_store(cx, kv, &k, &v, span);
@@ -128,7 +131,9 @@ impl Decoder {
     ) -> Result<Vec<f32>> {
         let n = tokens.len();
         if !st.has_audio {
-            return Err(Error::Model("whisper decoder: a step before any audio".into()));
+            return Err(Error::Model(
+                "whisper decoder: a step before any audio".into(),
+            ));
         }
         if n == 0 || st.n_past + n > self.hp.n_ctx {
             return Err(Error::ContextOverflow {
@@ -165,7 +170,11 @@ impl Decoder {
             be.layer_norm(cx, &x, &b.attn_ln.w, &b.attn_ln.b, EPS, &mut h);
             be.matmul(
                 cx,
-                &mut [(&b.attn.q.w, &mut q), (&b.attn.k.w, &mut k), (&b.attn.v.w, &mut v)],
+                &mut [
+                    (&b.attn.q.w, &mut q),
+                    (&b.attn.k.w, &mut k),
+                    (&b.attn.v.w, &mut v),
+                ],
                 &h,
             )?;
             bias(be, cx, &b.attn.q, &mut q);
@@ -174,7 +183,10 @@ impl Decoder {
             be.attention(cx, &q, &[&st.self_kv[l]], &[self_span], &causal, &mut h);
             linear(be, cx, &b.attn.o, &h, &mut o)?;
             be.add(cx, &mut x, &o);
-            let (ln, a) = b.cross.as_ref().expect("decoder blocks have cross-attention");
+            let (ln, a) = b
+                .cross
+                .as_ref()
+                .expect("decoder blocks have cross-attention");
             be.layer_norm(cx, &x, &ln.w, &ln.b, EPS, &mut h);
             linear(be, cx, &a.q, &h, &mut q)?;
             be.attention(cx, &q, &[&st.cross_kv[l]], &[cross_span], &full, &mut h);

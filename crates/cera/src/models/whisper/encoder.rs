@@ -146,7 +146,11 @@ impl Encoder {
             be.layer_norm(cx, &x, &b.attn_ln.w, &b.attn_ln.b, EPS, &mut hn);
             be.matmul_encoder(
                 cx,
-                &mut [(&b.attn.q.w, &mut q), (&b.attn.k.w, &mut k), (&b.attn.v.w, &mut v)],
+                &mut [
+                    (&b.attn.q.w, &mut q),
+                    (&b.attn.k.w, &mut k),
+                    (&b.attn.v.w, &mut v),
+                ],
                 &hn,
             )?;
             bias(be, cx, &b.attn.q, &mut q);

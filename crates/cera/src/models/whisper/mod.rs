@@ -90,9 +90,8 @@ pub struct SpecialTokens {
 impl SpecialTokens {
     fn find(tok: &Tokenizer) -> Result<SpecialTokens> {
         let id = |t: &str| -> Result<u32> {
-            tok.token_id(t).ok_or_else(|| {
-                Error::Model(format!("whisper: the vocabulary has no {t}"))
-            })
+            tok.token_id(t)
+                .ok_or_else(|| Error::Model(format!("whisper: the vocabulary has no {t}")))
         };
         let sot = id("<|startoftranscript|>")?;
         let translate = id("<|translate|>")?;
