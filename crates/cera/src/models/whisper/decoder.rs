@@ -2,9 +2,9 @@
 //! self-attention over the sequence's cache, cross-attention over the audio's keys and values,
 //! the GELU MLP), a LayerNorm and the logits through the token embedding (tied).
 //!
-//! A [`DecoderState`] is one sequence's: its self-attention caches (448 positions) and the
-//! cross-attention keys and values of the audio window it transcribes, computed once per
-//! window ([`Decoder::set_audio`]) and read by every step.
+//! A [`DecoderState`] is one sequence's self-attention caches (448 positions); an [`AudioKv`]
+//! holds the cross-attention keys and values of the audio window, computed once per window
+//! ([`Decoder::set_audio`]) and read by every sequence (the beams of a beam search).
 
 use super::encoder::{EPS, bias};
 use super::{Block, Linear, SideHparams, WhisperHparams, load_blocks};
@@ -25,13 +25,17 @@ pub struct Decoder {
     pub n_audio: usize,
 }
 
-/// One sequence's caches.
+/// One sequence's self-attention caches (448 positions).
 pub struct DecoderState<B: Backend> {
     self_kv: Vec<B::Kv>,
-    cross_kv: Vec<B::Kv>,
-    /// Tokens in the self-attention caches.
+    /// Tokens in the caches.
     pub n_past: usize,
-    has_audio: bool,
+}
+
+/// An audio window's cross-attention keys and values, one cache per block (1500 positions),
+/// read by every sequence that transcribes the window.
+pub struct AudioKv<B: Backend> {
+    cross_kv: Vec<B::Kv>,
 }
 
 impl Decoder {
@@ -69,30 +73,42 @@ impl Decoder {
         }
     }
 
+    fn kv_spec(&self) -> (KvSpec, usize, usize) {
+        (
+            KvSpec::same(KvType::F32),
+            self.hp.n_head,
+            self.hp.n_embd / self.hp.n_head,
+        )
+    }
+
     /// A new sequence's (empty) caches.
     pub fn new_state<B: Backend>(&self, be: &B) -> DecoderState<B> {
-        let hd = self.hp.n_embd / self.hp.n_head;
-        let n = self.hp.n_head;
-        let spec = KvSpec::same(KvType::F32);
+        let (spec, n, hd) = self.kv_spec();
         DecoderState {
             self_kv: (0..self.blocks.len())
                 .map(|_| be.new_kv(spec, self.hp.n_ctx, n, hd, hd))
                 .collect(),
+            n_past: 0,
+        }
+    }
+
+    /// Caches for an audio window's keys and values (filled by [`Decoder::set_audio`]).
+    pub fn new_audio<B: Backend>(&self, be: &B) -> AudioKv<B> {
+        let (spec, n, hd) = self.kv_spec();
+        AudioKv {
             cross_kv: (0..self.blocks.len())
                 .map(|_| be.new_kv(spec, self.n_audio, n, hd, hd))
                 .collect(),
-            n_past: 0,
-            has_audio: false,
         }
     }
 
     /// The cross-attention keys and values of an audio window (`enc`: the encoder's output
-    /// `[1500, d]`) into `st`, which also forgets its tokens.
+    /// `[1500, d]`) into `audio`.
     pub fn set_audio<B: Backend>(
         &self,
         be: &B,
         cx: &mut B::Ctx,
-        st: &mut DecoderState<B>,
+        audio: &mut AudioKv<B>,
         enc: &B::Tensor,
     ) -> Result<()> {
         let span = SeqSpan {
@@ -101,7 +117,7 @@ impl Decoder {
             pos0: 0,
         };
         let (mut k, mut v) = (B::Tensor::default(), B::Tensor::default());
-        for (b, kv) in self.blocks.iter().zip(&mut st.cross_kv) {
+        for (b, kv) in self.blocks.iter().zip(&mut audio.cross_kv) {
             let (_, a) = b
                 .cross
                 .as_ref()
@@ -110,60 +126,105 @@ impl Decoder {
             bias(be, cx, &a.v, &mut v);
             be.kv_store(cx, kv, &k, &v, span);
         }
-        st.n_past = 0;
-        st.has_audio = true;
         Ok(())
     }
 
-    /// Drops the sequence's tokens from position `n` on (the audio stays).
-    pub fn truncate<B: Backend>(&self, st: &mut DecoderState<B>, n: usize) {
-        st.n_past = st.n_past.min(n);
+    /// Appends a sequence's caches (its `n_past` positions) to `out`: what
+    /// [`Decoder::load_state`] reads into another sequence (a beam taking another's history).
+    pub fn save_state<B: Backend>(&self, be: &B, st: &DecoderState<B>, out: &mut Vec<u8>) {
+        for kv in &st.self_kv {
+            be.kv_save(kv, st.n_past, out);
+        }
     }
 
-    /// Appends `tokens` to the sequence and returns the logits after its last one
+    /// Sets `st` to what [`Decoder::save_state`] wrote of a sequence of `n_past` tokens.
+    pub fn load_state<B: Backend>(
+        &self,
+        be: &B,
+        st: &mut DecoderState<B>,
+        n_past: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        let n = st.self_kv.len();
+        if n == 0 || !src.len().is_multiple_of(n) {
+            return Err(Error::Model(
+                "whisper decoder: a saved state of the wrong size".into(),
+            ));
+        }
+        for (kv, part) in st.self_kv.iter_mut().zip(src.chunks_exact(src.len() / n)) {
+            be.kv_load(kv, n_past, part)?;
+        }
+        st.n_past = n_past;
+        Ok(())
+    }
+
+    /// Appends `tokens` to one sequence and returns the logits after its last one
     /// (`[n_vocab]`).
     pub fn step<B: Backend>(
         &self,
         be: &B,
         cx: &mut B::Ctx,
+        audio: &AudioKv<B>,
         st: &mut DecoderState<B>,
         tokens: &[u32],
     ) -> Result<Vec<f32>> {
-        let n = tokens.len();
-        if !st.has_audio {
-            return Err(Error::Model(
-                "whisper decoder: a step before any audio".into(),
-            ));
-        }
-        if n == 0 || st.n_past + n > self.hp.n_ctx {
-            return Err(Error::ContextOverflow {
-                n_ctx: self.hp.n_ctx,
-                needed: st.n_past + n,
+        let mut out = self.step_many(be, cx, audio, &mut [(st, tokens)])?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
+    /// Appends each sequence's tokens to it in one pass (the rows of every sequence through
+    /// the same products) and returns the logits after each one's last token (`[n_vocab]`
+    /// each, in order).
+    pub fn step_many<B: Backend>(
+        &self,
+        be: &B,
+        cx: &mut B::Ctx,
+        audio: &AudioKv<B>,
+        seqs: &mut [(&mut DecoderState<B>, &[u32])],
+    ) -> Result<Vec<Vec<f32>>> {
+        let mut tokens = Vec::new();
+        let mut pos = Vec::new();
+        let mut self_spans = Vec::with_capacity(seqs.len());
+        let mut cross_spans = Vec::with_capacity(seqs.len());
+        let mut last = Vec::with_capacity(seqs.len());
+        for (st, t) in seqs.iter() {
+            let n = t.len();
+            if n == 0 || st.n_past + n > self.hp.n_ctx {
+                return Err(Error::ContextOverflow {
+                    n_ctx: self.hp.n_ctx,
+                    needed: st.n_past + n,
+                });
+            }
+            if n > self.n_audio {
+                return Err(Error::Model(
+                    "whisper decoder: more tokens in a step than audio positions".into(),
+                ));
+            }
+            let row0 = tokens.len();
+            self_spans.push(SeqSpan {
+                row0,
+                n,
+                pos0: st.n_past,
             });
+            // the cross-attention's queries sit at the end of the audio's positions:
+            // non-causal, each sees every audio key
+            cross_spans.push(SeqSpan {
+                row0,
+                n,
+                pos0: self.n_audio - n,
+            });
+            tokens.extend_from_slice(t);
+            pos.extend((st.n_past..st.n_past + n).map(|i| i as u32));
+            last.push(row0 + n - 1);
         }
-        if n > self.n_audio {
-            return Err(Error::Model(
-                "whisper decoder: more tokens in a step than audio positions".into(),
-            ));
+        if tokens.is_empty() {
+            return Ok(Vec::new());
         }
         let t = || B::Tensor::default();
         let (mut x, mut p) = (t(), t());
-        be.embed(cx, &self.token_embd, &self.token_embd, tokens, &mut x)?;
-        let pos: Vec<u32> = (st.n_past..st.n_past + n).map(|i| i as u32).collect();
+        be.embed(cx, &self.token_embd, &self.token_embd, &tokens, &mut x)?;
         be.embed(cx, &self.pos, &self.pos, &pos, &mut p)?;
         be.add(cx, &mut x, &p);
-        let self_span = SeqSpan {
-            row0: 0,
-            n,
-            pos0: st.n_past,
-        };
-        // the cross-attention's queries sit at the end of the audio's positions: non-causal,
-        // each sees every audio key
-        let cross_span = SeqSpan {
-            row0: 0,
-            n,
-            pos0: self.n_audio - n,
-        };
         let (causal, full) = (self.params(true), self.params(false));
         let (mut h, mut q, mut k, mut v, mut o, mut up) = (t(), t(), t(), t(), t(), t());
         for (l, b) in self.blocks.iter().enumerate() {
@@ -179,8 +240,11 @@ impl Decoder {
             )?;
             bias(be, cx, &b.attn.q, &mut q);
             bias(be, cx, &b.attn.v, &mut v);
-            be.kv_store(cx, &mut st.self_kv[l], &k, &v, self_span);
-            be.attention(cx, &q, &[&st.self_kv[l]], &[self_span], &causal, &mut h);
+            for ((st, _), span) in seqs.iter_mut().zip(&self_spans) {
+                be.kv_store(cx, &mut st.self_kv[l], &k, &v, *span);
+            }
+            let kvs: Vec<&B::Kv> = seqs.iter().map(|(st, _)| &st.self_kv[l]).collect();
+            be.attention(cx, &q, &kvs, &self_spans, &causal, &mut h);
             linear(be, cx, &b.attn.o, &h, &mut o)?;
             be.add(cx, &mut x, &o);
             let (ln, a) = b
@@ -189,7 +253,8 @@ impl Decoder {
                 .expect("decoder blocks have cross-attention");
             be.layer_norm(cx, &x, &ln.w, &ln.b, EPS, &mut h);
             linear(be, cx, &a.q, &h, &mut q)?;
-            be.attention(cx, &q, &[&st.cross_kv[l]], &[cross_span], &full, &mut h);
+            let cross: Vec<&B::Kv> = vec![&audio.cross_kv[l]; seqs.len()];
+            be.attention(cx, &q, &cross, &cross_spans, &full, &mut h);
             linear(be, cx, &a.o, &h, &mut o)?;
             be.add(cx, &mut x, &o);
             be.layer_norm(cx, &x, &b.mlp_ln.w, &b.mlp_ln.b, EPS, &mut h);
@@ -198,10 +263,12 @@ impl Decoder {
             linear(be, cx, &b.mlp_down, &up, &mut o)?;
             be.add(cx, &mut x, &o);
         }
-        st.n_past += n;
-        // the last row only
-        if n > 1 {
-            be.gather_rows(cx, &x, &[n - 1], &mut h);
+        for (st, t) in seqs.iter_mut() {
+            st.n_past += t.len();
+        }
+        // each sequence's last row only
+        if last.len() != tokens.len() {
+            be.gather_rows(cx, &x, &last, &mut h);
             std::mem::swap(&mut x, &mut h);
         }
         be.layer_norm(cx, &x, &self.ln_w, &self.ln_b, EPS, &mut h);
@@ -209,7 +276,8 @@ impl Decoder {
         be.matmul(cx, &mut [(&self.token_embd, &mut logits)], &h)?;
         let mut out = Vec::new();
         be.download(cx, &logits, &mut out);
-        Ok(out)
+        let nv = out.len() / last.len();
+        Ok(out.chunks_exact(nv).map(<[f32]>::to_vec).collect())
     }
 }
 

@@ -83,8 +83,11 @@ pub struct SpecialTokens {
     pub no_timestamps: u32,
     /// `<|0.00|>`: the first timestamp token (each next one 20 ms later).
     pub timestamp_begin: u32,
-    /// The language tokens, `(code, id)` in id order (none for an English-only model).
+    /// The language tokens, `(code, id)` in id order (an English-only model has them too,
+    /// never sampled).
     pub languages: Vec<(String, u32)>,
+    /// Whether the model reads many languages (whisper.cpp's rule: 51865 tokens or more).
+    pub multilingual: bool,
 }
 
 impl SpecialTokens {
@@ -113,12 +116,13 @@ impl SpecialTokens {
             no_timestamps: id("<|notimestamps|>")?,
             timestamp_begin: id("<|0.00|>")?,
             languages,
+            multilingual: tok.n_vocab() >= 51865,
         })
     }
 
-    /// Whether the model reads many languages (its vocabulary has language tokens).
+    /// Whether the model reads many languages.
     pub fn multilingual(&self) -> bool {
-        !self.languages.is_empty()
+        self.multilingual
     }
 }
 
