@@ -73,6 +73,11 @@ pub struct Args {
     /// `image_url` data URLs, Ollama `images`) or audio (OpenAI `input_audio`).
     #[arg(long)]
     pub mmproj: Option<std::path::PathBuf>,
+    /// A Whisper GGUF (`cera convert` of a Whisper model) served at OpenAI's
+    /// /v1/audio/transcriptions and /v1/audio/translations next to the model (a Whisper -m
+    /// serves speech alone).
+    #[arg(long = "whisper", value_name = "GGUF")]
+    pub whisper: Option<String>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -112,6 +117,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     cfg.access_log = !a.no_access_log;
     cfg.mmproj = a.mmproj;
+    cfg.whisper = match &a.whisper {
+        Some(w) => Some(resolve_model(Some(w))?),
+        None => None,
+    };
     cfg.spec = match a.spec.spec.as_str() {
         "off" => None,
         "ngram" => {

@@ -12,9 +12,9 @@ use cera::transcribe::{TranscribeOptions, detect_language, transcribe};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The Whisper model (a GGUF).
+    /// The Whisper model: a GGUF, or a catalog name (`whisper-tiny.en`, fetched once).
     #[arg(short = 'm', long = "model")]
-    model: PathBuf,
+    model: String,
     /// The audio files.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -79,10 +79,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     {
         bail!("--output-dir {}: not a directory", d.display());
     }
-    let file = cera::gguf::GgufFile::open(&a.model)
-        .with_context(|| format!("loading {}", a.model.display()))?;
+    let path = crate::common::resolve_model(Some(&a.model))?;
+    let file =
+        cera::gguf::GgufFile::open(&path).with_context(|| format!("loading {}", path.display()))?;
     let model = cera::models::whisper::Whisper::load(Arc::new(file))
-        .with_context(|| format!("loading {}", a.model.display()))?;
+        .with_context(|| format!("loading {}", path.display()))?;
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

@@ -14,6 +14,7 @@
 //! * Errors are OpenAI-shaped JSON with a 4xx for anything the client sent wrong; nothing a
 //!   request carries can panic the server, and a failing request never stops the scheduler.
 
+pub mod audio;
 mod chat_stream;
 pub mod completions;
 pub mod embeddings;
@@ -89,6 +90,9 @@ pub struct ServerConfig {
     pub pooling: Option<cera::embed::Pooling>,
     /// The model's multimodal projector (an mmproj GGUF): requests may carry images or audio.
     pub mmproj: Option<PathBuf>,
+    /// A Whisper GGUF served at `/v1/audio/transcriptions` and `/v1/audio/translations` next to
+    /// the language model (a Whisper `model_path` serves speech alone).
+    pub whisper: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -116,6 +120,7 @@ impl ServerConfig {
             lora: Vec::new(),
             pooling: None,
             mmproj: None,
+            whisper: None,
         }
     }
 }
@@ -181,11 +186,23 @@ pub struct AppState {
     pub started: std::time::SystemTime,
     /// Set when the model failed to load: /health reports it.
     pub load_error: OnceLock<String>,
+    /// The speech model, when one is served.
+    pub whisper: OnceLock<Arc<audio::WhisperServe>>,
+    /// Set when the served model is a Whisper model alone (no language model).
+    pub speech_only: OnceLock<()>,
 }
 
 impl AppState {
     /// The loaded model, or 503 while loading.
     pub fn ready(&self) -> Result<&Ready, ApiError> {
+        if self.speech_only.get().is_some() {
+            return Err(ApiError::bad_request(format!(
+                "this server serves the Whisper model '{}' alone: POST /v1/audio/transcriptions \
+                 or /v1/audio/translations",
+                self.model_name
+            ))
+            .code("model_not_supported"));
+        }
         match self.ready.get() {
             Some(r) => Ok(r),
             None => Err(ApiError::unavailable("the model is loading", 5).code("loading")),
@@ -239,6 +256,8 @@ pub fn router(state: Shared) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/tokenize", post(ops::tokenize))
         .route("/detokenize", post(ops::detokenize))
+        .route("/v1/audio/transcriptions", post(audio::transcriptions))
+        .route("/v1/audio/translations", post(audio::translations))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             require_key,
@@ -326,7 +345,9 @@ async fn access_log(State(st): State<Shared>, req: Request, next: Next) -> Respo
 }
 
 fn known(path: &str) -> bool {
-    const KNOWN: [&str; 19] = [
+    const KNOWN: [&str; 21] = [
+        "/v1/audio/transcriptions",
+        "/v1/audio/translations",
         "/health",
         "/metrics",
         "/tokenize",
@@ -353,6 +374,31 @@ fn known(path: &str) -> bool {
 /// Loads the model into `st` (the listener is already answering).
 fn load(st: &AppState) -> Result<(), ServerError> {
     let cfg = &st.cfg;
+    let threads = cfg
+        .n_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let load_whisper = |path: &std::path::Path| {
+        audio::load(path, threads).map_err(|source| ServerError::Load {
+            path: path.display().to_string(),
+            source,
+        })
+    };
+    if let Some(path) = &cfg.whisper {
+        let _ = st.whisper.set(load_whisper(path)?);
+    }
+    let arch = cera::gguf::GgufFile::open(&cfg.model_path)
+        .ok()
+        .and_then(|f| f.architecture().ok().map(str::to_owned));
+    if arch.as_deref() == Some("whisper") {
+        if cfg.whisper.is_some() {
+            return Err(ServerError::Config(
+                "-m is a Whisper model and --whisper another: give one".into(),
+            ));
+        }
+        let _ = st.whisper.set(load_whisper(&cfg.model_path)?);
+        let _ = st.speech_only.set(());
+        return Ok(());
+    }
     let mut eo = EngineOptions::default();
     // the slots' sessions step together: on a GPU their caches share buffers per layer
     eo.n_seq_max = cfg.n_parallel;
@@ -471,6 +517,8 @@ pub async fn serve(
         metrics: Arc::default(),
         started: std::time::SystemTime::now(),
         load_error: OnceLock::new(),
+        whisper: OnceLock::new(),
+        speech_only: OnceLock::new(),
     });
     let url = format!("http://{local}");
     let st = Arc::clone(&state);

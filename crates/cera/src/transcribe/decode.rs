@@ -349,7 +349,10 @@ fn beam_step<B: Backend>(
             src_len[src] = dec.states[src].n_past;
         }
     }
-    let old: Vec<Seq> = picks.iter().map(|&(_, ci)| seqs[cands[ci].0].clone()).collect();
+    let old: Vec<Seq> = picks
+        .iter()
+        .map(|&(_, ci)| seqs[cands[ci].0].clone())
+        .collect();
     for (&(j, ci), mut s) in picks.iter().zip(old) {
         let (src, tok, sum) = cands[ci];
         if src != j {

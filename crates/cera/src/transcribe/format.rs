@@ -159,6 +159,11 @@ mod tests {
         let v: Value = serde_json::from_str(&render(&t, Format::VerboseJson)).unwrap();
         assert_eq!(v["segments"][1]["end"], 3723.25);
         assert_eq!(v["language"], "en");
-        assert!(Format::parse("docx").unwrap_err().to_string().contains("srt"));
+        assert!(
+            Format::parse("docx")
+                .unwrap_err()
+                .to_string()
+                .contains("srt")
+        );
     }
 }

@@ -161,7 +161,12 @@ fn detect_in<B: Backend>(
     let logits = d.step(be, cx, &audio, &mut st, &[model.special.sot])?;
     let l: Vec<f32> = langs
         .iter()
-        .map(|(_, id)| logits.get(*id as usize).copied().unwrap_or(f32::NEG_INFINITY))
+        .map(|(_, id)| {
+            logits
+                .get(*id as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY)
+        })
         .collect();
     let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let e: Vec<f64> = l.iter().map(|&x| ((x - max) as f64).exp()).collect();
@@ -183,6 +188,15 @@ pub fn transcribe<B: Backend>(
     opts: &TranscribeOptions,
 ) -> Result<Transcript> {
     check(opts)?;
+    if samples.is_empty() {
+        return Err(Error::Model("transcribe: no audio (0 samples)".into()));
+    }
+    if let Some(i) = samples.iter().position(|x| !x.is_finite()) {
+        return Err(Error::Model(format!(
+            "transcribe: sample {i} is not a number ({})",
+            samples[i]
+        )));
+    }
     let sp = &model.special;
     let fe = WhisperFrontEnd::new(model.hp.n_mels)?;
     let mel = fe.compute(samples)?;
@@ -311,8 +325,8 @@ pub fn transcribe<B: Backend>(
             seek += WINDOW_FRAMES.min(seek_end - seek);
             continue;
         };
-        let no_speech_window = no_speech > opts.no_speech_threshold
-            && seq.avg_logprob < opts.logprob_threshold as f64;
+        let no_speech_window =
+            no_speech > opts.no_speech_threshold && seq.avg_logprob < opts.logprob_threshold as f64;
         // the next window's past: this prompt's past, then this window's tokens
         if prompt.first() != Some(&sp.prev) {
             past.clear();
@@ -325,15 +339,7 @@ pub fn transcribe<B: Backend>(
         }
         let toks = &seq.tokens;
         if !toks.is_empty() && !no_speech_window {
-            split_segments(
-                model,
-                &seq,
-                w,
-                t,
-                no_speech,
-                opts.timestamps,
-                &mut segments,
-            );
+            split_segments(model, &seq, w, t, no_speech, opts.timestamps, &mut segments);
         }
         let mut delta = seq.seek_delta;
         let n = toks.len();

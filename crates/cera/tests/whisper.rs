@@ -1,0 +1,220 @@
+//! Whisper against whisper.cpp 1.9.1 on the same weights (tests/fixtures/whisper/tiny.en.json,
+//! made by scripts/gen-whisper-fixtures.py): the catalog's whisper-tiny.en (faster-whisper's
+//! CTranslate2 files converted by `cera convert`, fetched once) on whisper.cpp's jfk.wav,
+//! llama.cpp's test-2.mp3 and the five LibriVox clips of Debian's pocketsphinx-testdata.
+//!
+//! - greedy without timestamps: the token ids equal whisper.cpp's, clip for clip;
+//! - greedy with timestamps: the same segments (text, and times within a timestamp step or two:
+//!   the timestamp tokens are where near-ties sit);
+//! - the default decoding (beam search of 5, temperature fallback): a word error rate on the
+//!   LibriVox clips no worse than whisper.cpp's greedy one;
+//! - hostile input: no samples, a blip shorter than Whisper reads, minutes of silence.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use cera::backend::Cpu;
+use cera::models::whisper::Whisper;
+use cera::transcribe::{TranscribeOptions, transcribe};
+
+const LIBRIVOX: &str = "/usr/share/pocketsphinx/test/data/librivox";
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/whisper")
+}
+
+fn model() -> &'static Whisper {
+    static M: OnceLock<Whisper> = OnceLock::new();
+    M.get_or_init(|| {
+        let entry = cera::fetch::lookup("whisper-tiny.en").expect("in the catalog");
+        let path = cera::fetch::ensure(entry, &mut |_| {}).expect("fetching whisper-tiny.en");
+        let file = cera::gguf::GgufFile::open(&path).expect("opening the model");
+        Whisper::load(Arc::new(file)).expect("loading whisper-tiny.en")
+    })
+}
+
+fn reference() -> serde_json::Value {
+    let text = std::fs::read_to_string(fixtures().join("tiny.en.json")).expect("the fixtures");
+    serde_json::from_str(&text).expect("fixtures JSON")
+}
+
+/// The clip's 16 kHz samples (a missing clip fails loudly, saying where it comes from).
+fn samples(name: &str) -> Vec<f32> {
+    let path = if name == "jfk.wav" {
+        fixtures().join(name)
+    } else if name == "test-2.mp3" {
+        let data = cera::fetch::llama_cpp_data(&mut |_| {}).expect("llama.cpp's test data");
+        data.join("tools/mtmd/test-2.mp3")
+    } else {
+        PathBuf::from(LIBRIVOX).join(name)
+    };
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the LibriVox clips come from Debian's pocketsphinx-testdata: \
+             apt install pocketsphinx-testdata)",
+            path.display()
+        )
+    });
+    cera::media::audio::decode_audio(&bytes, 16_000).expect("decoding the clip")
+}
+
+fn cpu() -> Cpu {
+    Cpu::new(2)
+}
+
+fn clips(r: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    r["clips"]
+        .as_object()
+        .expect("clips")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+#[test]
+fn greedy_tokens_equal_whisper_cpp() {
+    let r = reference();
+    let m = model();
+    let cpu = cpu();
+    for (name, want) in clips(&r) {
+        let t = transcribe(m, &cpu, &samples(&name), &TranscribeOptions::greedy()).unwrap();
+        let got: Vec<u64> = t
+            .segments
+            .iter()
+            .flat_map(|s| s.tokens.iter().map(|&x| x as u64))
+            .collect();
+        let want: Vec<u64> = want["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(got, want, "{name}: {:?}", t.text);
+    }
+}
+
+#[test]
+fn greedy_segments_as_whisper_cpp() {
+    let r = reference();
+    let m = model();
+    let cpu = cpu();
+    let mut opts = TranscribeOptions::greedy();
+    opts.timestamps = true;
+    for (name, want) in clips(&r) {
+        let t = transcribe(m, &cpu, &samples(&name), &opts).unwrap();
+        let want = want["segments"].as_array().unwrap();
+        let texts: Vec<&str> = t.segments.iter().map(|s| s.text.as_str()).collect();
+        let want_texts: Vec<&str> = want.iter().map(|s| s[2].as_str().unwrap()).collect();
+        assert_eq!(texts, want_texts, "{name}");
+        for (s, w) in t.segments.iter().zip(want) {
+            let (from, to) = (w[0].as_f64().unwrap(), w[1].as_f64().unwrap());
+            // within 10 timestamp steps (200 ms): a near-tie between timestamp tokens moves a
+            // boundary; a wrong window offset or step moves it by seconds
+            assert!(
+                (s.start as f64 * 1e3 - from).abs() <= 200.0
+                    && (s.end as f64 * 1e3 - to).abs() <= 200.0,
+                "{name}: [{} → {}] against [{from} → {to}] ms",
+                s.start,
+                s.end
+            );
+            // (a last timestamp may reach a little past the samples, as whisper.cpp's does)
+            assert!(
+                s.start <= s.end && s.end <= t.duration + 1.0,
+                "{name}: {s:?}"
+            );
+        }
+    }
+}
+
+/// Lowercase words without punctuation; hyphens split words (`ill-disposed`).
+fn words(s: &str) -> Vec<String> {
+    s.to_lowercase()
+        .replace(['-', '—'], " ")
+        .split_whitespace()
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric() || *c == '\'')
+                .collect::<String>()
+        })
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Word edits (substitutions, insertions, deletions) from `want` to `got`.
+fn edits(want: &[String], got: &[String]) -> usize {
+    let mut prev: Vec<usize> = (0..=got.len()).collect();
+    for (i, w) in want.iter().enumerate() {
+        let mut cur = vec![i + 1; got.len() + 1];
+        for (j, g) in got.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(w != g))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[got.len()]
+}
+
+#[test]
+fn default_decoding_wer_at_most_whisper_cpp_greedy() {
+    let r = reference();
+    let m = model();
+    let cpu = cpu();
+    let (mut ours, mut peer, mut n) = (0, 0, 0);
+    for (name, want) in clips(&r) {
+        let Some(truth) = want["reference"].as_str() else {
+            continue;
+        };
+        let truth = words(truth);
+        let t = transcribe(m, &cpu, &samples(&name), &TranscribeOptions::default()).unwrap();
+        ours += edits(&truth, &words(&t.text));
+        peer += edits(&truth, &words(want["text"].as_str().unwrap()));
+        n += truth.len();
+    }
+    assert!(n > 60, "the five LibriVox clips: {n} words");
+    eprintln!("WER: ours (beam 5) {ours}/{n}, whisper.cpp greedy {peer}/{n}");
+    assert!(
+        ours <= peer,
+        "WER: ours {ours}/{n}, whisper.cpp's {peer}/{n}"
+    );
+}
+
+#[test]
+fn hostile_audio() {
+    let m = model();
+    let cpu = cpu();
+    let o = TranscribeOptions::greedy();
+    let e = transcribe(m, &cpu, &[], &o).unwrap_err().to_string();
+    assert!(e.contains("no audio"), "{e}");
+    // a blip shorter than the 100 ms whisper.cpp reads: no window, no text
+    let t = transcribe(m, &cpu, &[0.1; 800], &o).unwrap();
+    assert!(t.segments.is_empty() && t.text.is_empty(), "{t:?}");
+    // not a number in the samples
+    let mut bad = vec![0.0f32; 16_000];
+    bad[100] = f32::NAN;
+    let e = transcribe(m, &cpu, &bad, &o).unwrap_err().to_string();
+    assert!(e.contains("not a number"), "{e}");
+    // two minutes of silence: four windows, each decoded to little or nothing, no loop
+    let t = transcribe(
+        m,
+        &cpu,
+        &vec![0.0; 16_000 * 120],
+        &TranscribeOptions::default(),
+    )
+    .unwrap();
+    assert!(t.text.len() < 200, "{:?}", t.text);
+    assert!((t.duration - 120.0).abs() < 1e-3);
+    // options out of range
+    let mut o = TranscribeOptions::default();
+    o.beam_size = 0;
+    let e = transcribe(m, &cpu, &[0.0; 16_000], &o)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("beam size 0"), "{e}");
+    let mut o = TranscribeOptions::default();
+    o.translate = true;
+    let e = transcribe(m, &cpu, &[0.0; 16_000], &o)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("English-only"), "{e}");
+}
