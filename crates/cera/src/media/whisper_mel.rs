@@ -56,6 +56,19 @@ pub struct WhisperFrontEnd {
     window: Vec<f64>,
     /// `[n_mel, N_FFT / 2 + 1]`
     filters: Vec<f32>,
+    /// `[N_FFT]`: `e^(-2πi m / N_FFT)`, the FFT's twiddles (every sub-transform's length
+    /// divides N_FFT)
+    twiddles: Vec<(f64, f64)>,
+}
+
+/// `e^(-2πi m / n)` for `m` in `0..n`.
+fn twiddles(n: usize) -> Vec<(f64, f64)> {
+    (0..n)
+        .map(|m| {
+            let t = -2.0 * std::f64::consts::PI * m as f64 / n as f64;
+            (t.cos(), t.sin())
+        })
+        .collect()
 }
 
 impl WhisperFrontEnd {
@@ -70,6 +83,7 @@ impl WhisperFrontEnd {
             n_mel,
             window,
             filters: slaney_filterbank(n_mel, N_FFT, SAMPLE_RATE as u32),
+            twiddles: twiddles(N_FFT),
         })
     }
 
@@ -116,7 +130,7 @@ impl WhisperFrontEnd {
             for (b, (&s, &w)) in buf.iter_mut().zip(frame.iter().zip(&self.window)) {
                 *b = (f64::from(s) * w, 0.0);
             }
-            fft(&mut buf, &mut scratch);
+            fft(&mut buf, &mut scratch, &self.twiddles);
             for (k, p) in power.iter_mut().enumerate() {
                 *p = buf[k].0 * buf[k].0 + buf[k].1 * buf[k].1;
             }
@@ -140,19 +154,22 @@ impl WhisperFrontEnd {
 }
 
 /// In-place DFT of `x` (complex, any length): even and odd halves recursively while the
-/// length is even, a direct DFT at an odd length; `scratch` as long as `x`.
-fn fft(x: &mut [(f64, f64)], scratch: &mut [(f64, f64)]) {
+/// length is even, a direct DFT at an odd length; `scratch` as long as `x`; `tw` the
+/// [`twiddles`] of a length that `x`'s divides (computed once: the sines and cosines were a
+/// tenth of a transcription's time).
+fn fft(x: &mut [(f64, f64)], scratch: &mut [(f64, f64)], tw: &[(f64, f64)]) {
     let n = x.len();
     if n <= 1 {
         return;
     }
+    debug_assert!(tw.len().is_multiple_of(n));
+    let stride = tw.len() / n;
     if n % 2 == 1 {
         let (s, _) = scratch.split_at_mut(n);
         for (k, out) in s.iter_mut().enumerate() {
             let mut acc = (0.0, 0.0);
             for (j, &(re, im)) in x.iter().enumerate() {
-                let t = -2.0 * std::f64::consts::PI * ((k * j) % n) as f64 / n as f64;
-                let (c, si) = (t.cos(), t.sin());
+                let (c, si) = tw[(k * j) % n * stride];
                 acc.0 += re * c - im * si;
                 acc.1 += re * si + im * c;
             }
@@ -172,12 +189,11 @@ fn fft(x: &mut [(f64, f64)], scratch: &mut [(f64, f64)]) {
     let (even, odd) = scratch[..n].split_at_mut(h);
     {
         let (a, b) = x.split_at_mut(h);
-        fft(even, a);
-        fft(odd, b);
+        fft(even, a, tw);
+        fft(odd, b, tw);
     }
     for k in 0..h {
-        let t = -2.0 * std::f64::consts::PI * k as f64 / n as f64;
-        let (c, s) = (t.cos(), t.sin());
+        let (c, s) = tw[k * stride];
         let (ore, oim) = odd[k];
         let w = (ore * c - oim * s, ore * s + oim * c);
         x[k] = (even[k].0 + w.0, even[k].1 + w.1);
@@ -198,8 +214,8 @@ mod tests {
                 .collect();
             let mut y = x.clone();
             let mut s = vec![(0.0, 0.0); n];
-            fft(&mut y, &mut s);
-            for k in 0..n {
+            fft(&mut y, &mut s, &twiddles(n));
+            for (k, yk) in y.iter().enumerate() {
                 let mut acc = (0.0, 0.0);
                 for (j, &(re, im)) in x.iter().enumerate() {
                     let t = -2.0 * std::f64::consts::PI * (k * j) as f64 / n as f64;
@@ -207,7 +223,7 @@ mod tests {
                     acc.1 += re * t.sin() + im * t.cos();
                 }
                 assert!(
-                    (y[k].0 - acc.0).abs() < 1e-9 && (y[k].1 - acc.1).abs() < 1e-9,
+                    (yk.0 - acc.0).abs() < 1e-9 && (yk.1 - acc.1).abs() < 1e-9,
                     "{n} {k}"
                 );
             }

@@ -51,10 +51,16 @@ impl Cpu {
         match ty {
             GgmlType::F16 => {
                 use half::slice::HalfFloatSliceExt;
-                // (through the slice conversions: F16C when the host has it)
-                scratch.resize(x.len(), half::f16::ZERO);
-                scratch.convert_from_f32_slice(x);
-                scratch.convert_to_f32_slice(out);
+                // (through the slice conversions: F16C when the host has it), a chunk at a
+                // time: the f16 copy of a whole encoder input would be megabytes more at the
+                // encoder's peak
+                const CHUNK: usize = 1 << 14;
+                scratch.resize(CHUNK.min(x.len()), half::f16::ZERO);
+                for (xs, os) in x.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+                    let h = &mut scratch[..xs.len()];
+                    h.convert_from_f32_slice(xs);
+                    h.convert_to_f32_slice(os);
+                }
             }
             GgmlType::BF16 => {
                 for (o, &v) in out.iter_mut().zip(x) {

@@ -75,7 +75,7 @@ impl Decoder {
 
     fn kv_spec(&self) -> (KvSpec, usize, usize) {
         (
-            KvSpec::same(KvType::F32),
+            KvSpec::same(KvType::F16),
             self.hp.n_head,
             self.hp.n_embd / self.hp.n_head,
         )

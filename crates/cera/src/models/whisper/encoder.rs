@@ -97,6 +97,8 @@ impl Encoder {
         }
         let (mut a, mut x) = (t(), t());
         be.upload(cx, &cols, N_FRAMES, n_mel * 3, &mut a);
+        // (the host copies go as soon as they are read: the blocks below need the memory)
+        drop(cols);
         linear(be, cx, &self.conv1, &a, &mut x)?;
         be.activate(cx, &mut x, Act::Gelu);
         // conv2, stride 2: [1500, d · 3] rows at frames 2t - 1, 2t, 2t + 1
@@ -115,8 +117,11 @@ impl Encoder {
                 }
             }
         }
+        drop(h1);
         be.upload(cx, &cols, n, d * 3, &mut a);
+        drop(cols);
         linear(be, cx, &self.conv2, &a, &mut x)?;
+        drop(a);
         be.activate(cx, &mut x, Act::Gelu);
         let mut p = t();
         let rows: Vec<u32> = (0..n as u32).collect();
