@@ -86,7 +86,12 @@ w.writeframes(b''.join(struct.pack('<h', int(8000 * math.sin(2 * math.pi * 523 *
 " "$WAV"
 ./$BIN/cera run -m "$MODEL" --mmproj "$MMPROJ" --audio "$WAV" --raw --temp 0 -n 12 -t 2 \
   -p "<__media__>Transcribe." > target/parity/cli-audio.txt
+# speech: whisper.cpp's jfk.wav through the catalog's Whisper tiny.en, text and SRT
+SPEECH=crates/cera/tests/fixtures/whisper/jfk.wav
+./$BIN/cera transcribe -m whisper-tiny.en -t 2 "$SPEECH" > target/parity/cli-speech.txt
+./$BIN/cera transcribe -m whisper-tiny.en -t 2 -o srt "$SPEECH" > target/parity/cli-speech.srt
 echo "-- kotlinc -script tests/kotlin/bindings.kts"
 LD_LIBRARY_PATH="$(cd "$(dirname "$LIB")" && pwd)" "$kotlinc" -cp "$cp:$out/cera-kotlin.jar" \
   -script tests/kotlin/bindings.kts "$MODEL" "$TOOL_MODEL" "$PROMPT" "$N" target/parity/cli.txt target/parity/kotlin.txt target/parity/cli-gpu.txt \
-  "$MMPROJ" "$IMAGE" target/parity/cli-image.txt "$WAV" target/parity/cli-audio.txt
+  "$MMPROJ" "$IMAGE" target/parity/cli-image.txt "$WAV" target/parity/cli-audio.txt \
+  "$SPEECH" target/parity/cli-speech.txt target/parity/cli-speech.srt

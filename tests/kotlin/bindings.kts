@@ -5,7 +5,7 @@
 // device generates what the CPU does.
 //
 // Arguments: MODEL TOOL_MODEL PROMPT N CLI_TEXT_FILE PARITY_OUT CLI_GPU_TEXT_FILE MMPROJ IMAGE
-// CLI_IMAGE_TEXT_FILE (TOOL_MODEL: one trained for tool calls, Qwen2.5 here; the CLI's greedy
+// CLI_IMAGE_TEXT_FILE CLIP CLI_AUDIO_TEXT_FILE SPEECH CLI_SPEECH_TEXT CLI_SPEECH_SRT (TOOL_MODEL: one trained for tool calls, Qwen2.5 here; the CLI's greedy
 // text of PROMPT on MODEL; where to write this run's tokens for the parity check; the CLI's 16
 // greedy tokens of text with `--device gpu`; a vision projector for MODEL, an image, and the
 // CLI's 12 greedy tokens after that image and "Describe the image.").
@@ -178,6 +178,28 @@ val badAudio = try {
     au.appendAudio(mm, "RIFF\u0000\u0000\u0000\u0000WAVEfmt ".toByteArray()); "no error"
 } catch (e: CeraException.InvalidArgument) { e.message ?: "" }
 check("a bad clip is an InvalidArgument naming it", badAudio.startsWith("audio:")) { badAudio }
+
+// speech to text: the catalog's Whisper tiny.en on whisper.cpp's jfk.wav, as `cera transcribe`
+// prints it (text and SRT), from the file's bytes and from its samples
+val whisper = Whisper("whisper-tiny.en", 2u)
+val jfk = File(args[12]).readBytes()
+val tr = whisper.transcribe(jfk, TranscribeConfig())
+val cliSpeech = File(args[13]).readText().trim()
+check("transcribe equals the CLI", tr.text == cliSpeech) { "\n  cli:    $cliSpeech\n  kotlin: ${tr.text}" }
+check("segments with times", tr.segments.size >= 2 && tr.segments[0].start == 0f && tr.language == "en") { "$tr" }
+check("srt equals the CLI", whisper.transcribeAs(jfk, TranscribeConfig(), "srt") == File(args[14]).readText())
+// the 16-bit PCM of the `data` chunk (after fmt and LIST chunks), as floats
+val at = (12 until jfk.size - 8).first { String(jfk, it, 4) == "data" } + 8
+val pcm = FloatArray((jfk.size - at) / 2) { i ->
+    ((jfk[at + 2 * i].toInt() and 0xff) or (jfk[at + 1 + 2 * i].toInt() shl 8)).toShort() / 32768f
+}.toList()
+check("samples transcribe as the file", whisper.transcribePcm(pcm, TranscribeConfig()).text == tr.text)
+check("English-only: translation refused", try {
+    whisper.transcribe(jfk, TranscribeConfig(translate = true)); false
+} catch (e: CeraException) { e.message?.contains("English-only") == true })
+check("bad audio: an error", try {
+    whisper.transcribe("not audio".toByteArray(), TranscribeConfig()); false
+} catch (e: CeraException.InvalidArgument) { true })
 
 println(if (failures == 0) "all Kotlin checks passed" else "$failures Kotlin checks failed")
 if (failures != 0) kotlin.system.exitProcess(1)

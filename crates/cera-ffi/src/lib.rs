@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub mod chat;
 pub mod errors;
+pub mod speech;
 pub mod stream;
 pub mod types;
 

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 mod batch;
 mod chat;
 mod errors;
+mod speech;
 mod stream;
 
 use errors::to_py;
@@ -288,7 +289,7 @@ fn image_arg(image: &Bound<'_, PyAny>) -> PyResult<cera::media::Rgb8> {
 
 /// 16 kHz mono samples from an audio file's bytes or path (WAV, MP3, FLAC, Ogg Vorbis;
 /// resampled as llama.cpp does) or from a sequence of floats already at 16 kHz.
-fn audio_arg(audio: &Bound<'_, PyAny>) -> PyResult<Vec<f32>> {
+pub(crate) fn audio_arg(audio: &Bound<'_, PyAny>) -> PyResult<Vec<f32>> {
     if let Some(bytes) = file_bytes(audio)? {
         return cera::media::audio::decode_audio(&bytes, 16_000).map_err(to_py);
     }
@@ -686,6 +687,7 @@ fn _cera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Mmproj>()?;
     m.add_class::<chat::Chat>()?;
     m.add_class::<chat::ChatStream>()?;
+    m.add_class::<speech::Whisper>()?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

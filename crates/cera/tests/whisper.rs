@@ -265,3 +265,46 @@ fn hostile_audio() {
         .to_string();
     assert!(e.contains("English-only"), "{e}");
 }
+
+/// 16-bit PCM WAV bytes of `samples` at `rate`.
+fn wav(samples: &[f32], rate: u32) -> Vec<u8> {
+    let data = (samples.len() * 2) as u32;
+    let mut b = Vec::with_capacity(44 + data as usize);
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + data).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    b.extend_from_slice(&16u32.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    b.extend_from_slice(&1u16.to_le_bytes()); // mono
+    b.extend_from_slice(&rate.to_le_bytes());
+    b.extend_from_slice(&(rate * 2).to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&16u16.to_le_bytes());
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&data.to_le_bytes());
+    for &s in samples {
+        b.extend_from_slice(&((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn telephone_audio_at_8_khz() {
+    // jfk.wav brought down to 8 kHz (pairs averaged), written as a WAV, read back through the
+    // decoder's resampler to 16 kHz
+    let jfk = samples("jfk.wav");
+    let low: Vec<f32> = jfk.chunks_exact(2).map(|p| (p[0] + p[1]) * 0.5).collect();
+    let back = cera::media::audio::decode_audio(&wav(&low, 8_000), 16_000).unwrap();
+    assert!(
+        (back.len() as i64 - jfk.len() as i64).abs() <= 2,
+        "{}",
+        back.len()
+    );
+    let t = transcribe(model(), &cpu(), &back, &TranscribeOptions::greedy()).unwrap();
+    let w = words(&t.text);
+    for must in [
+        "ask", "not", "what", "your", "country", "can", "do", "for", "you",
+    ] {
+        assert!(w.iter().any(|x| x == must), "{must}: {}", t.text);
+    }
+}

@@ -11,6 +11,11 @@ stream text (`Stream`), embed texts, attach LoRA adapters.
 (`create_completion`, `create_chat_completion` with tools and `response_format`,
 `create_embedding`), so code written for `llama_cpp.Llama` switches by changing the import.
 
+`cera.Whisper` transcribes speech (OpenAI's verbose_json as a dict, or srt/vtt/text):
+
+    w = cera.Whisper("whisper-tiny.en")
+    print(w.transcribe("talk.wav")["text"])
+
 Generation runs with the GIL released: sessions of one engine generate concurrently from
 several Python threads, and `Session.cancel()` stops a running generation from another one.
 """
@@ -28,6 +33,7 @@ from ._cera import (  # noqa: F401
     ModelLoadError,
     Session,
     Stream,
+    Whisper,
     __version__,
 )
 from .llama import Llama  # noqa: F401
@@ -46,5 +52,6 @@ __all__ = [
     "ModelLoadError",
     "Session",
     "Stream",
+    "Whisper",
     "__version__",
 ]

@@ -1,7 +1,7 @@
 """Type stubs of the native module (`cera._cera`)."""
 
 import os
-from typing import Iterator, List, Optional, Tuple, Union, overload, Literal
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union, overload, Literal
 
 __version__: str
 
@@ -27,6 +27,30 @@ class LoraAdapter:
 
 class Mmproj:
     """A loaded vision projector (`Engine.load_mmproj`): images go into sessions through it."""
+
+class Whisper:
+    """A loaded Whisper model (a GGUF path or a catalog name such as "whisper-tiny.en")."""
+    def __init__(self, model: str, n_threads: Optional[int] = None) -> None: ...
+    @property
+    def multilingual(self) -> bool: ...
+    def transcribe(
+        self,
+        audio: Union[bytes, str, "os.PathLike[str]", Sequence[float]],
+        language: Optional[str] = None,
+        translate: bool = False,
+        timestamps: bool = True,
+        beam_size: int = 5,
+        best_of: int = 5,
+        temperature: float = 0.0,
+        fallback: bool = True,
+        condition_on_previous_text: bool = True,
+        initial_prompt: Optional[str] = None,
+        response_format: str = "verbose_json",
+    ) -> Any:
+        """The transcript: a dict (verbose_json, json) or a string (text, srt, vtt)."""
+    def detect_language(
+        self, audio: Union[bytes, str, "os.PathLike[str]", Sequence[float]]
+    ) -> List[Tuple[str, float]]: ...
 
 class Stream(Iterator[str]):
     """Text pieces of a streaming `Session.generate`, in order."""

@@ -11,7 +11,7 @@
 //!
 //! [`Backend::matmul_encoder`]: crate::backend::Backend::matmul_encoder
 
-use super::{Cpu, CpuTensor, SyncPtr};
+use super::{Cpu, SyncPtr};
 use crate::backend::Weight;
 use crate::kernels::CpuTier;
 use crate::quant::GgmlType;
@@ -71,13 +71,13 @@ impl Cpu {
         }
     }
 
-    /// `out = x · wᵀ` in the broadcast form (see the module docs), `xr` being the input
+    /// `o = x · wᵀ` (`[n, w.rows]`) in the broadcast form (see the module docs), `xr` being the input
     /// `[n, k]` as [`Cpu::dense_input`] rounds it for `w`; `w` must be
     /// [`Cpu::dense_supported`].
-    pub(crate) fn dense_matmul(&self, w: &Weight, xr: &[f32], n: usize, out: &mut CpuTensor) {
+    pub(crate) fn dense_matmul(&self, w: &Weight, xr: &[f32], n: usize, o: &mut [f32]) {
         let (k, rows) = (w.cols, w.rows);
         assert_eq!(xr.len(), n * k, "encoder product: input width");
-        let o = out.reshape(n, rows);
+        assert_eq!(o.len(), n * rows, "encoder product: output size");
         let optr = SyncPtr(o.as_mut_ptr());
         let data = w.data();
         let rb = w.row_bytes();

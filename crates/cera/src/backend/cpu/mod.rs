@@ -217,17 +217,37 @@ impl Backend for Cpu {
         ops: &mut [(&Weight, &mut CpuTensor)],
         x: &CpuTensor,
     ) -> Result<()> {
-        // the input rounded once per weight type (Q/K/V share it), into the context's buffers
-        let mut rounded = None;
+        let (n, k) = (x.rows, x.cols);
+        let mut any = false;
         for (w, out) in ops.iter_mut() {
             if self.dense_supported(w) {
-                if rounded != Some(w.ty) {
-                    Cpu::dense_input(w.ty, x.data(), &mut cx.dense_x, &mut cx.dense_h);
-                    rounded = Some(w.ty);
-                }
-                self.dense_matmul(w, &cx.dense_x, x.rows, out);
+                out.reshape(n, w.rows);
+                any = true;
             } else {
                 Backend::matmul(self, cx, &mut [(*w, &mut **out)], x)?;
+            }
+        }
+        if !any {
+            return Ok(());
+        }
+        // the rows a chunk at a time: the input's rounded copy (into the context's buffers) is
+        // a chunk's, not the whole input's (an encoder's MLP input is megabytes)
+        const CHUNK_ROWS: usize = 256;
+        for r0 in (0..n).step_by(CHUNK_ROWS) {
+            let nr = CHUNK_ROWS.min(n - r0);
+            let xs = &x.data[r0 * k..(r0 + nr) * k];
+            // rounded once per weight type (Q/K/V share it)
+            let mut rounded = None;
+            for (w, out) in ops.iter_mut() {
+                if !self.dense_supported(w) {
+                    continue;
+                }
+                if rounded != Some(w.ty) {
+                    Cpu::dense_input(w.ty, xs, &mut cx.dense_x, &mut cx.dense_h);
+                    rounded = Some(w.ty);
+                }
+                let o = &mut out.data[r0 * w.rows..(r0 + nr) * w.rows];
+                self.dense_matmul(w, &cx.dense_x[..nr * k], nr, o);
             }
         }
         Ok(())

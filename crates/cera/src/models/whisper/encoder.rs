@@ -120,6 +120,9 @@ impl Encoder {
         drop(h1);
         be.upload(cx, &cols, n, d * 3, &mut a);
         drop(cols);
+        // (a tensor of its own: the first convolution's holds twice the rows)
+        drop(x);
+        let mut x = t();
         linear(be, cx, &self.conv2, &a, &mut x)?;
         drop(a);
         be.activate(cx, &mut x, Act::Gelu);
@@ -127,6 +130,7 @@ impl Encoder {
         let rows: Vec<u32> = (0..n as u32).collect();
         be.embed(cx, &self.pos, &self.pos, &rows, &mut p)?;
         be.add(cx, &mut x, &p);
+        drop(p);
 
         let hd = d / self.hp.n_head;
         let params = AttentionParams {
@@ -144,7 +148,8 @@ impl Encoder {
             n,
             pos0: 0,
         };
-        // one f32 cache, rewritten by every block
+        // one cache, rewritten by every block; f16 as whisper.cpp's keys and values (its
+        // encoder casts them to the weights' type before the attention)
         let mut kv = be.new_kv(KvSpec::same(KvType::F32), n, self.hp.n_head, hd, hd);
         let (mut hn, mut q, mut k, mut v, mut o, mut up) = (t(), t(), t(), t(), t(), t());
         for b in &self.blocks {
