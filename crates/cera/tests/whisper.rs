@@ -308,3 +308,39 @@ fn telephone_audio_at_8_khz() {
         assert!(w.iter().any(|x| x == must), "{must}: {}", t.text);
     }
 }
+
+#[test]
+fn quantized_q8_0_transcribes_as_f16() {
+    // `cera quantize`'s rules on a Whisper file: the matrices Q8_0, the convolutions and
+    // positions kept; the words on every clip those of the F16 model (greedy)
+    let entry = cera::fetch::lookup("whisper-tiny.en").unwrap();
+    let src = cera::fetch::ensure(entry, &mut |_| {}).unwrap();
+    let dir = std::env::temp_dir().join(format!("cera-whisper-q8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dst = dir.join("tiny.en-q8_0.gguf");
+    let opts = cera::gguf::requantize::QuantizeOptions::default();
+    cera::gguf::requantize::requantize(&src, &dst, "q8_0", &opts).unwrap();
+    let file = cera::gguf::GgufFile::open(&dst).unwrap();
+    let conv = file
+        .tensors
+        .iter()
+        .find(|t| t.name == "encoder.conv1.weight")
+        .unwrap();
+    assert_eq!(conv.ty, cera::quant::GgmlType::F16);
+    let q = Whisper::load(Arc::new(file)).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let cpu = cpu();
+    for (name, _) in clips(&reference()) {
+        let s = samples(&name);
+        let a = transcribe(model(), &cpu, &s, &TranscribeOptions::greedy()).unwrap();
+        let b = transcribe(&q, &cpu, &s, &TranscribeOptions::greedy()).unwrap();
+        let (wa, wb) = (words(&a.text), words(&b.text));
+        // (at most one word in twenty apart: 8-bit weights move near-ties)
+        assert!(
+            edits(&wa, &wb) * 20 <= wa.len(),
+            "{name}:\n{}\n{}",
+            a.text,
+            b.text
+        );
+    }
+}

@@ -182,7 +182,7 @@ impl Category {
 /// Whether llama-quantize would quantize a tensor at all: matrices (two or more dimensions
 /// above 1) named `*weight`, except norms, MoE routers, LFM2's and Mamba's convolution kernels,
 /// BERT's position and token-type embeddings and a few small special tensors; the output only
-/// when `quantize_output` (not `--leave-output-tensor`).
+/// when `quantize_output` (not `--leave-output-tensor`); Whisper's convolutions stay.
 pub(crate) fn allows_quantization(name: &str, shape: &[u64], quantize_output: bool) -> bool {
     let dims = shape.iter().rposition(|&d| d > 1).map_or(1, |i| i + 1);
     if dims < 2 || !name.ends_with("weight") {
@@ -207,6 +207,8 @@ pub(crate) fn allows_quantization(name: &str, shape: &[u64], quantize_output: bo
         ".rel_pos",
         ".patch_embd",
         ".patch_merger",
+        // Whisper's convolutions (whisper.cpp's quantizer keeps them too)
+        "encoder.conv",
     ];
     if KEEP.iter().any(|k| name.contains(k)) || name.contains("time_mix_") {
         return false;
