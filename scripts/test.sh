@@ -299,14 +299,15 @@ join packages
 # models of it
 CERA_TEST_PYTHON="$PWD/target/pyenv/bin/python" cargo test --workspace --profile "$PROFILE" --locked -- --skip gpu::
 
-step "gpu: llama.cpp parity of the architectures and the media towers through the GPU kernels (lavapipe)"
+step "gpu: llama.cpp parity of the architectures, the media towers and Whisper through the GPU kernels (lavapipe)"
 # one model per feature the kernels add (quantized GEMM, soft-capping, sliding windows,
 # convolution and experts); the whole list is `arch_parity gpu::` (minutes each on lavapipe)
 # and the media towers against mtmd's rows (LFM2-VL's and LFM2-Audio's; SmolVLM's three slices
 # take minutes there: `vision_parity gpu::smolvlm_encodes_as_mtmd` by name)
 cargo test --workspace --profile "$PROFILE" --locked --test arch_parity --test vision_parity \
-  --test audio_parity -- gpu::llama3_q4_0 gpu::gemma2_q8_0 gpu::gemma3_swa_f32 gpu::lfm2moe_q4_0 \
-  gpu::lfm2_vl_encodes_as_mtmd gpu::lfm2_audio_encodes_as_mtmd
+  --test audio_parity --test whisper -- gpu::llama3_q4_0 gpu::gemma2_q8_0 gpu::gemma3_swa_f32 \
+  gpu::lfm2moe_q4_0 gpu::lfm2_vl_encodes_as_mtmd gpu::lfm2_audio_encodes_as_mtmd \
+  gpu::tiny_en_transcribes_as_whisper_cpp
 
 step "server: pytest with the openai client, requests and jsonschema"
 # a random-weight BERT reranker (the same generator as the Rust tests) for the /v1/rerank test

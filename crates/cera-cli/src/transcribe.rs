@@ -60,6 +60,9 @@ pub struct Args {
     /// Compute threads (default: all cores).
     #[arg(short = 't', long = "threads")]
     threads: Option<usize>,
+    /// Where the model runs: cpu, or gpu (wgpu: Vulkan, Metal, DX12).
+    #[arg(long = "device", default_value = "cpu")]
+    device: String,
     /// Timing on stderr.
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -87,7 +90,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let cpu = cera::backend::Cpu::new(threads);
     let mut opts = TranscribeOptions::default();
     opts.language = a.language.clone();
     opts.translate = a.translate;
@@ -100,14 +102,35 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     opts.condition_on_previous_text = !a.no_context;
     opts.initial_prompt = a.prompt.clone();
+    match a.device.as_str() {
+        "cpu" => go(&a, &model, &cera::backend::Cpu::new(threads), &opts, format),
+        "gpu" => {
+            let gpu = cera::backend::gpu::Gpu::new().context("--device gpu")?;
+            if a.verbose {
+                eprintln!("cera: device {}", gpu.info().name);
+            }
+            go(&a, &model, &gpu, &opts, format)
+        }
+        d => bail!("--device {d}: the devices are cpu and gpu"),
+    }
+}
+
+/// Each file through `be`.
+fn go<B: cera::backend::Backend>(
+    a: &Args,
+    model: &cera::models::whisper::Whisper,
+    be: &B,
+    opts: &TranscribeOptions,
+    format: Format,
+) -> anyhow::Result<()> {
     let mut all = Vec::new();
     for f in &a.files {
         let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let samples = cera::media::audio::decode_audio(&bytes, 16_000)
             .with_context(|| format!("{}", f.display()))?;
         if a.detect_language {
-            let probs = detect_language(&model, &cpu, &samples)
-                .with_context(|| format!("{}", f.display()))?;
+            let probs =
+                detect_language(model, be, &samples).with_context(|| format!("{}", f.display()))?;
             let top: Vec<String> = probs
                 .iter()
                 .take(5)
@@ -117,7 +140,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             continue;
         }
         let t0 = std::time::Instant::now();
-        let t = transcribe(&model, &cpu, &samples, &opts)
+        let t = transcribe(model, be, &samples, opts)
             .with_context(|| format!("transcribing {}", f.display()))?;
         if a.verbose {
             eprintln!(

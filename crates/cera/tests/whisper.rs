@@ -354,3 +354,47 @@ fn quantized_q8_0_transcribes_as_f16() {
         );
     }
 }
+
+/// Named `gpu::…` as the other GPU parity tests: the workspace's test run skips them, the CI's
+/// GPU step runs them on lavapipe (`cargo test --test whisper -- gpu::`).
+#[cfg(feature = "gpu")]
+mod gpu {
+    use super::*;
+
+    /// The same model through the wgpu kernels: jfk.wav's greedy tokens as whisper.cpp's (the
+    /// same text at least: the GPU's sums run in another order, and a near-tie may part).
+    #[test]
+    fn tiny_en_transcribes_as_whisper_cpp() {
+        let gpu = cera::backend::gpu::Gpu::new().expect("a wgpu adapter (lavapipe in CI)");
+        let r = reference();
+        let want = &r["clips"]["jfk.wav"];
+        let t0 = std::time::Instant::now();
+        let t = transcribe(
+            model(),
+            &gpu,
+            &samples("jfk.wav"),
+            &TranscribeOptions::greedy(),
+        )
+        .unwrap();
+        eprintln!(
+            "gpu jfk.wav: {:.1} s on {}",
+            t0.elapsed().as_secs_f64(),
+            gpu.info().name
+        );
+        let got: Vec<u64> = t
+            .segments
+            .iter()
+            .flat_map(|s| s.tokens.iter().map(|&x| x as u64))
+            .collect();
+        let want_ids: Vec<u64> = want["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        if got != want_ids {
+            let (a, b) = (words(&t.text), words(want["text"].as_str().unwrap()));
+            assert!(edits(&a, &b) <= 1, "{}\n{}", t.text, want["text"]);
+        }
+    }
+}
