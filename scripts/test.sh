@@ -347,6 +347,7 @@ join wasm
 model_path() { "$OUT/cera" models | awk -v m="$1" '$1 == m { print $NF; exit }'; }
 SMOL=$(model_path smollm2-135m-instruct-q4_1)
 QWEN=$(model_path qwen2.5-coder-0.5b-instruct-q4_k_m)
+export CERA_WHISPER=$(model_path whisper-tiny.en)
 CERA_BIN="$PWD/$OUT/cera" CERA_TEST_MODEL="$SMOL" CERA_TEST_TOOLS_MODEL="$QWEN" \
   CERA_MMPROJ="$PWD/target/pytest-mmproj.gguf" node --test crates/cera-wasm/tests/node.test.mjs
 # the same tests on the threads build, its kernels on two threads (the simd128 module: Node 20

@@ -1,5 +1,5 @@
 // The threads build has the classes of the one-thread build (cera.d.ts); only `init` differs.
-export { Chat, Engine, Mmproj, ModelLoader, Session, version } from "./cera.js";
+export { Chat, Engine, Mmproj, ModelLoader, Session, Whisper, version } from "./cera.js";
 
 export interface InitOptions {
   /** The module: its bytes, a Response, or a URL (default: cera_threads.wasm beside this file). */

@@ -266,4 +266,4 @@ function call(h, method, args, raw, onToken) {
 }
 
 const api = makeClasses(call, () => check().memory, () => [W.threads, "cpu"]);
-export const { ModelLoader, Engine, Mmproj, Session, Chat, version } = api;
+export const { ModelLoader, Engine, Mmproj, Session, Chat, Whisper, version } = api;

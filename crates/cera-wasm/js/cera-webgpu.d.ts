@@ -24,6 +24,7 @@ export class ModelLoader {
   push(chunk: Uint8Array): void;
   readonly received: number;
   finish(): Promise<Engine>;
+  finishWhisper(): Whisper;
   free(): void;
 }
 
@@ -75,6 +76,15 @@ export class Chat {
   reset(): Promise<void>;
   checkpoint(): Promise<Uint8Array>;
   restore(bytes: Uint8Array): Promise<void>;
+  free(): void;
+}
+
+/** Speech to text on the CPU (`cera pull whisper-tiny.en`'s GGUF): not awaited. */
+export class Whisper {
+  static fromBytes(bytes: Uint8Array): Whisper;
+  readonly multilingual: boolean;
+  transcribe(audio: Uint8Array | Float32Array, opts?: Record<string, unknown>): unknown;
+  detectLanguage(audio: Uint8Array | Float32Array): [string, number][];
   free(): void;
 }
 

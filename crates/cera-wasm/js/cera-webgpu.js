@@ -187,4 +187,4 @@ function call(h, method, args, raw, onToken) {
 }
 
 const api = makeClasses(call, () => check().x.memory, () => [1, W.device]);
-export const { ModelLoader, Engine, Mmproj, Session, Chat, version } = api;
+export const { ModelLoader, Engine, Mmproj, Session, Chat, Whisper, version } = api;

@@ -89,6 +89,52 @@ export function makeClasses(call, memory, loadArgs) {
       this.__h = 0;
       return then(call(h, "finish", [this.__received, ...loadArgs()]), engine);
     }
+    /// A Whisper model on the whole file (the loader is used up).
+    finishWhisper() {
+      const h = this.__handle;
+      registry.unregister(this);
+      this.__h = 0;
+      return then(call(h, "finishWhisper", [this.__received, loadArgs()[0]]), (r) => new Whisper(r));
+    }
+  }
+
+  /// Audio as a call passes it: [samples?, raw bytes].
+  const audioArg = (audio) => {
+    if (audio instanceof Float32Array) {
+      return [true, new Uint8Array(audio.buffer, audio.byteOffset, audio.byteLength)];
+    }
+    if (!(audio instanceof Uint8Array)) {
+      throw new TypeError("audio is a file's bytes (Uint8Array) or 16 kHz mono samples (Float32Array)");
+    }
+    return [false, audio];
+  };
+
+  /// A Whisper model (speech to text).
+  class Whisper extends Handle {
+    constructor(r) {
+      super(r.handle);
+      this.__info = r.info;
+    }
+    /// The model on a whole GGUF file's bytes (copied into WebAssembly memory).
+    static fromBytes(bytes) {
+      const l = new ModelLoader(bytes.length);
+      l.push(bytes);
+      return l.finishWhisper();
+    }
+    /// Transcribes a file's bytes (Uint8Array) or 16 kHz mono samples (Float32Array): OpenAI's
+    /// verbose_json object, `{ text }`, or a string (`responseFormat` text, srt, vtt).
+    transcribe(audio, opts) {
+      const [samples, raw] = audioArg(audio);
+      return call(this.__handle, "transcribe", [samples, opts ?? null], raw);
+    }
+    /// `[[code, p], ...]`, likeliest first (multilingual models).
+    detectLanguage(audio) {
+      const [samples, raw] = audioArg(audio);
+      return call(this.__handle, "detectLanguage", [samples], raw);
+    }
+    get multilingual() {
+      return this.__info.multilingual;
+    }
   }
 
   /// A loaded model.
@@ -239,5 +285,5 @@ export function makeClasses(call, memory, loadArgs) {
   }
 
   const version = () => call(0, "version");
-  return { ModelLoader, Engine, Mmproj, Session, Chat, version };
+  return { ModelLoader, Engine, Mmproj, Session, Chat, Whisper, version };
 }

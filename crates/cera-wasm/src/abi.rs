@@ -1,5 +1,5 @@
 //! The JSON call interface: one entry point, `cera_call(handle, method, args)`, over a table of
-//! objects (loaders, engines, sessions, chats, mmprojs), with arguments and results as JSON
+//! objects (loaders, engines, sessions, chats, mmprojs, Whisper models), with arguments and results as JSON
 //! (bytes for checkpoints; a file's bytes after the JSON for media), and an imported
 //! `emit(piece)` for streaming. Two builds export it:
 //! - the threads build (`wasm32-wasip1-threads`, where wasm-bindgen does not build):
@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::api;
 use crate::error::{Error, Result, invalid};
-use crate::options::{GenerateConfig, SessionConfig, TurnConfig, from_json};
+use crate::options::{GenerateConfig, SessionConfig, TranscribeConfig, TurnConfig, from_json};
 
 #[cfg(target_os = "wasi")]
 #[link(wasm_import_module = "cera")]
@@ -52,6 +52,7 @@ enum Obj {
     Session(Box<cera::session::Session>, cera::engine::Engine),
     Chat(Box<cera::chat::Chat>),
     Mmproj(std::sync::Arc<cera::models::Mmproj>),
+    Whisper(Box<api::WhisperModel>),
 }
 
 #[derive(Default)]
@@ -234,22 +235,7 @@ fn call_session(
         }
         "appendAudio" => {
             let m = mmproj(arg(args, 0, "mmproj")?)?;
-            let samples: bool = arg(args, 1, "samples")?;
-            let audio = if samples {
-                if !raw.len().is_multiple_of(4) {
-                    return Err(invalid(format!(
-                        "audio samples: {} bytes is not a whole number of f32 values",
-                        raw.len()
-                    )));
-                }
-                let x = raw.chunks_exact(4);
-                api::Audio::Samples(
-                    x.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect(),
-                )
-            } else {
-                api::Audio::File(raw)
-            };
+            let audio = audio_arg(arg(args, 1, "samples")?, raw)?;
             Ok(Out::Json(json!(api::append_audio(s, &m, audio)?)))
         }
         "tokens" => Ok(Out::Json(json!(s.tokens()))),
@@ -265,6 +251,41 @@ fn call_session(
         }
         "engine" => Ok(Out::Json(json!(insert(Obj::Engine(e.clone()))))),
         _ => Err(invalid(format!("Session has no method {method}"))),
+    }
+}
+
+/// Audio after the JSON: 16 kHz f32 samples (little-endian) when `samples`, else a file's
+/// bytes.
+fn audio_arg(samples: bool, raw: &[u8]) -> Result<api::Audio<'_>> {
+    if !samples {
+        return Ok(api::Audio::File(raw));
+    }
+    if !raw.len().is_multiple_of(4) {
+        return Err(invalid(format!(
+            "audio samples: {} bytes is not a whole number of f32 values",
+            raw.len()
+        )));
+    }
+    Ok(api::Audio::Samples(
+        raw.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    ))
+}
+
+fn call_whisper(w: &api::WhisperModel, method: &str, args: &[Value], raw: &[u8]) -> Result<Out> {
+    match method {
+        "transcribe" => {
+            let audio = audio_arg(arg(args, 0, "samples")?, raw)?;
+            let cfg: TranscribeConfig = opts(args, 1, "transcribe options")?;
+            Ok(Out::Json(api::transcribe(w, audio, &cfg)?))
+        }
+        "detectLanguage" => {
+            let audio = audio_arg(arg(args, 0, "samples")?, raw)?;
+            Ok(Out::Json(json!(api::detect_language(w, audio)?)))
+        }
+        "info" => Ok(Out::Json(json!({ "multilingual": w.multilingual() }))),
+        _ => Err(invalid(format!("Whisper has no method {method}"))),
     }
 }
 
@@ -311,12 +332,17 @@ fn call_chat(c: &mut cera::chat::Chat, method: &str, args: &[Value], raw: &[u8])
     }
 }
 
-/// A loader's one method, `finish [receivedBytes, threads, device]`: the engine on its bytes
-/// (the loader is used up, whatever the outcome); `device` `cpu` (or absent), `gpu`, `auto`.
-fn finish_loader(mut bytes: Vec<u8>, args: &[Value]) -> Result<Out> {
+/// A loader's methods, `finish [receivedBytes, threads, device]`: the engine on its bytes
+/// (the loader is used up, whatever the outcome); `device` `cpu` (or absent), `gpu`, `auto`;
+/// `finishWhisper [receivedBytes, threads]`: a Whisper model on them.
+fn finish_loader(mut bytes: Vec<u8>, args: &[Value], whisper: bool) -> Result<Out> {
     let received: usize = arg(args, 0, "received bytes")?;
     let threads: usize = arg(args, 1, "threads")?;
-    let device: Option<String> = arg(args, 2, "device")?;
+    let device: Option<String> = if whisper {
+        None
+    } else {
+        arg(args, 2, "device")?
+    };
     if received != bytes.capacity() {
         return Err(invalid(format!(
             "ModelLoader: {received} of {} bytes received",
@@ -326,6 +352,13 @@ fn finish_loader(mut bytes: Vec<u8>, args: &[Value]) -> Result<Out> {
     // SAFETY: JavaScript wrote all `received` bytes of the reserved buffer (at the pointer
     // `loaderNew` returned; the Vec was never grown, so it did not move).
     unsafe { bytes.set_len(received) };
+    if whisper {
+        let w = api::load_whisper(bytes, threads)?;
+        let info = json!({ "multilingual": w.multilingual() });
+        return Ok(Out::Json(
+            json!({ "handle": insert(Obj::Whisper(Box::new(w))), "info": info }),
+        ));
+    }
     let e = api::load(bytes, threads, device.as_deref().unwrap_or("cpu"))?;
     Ok(Out::Json(json!(insert(Obj::Engine(e)))))
 }
@@ -379,7 +412,13 @@ fn dispatch(h: u32, method: &str, args_bytes: &[u8]) -> Result<Out> {
             put_back(h, Obj::Mmproj(m));
             r
         }
-        Obj::Loader(bytes) if method == "finish" => finish_loader(bytes, &args),
+        Obj::Whisper(w) => {
+            let r = call_whisper(&w, method, &args, raw);
+            put_back(h, Obj::Whisper(w));
+            r
+        }
+        Obj::Loader(bytes) if method == "finish" => finish_loader(bytes, &args, false),
+        Obj::Loader(bytes) if method == "finishWhisper" => finish_loader(bytes, &args, true),
         Obj::Loader(bytes) => {
             let cap = bytes.capacity();
             put_back(h, Obj::Loader(bytes));

@@ -273,3 +273,61 @@ pub enum Audio<'a> {
     /// 16 kHz mono samples.
     Samples(Vec<f32>),
 }
+
+/// A loaded Whisper model and the CPU backend it runs on.
+pub struct WhisperModel {
+    model: cera::models::whisper::Whisper,
+    cpu: cera::backend::Cpu,
+}
+
+impl WhisperModel {
+    pub fn multilingual(&self) -> bool {
+        self.model.special.multilingual()
+    }
+}
+
+/// A Whisper GGUF's model (`cera convert` of a faster-whisper folder) on `n_threads`.
+pub fn load_whisper(bytes: Vec<u8>, n_threads: usize) -> Result<WhisperModel> {
+    let file = cera::gguf::GgufFile::from_bytes(bytes).map_err(core)?;
+    let model = cera::models::whisper::Whisper::load(std::sync::Arc::new(file)).map_err(core)?;
+    Ok(WhisperModel {
+        model,
+        cpu: cera::backend::Cpu::new(n_threads.max(1)),
+    })
+}
+
+fn samples(audio: Audio<'_>) -> Result<Vec<f32>> {
+    Ok(match audio {
+        Audio::File(bytes) => cera::media::audio::decode_audio(bytes, 16_000).map_err(core)?,
+        Audio::Samples(x) => x,
+    })
+}
+
+/// The transcript of `audio` in `cfg.response_format`: OpenAI's `verbose_json` or `json` as an
+/// object, `text`, `srt` or `vtt` as a string.
+pub fn transcribe(
+    w: &WhisperModel,
+    audio: Audio<'_>,
+    cfg: &crate::options::TranscribeConfig,
+) -> Result<serde_json::Value> {
+    use cera::transcribe::format::{Format, render, verbose};
+    let f = Format::parse(&cfg.response_format).map_err(core)?;
+    if !cfg.timestamps && matches!(f, Format::Srt | Format::Vtt) {
+        return Err(crate::error::invalid(format!(
+            "responseFormat {} needs timestamps",
+            cfg.response_format
+        )));
+    }
+    let t = cera::transcribe::transcribe(&w.model, &w.cpu, &samples(audio)?, &cfg.to_core())
+        .map_err(core)?;
+    Ok(match f {
+        Format::VerboseJson => verbose(&t),
+        Format::Json => serde_json::json!({ "text": t.text.trim() }),
+        _ => serde_json::Value::String(render(&t, f)),
+    })
+}
+
+/// The languages' probabilities over the audio's first 30 seconds, likeliest first.
+pub fn detect_language(w: &WhisperModel, audio: Audio<'_>) -> Result<Vec<(String, f32)>> {
+    cera::transcribe::detect_language(&w.model, &w.cpu, &samples(audio)?).map_err(core)
+}

@@ -87,6 +87,93 @@ impl ModelLoader {
         }
         Engine::load(self.bytes)
     }
+
+    /// A Whisper model on the whole file (speech to text).
+    #[wasm_bindgen(js_name = finishWhisper)]
+    pub fn finish_whisper(self) -> Result<Whisper> {
+        if self.bytes.len() != self.total {
+            return Err(invalid(format!(
+                "ModelLoader: {} of {} bytes received",
+                self.bytes.len(),
+                self.total
+            )));
+        }
+        Whisper::from_bytes(self.bytes)
+    }
+}
+
+/// A Whisper model (speech to text): a GGUF `cera convert` writes from faster-whisper's files
+/// (`cera pull whisper-tiny.en` caches one).
+#[wasm_bindgen]
+pub struct Whisper {
+    inner: api::WhisperModel,
+}
+
+/// A file's bytes (`Uint8Array`) or 16 kHz mono samples (`Float32Array`), as owned data.
+enum OwnedAudio {
+    File(Vec<u8>),
+    Samples(Vec<f32>),
+}
+
+impl OwnedAudio {
+    fn from_js(audio: &JsValue) -> Result<OwnedAudio> {
+        if let Some(f) = audio.dyn_ref::<js_sys::Float32Array>() {
+            Ok(OwnedAudio::Samples(f.to_vec()))
+        } else if let Some(b) = audio.dyn_ref::<js_sys::Uint8Array>() {
+            Ok(OwnedAudio::File(b.to_vec()))
+        } else {
+            Err(invalid(
+                "audio is a file's bytes (Uint8Array) or 16 kHz mono samples (Float32Array)",
+            ))
+        }
+    }
+
+    fn as_api(&self) -> api::Audio<'_> {
+        match self {
+            OwnedAudio::File(b) => api::Audio::File(b),
+            OwnedAudio::Samples(x) => api::Audio::Samples(x.clone()),
+        }
+    }
+}
+
+#[wasm_bindgen]
+impl Whisper {
+    /// The model on a whole GGUF file's bytes (copied into WebAssembly memory).
+    #[wasm_bindgen(js_name = fromBytes)]
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Whisper> {
+        // (this build has no threads)
+        Ok(Whisper {
+            inner: api::load_whisper(bytes, 1)?,
+        })
+    }
+
+    /// Transcribes `audio` (a file's bytes, `Uint8Array`: WAV, MP3, FLAC, Ogg Vorbis; or 16
+    /// kHz mono samples, `Float32Array`). Options: `{ language, translate, timestamps,
+    /// beamSize, bestOf, temperature, fallback, initialPrompt, responseFormat }`; returns
+    /// OpenAI's `verbose_json` object (`{ text, language, duration, segments }`) by default,
+    /// `{ text }` for `json`, a string for `text`, `srt`, `vtt`.
+    pub fn transcribe(&self, audio: JsValue, opts: JsValue) -> Result<JsValue> {
+        let cfg: options::TranscribeConfig = from_js("transcribe options", opts)?;
+        let audio = OwnedAudio::from_js(&audio)?;
+        let v = api::transcribe(&self.inner, audio.as_api(), &cfg)?;
+        let ser = serde_wasm_bindgen::Serializer::json_compatible();
+        serde::Serialize::serialize(&v, &ser).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// The languages' probabilities over the audio's first 30 seconds, likeliest first:
+    /// `[[code, p], ...]` (multilingual models).
+    #[wasm_bindgen(js_name = detectLanguage)]
+    pub fn detect_language(&self, audio: JsValue) -> Result<JsValue> {
+        let audio = OwnedAudio::from_js(&audio)?;
+        let v = api::detect_language(&self.inner, audio.as_api())?;
+        serde_wasm_bindgen::to_value(&v).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// Whether the model reads many languages (and translates).
+    #[wasm_bindgen(getter)]
+    pub fn multilingual(&self) -> bool {
+        self.inner.multilingual()
+    }
 }
 
 /// A loaded model.

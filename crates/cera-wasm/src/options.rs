@@ -186,3 +186,54 @@ impl TurnConfig {
         Ok(opts)
     }
 }
+
+/// How to transcribe (`Whisper.transcribe`): whisper-cli's defaults for what is left out (beam
+/// search of 5, temperature fallback, timestamps); `responseFormat` `verbose_json` (default:
+/// an object with `text`, `language`, `duration`, `segments`), `json` (`{ text }`), `text`,
+/// `srt` or `vtt` (strings).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TranscribeConfig {
+    pub language: Option<String>,
+    pub translate: bool,
+    pub timestamps: bool,
+    pub beam_size: u32,
+    pub best_of: u32,
+    pub temperature: f32,
+    pub fallback: bool,
+    pub initial_prompt: Option<String>,
+    pub response_format: String,
+}
+
+impl Default for TranscribeConfig {
+    fn default() -> Self {
+        TranscribeConfig {
+            language: None,
+            translate: false,
+            timestamps: true,
+            beam_size: 5,
+            best_of: 5,
+            temperature: 0.0,
+            fallback: true,
+            initial_prompt: None,
+            response_format: "verbose_json".into(),
+        }
+    }
+}
+
+impl TranscribeConfig {
+    pub fn to_core(&self) -> cera::transcribe::TranscribeOptions {
+        let mut o = cera::transcribe::TranscribeOptions::default();
+        o.language = self.language.clone();
+        o.translate = self.translate;
+        o.timestamps = self.timestamps;
+        o.beam_size = self.beam_size as usize;
+        o.best_of = self.best_of as usize;
+        o.temperature = self.temperature;
+        if !self.fallback {
+            o.temperature_inc = 0.0;
+        }
+        o.initial_prompt = self.initial_prompt.clone();
+        o
+    }
+}

@@ -7,7 +7,7 @@
 //     CERA_MMPROJ=mmproj.gguf node --test crates/cera-wasm/tests/
 //
 // (CERA_MMPROJ: a random-weight mmproj as wide as SmolLM2 with a vision and an audio half:
-// `make_mmproj OUT 576 f16 tiny+audio`)
+// `make_mmproj OUT 576 f16 tiny+audio`; CERA_WHISPER: the catalog's whisper-tiny.en GGUF)
 //
 // With CERA_WASM_THREADS=N the same tests run on the threads build (`cera-threads.js`, the
 // kernels on N threads), which must give the same results.
@@ -29,9 +29,10 @@ const model = process.env.CERA_TEST_MODEL;
 const toolsModel = process.env.CERA_TEST_TOOLS_MODEL;
 const cli = process.env.CERA_BIN;
 const mmprojPath = process.env.CERA_MMPROJ;
-if (!model || !toolsModel || !cli || !mmprojPath) {
+const whisperPath = process.env.CERA_WHISPER;
+if (!model || !toolsModel || !cli || !mmprojPath || !whisperPath) {
   throw new Error(
-    "set CERA_TEST_MODEL, CERA_TEST_TOOLS_MODEL, CERA_MMPROJ (GGUF files) and CERA_BIN (the cera binary)",
+    "set CERA_TEST_MODEL, CERA_TEST_TOOLS_MODEL, CERA_MMPROJ, CERA_WHISPER (GGUF files) and CERA_BIN (the cera binary)",
   );
 }
 let loaded = null;
@@ -253,4 +254,38 @@ test("an image and an audio clip give the CLI's completion with the same files",
   mm.free();
   // (wasm-bindgen's classes say "null pointer passed to rust" of a freed object)
   assert.throws(() => s.appendImage(mm, img), /freed|null pointer/);
+});
+
+test("Whisper transcribes as the CLI does", () => {
+  const jfkPath = new URL("../../cera/tests/fixtures/whisper/jfk.wav", import.meta.url);
+  const jfk = new Uint8Array(readFileSync(jfkPath));
+  // greedy, no timestamps, no fallback: one pass of the encoder and the decoder (the CLI at
+  // the scalar tier; the module's sums run in another order, as above). One transcription:
+  // without the AVX-512 panel kernels a 30-second window's encoder takes this module tens of
+  // seconds on one thread
+  const flags = ["-b", "1", "--no-timestamps", "--no-fallback"];
+  const want = execFileSync(cli, ["transcribe", "-m", whisperPath, "-t", "1", ...flags, jfkPath.pathname], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+    env: { ...process.env, CERA_CPU_TIER: "scalar" },
+  });
+  const w = lib.Whisper.fromBytes(readFileSync(whisperPath));
+  assert.equal(w.multilingual, false);
+  const greedy = { beamSize: 1, bestOf: 1, timestamps: false, fallback: false };
+  const r = w.transcribe(jfk, greedy);
+  assert.equal(r.text, want.trim());
+  assert.equal(r.language, "en");
+  assert.ok(Math.abs(r.duration - 11) < 0.1, `${r.duration}`);
+  assert.equal(r.segments.length, 1);
+  // what it refuses, by name (before any audio is decoded)
+  assert.throws(() => w.transcribe(jfk, { beamSize: 0 }), /beam size/);
+  assert.throws(() => w.transcribe(jfk, { beamsize: 1 }), /beamsize/);
+  assert.throws(() => w.transcribe(jfk, { ...greedy, responseFormat: "srt" }), /timestamps/);
+  assert.throws(() => w.transcribe(jfk, { ...greedy, responseFormat: "docx" }), /docx/);
+  assert.throws(() => w.transcribe(new Uint8Array([82, 73, 70, 70, 0, 0]), greedy), /WAV|audio|RIFF/i);
+  assert.throws(() => w.transcribe(new Float32Array(0), greedy), /no audio/);
+  assert.throws(() => w.transcribe("jfk.wav", greedy), /Uint8Array|Float32Array/);
+  assert.throws(() => w.transcribe(jfk, { ...greedy, translate: true }), /English-only/);
+  assert.throws(() => lib.Whisper.fromBytes(readFileSync(model)), /whisper/);
+  w.free();
 });
