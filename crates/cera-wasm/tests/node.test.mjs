@@ -91,13 +91,18 @@ test("a chunked load equals a whole one; the callback can stop", () => {
   assert.equal(e2.nVocab, engine.nVocab);
   assert.equal(e2.architecture, "llama");
   let calls = 0;
-  const r = e2.session({}).generate("Once upon a time", { maxTokens: 20, temperature: 0 }, () => ++calls < 3);
+  const s2 = e2.session({});
+  const r = s2.generate("Once upon a time", { maxTokens: 20, temperature: 0 }, () => ++calls < 3);
   assert.equal(calls, 3);
   assert.equal(r.finishReason, "cancelled");
   assert.deepEqual(
     engine.tokenize("Hello world", false, false),
     e2.tokenize("Hello world", false, false),
   );
+  // (freed, with the session that holds it: its kernel threads go back to the threads build's
+  // workers for the models the later tests load)
+  s2.free();
+  e2.free();
   assert.equal(engine.detokenize(engine.tokenize("Hello world", false, false)), "Hello world");
 });
 
@@ -153,7 +158,8 @@ test("a JSON Schema reply validates", () => {
 });
 
 test("a tool call comes back parsed", () => {
-  const chat = Engine.fromBytes(readFileSync(toolsModel)).chat({ nCtx: 1024 });
+  const qwen = Engine.fromBytes(readFileSync(toolsModel));
+  const chat = qwen.chat({ nCtx: 1024 });
   chat.setTools([
     {
       type: "function",
@@ -178,6 +184,8 @@ test("a tool call comes back parsed", () => {
   const answer = chat.complete({ maxTokens: 16, temperature: 0 });
   assert.equal(answer.toolCalls.length, 0);
   assert.ok(answer.text.length > 0);
+  chat.free();
+  qwen.free();
 });
 
 test("generateBatch runs several prompts in shared steps, each as it runs alone", async () => {
@@ -256,10 +264,10 @@ test("an image and an audio clip give the CLI's completion with the same files",
   assert.throws(() => s.appendImage(mm, img), /freed|null pointer/);
 });
 
-// (the one-thread module only: in the threads build, run after the others, it hangs the
-// whole file's run — a Whisper model's kernel threads starting while the main thread waits in
-// a call, to be found; alone or with a few of the others it passes)
-test("Whisper transcribes as the CLI does", { skip: threads ? "the threads build: see above" : false }, () => {
+// (in the threads build its kernel pool takes workers of their own: the tests above free the
+// engines they are done with, or this one's pool would wait for a worker that Node starts only
+// once the main thread is idle; see the stop note of 2026-12-07)
+test("Whisper transcribes as the CLI does", () => {
   const jfkPath = new URL("../../cera/tests/fixtures/whisper/jfk.wav", import.meta.url);
   const jfk = new Uint8Array(readFileSync(jfkPath));
   // greedy, no timestamps, no fallback: one pass of the encoder and the decoder (the CLI at
