@@ -1,7 +1,8 @@
 //! `cera convert HF_DIR|--hf ORG/REPO -o OUT.gguf --outtype TYPE`: a Hugging Face checkpoint
 //! (config.json, safetensors, tokenizer.json) as a GGUF, with the metadata, tensor names and
 //! bytes llama.cpp's convert_hf_to_gguf.py writes; quantized types as llama-quantize then
-//! makes them.
+//! makes them. A Whisper folder, faster-whisper's (CTranslate2) or Hugging Face's, converts to
+//! the GGUF `cera transcribe` reads (whisper.cpp's tensor names).
 
 use std::path::PathBuf;
 

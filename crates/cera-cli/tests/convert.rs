@@ -434,3 +434,138 @@ fn broken_checkpoints_are_clear_errors() {
     assert!(e.contains("q9_9"), "{e}");
     std::fs::remove_dir_all(tmp("hostile")).unwrap();
 }
+
+/// Whisper in Hugging Face's layout (`scripts/make-hf-whisper.py` writes transformers' names,
+/// config and tokenizer from the catalog's tiny.en, which `cera pull` converted from
+/// faster-whisper's CTranslate2 files): `cera convert` gives back that very file. At 128 mel
+/// bands (large-v3's front end; the first convolution composed with an interpolation of the
+/// bands) it converts and transcribes JFK in the 80-band model's words. Broken checkpoints are
+/// clear errors.
+#[test]
+fn whisper_hf_checkpoint_converts_as_ct2() {
+    let ct2 = model_path("whisper-tiny.en.gguf");
+    let make = |tag: &str, flags: &[&str]| -> PathBuf {
+        let dir = tmp(&format!("whisper-hf-{tag}"));
+        let r = Command::new(python())
+            .arg(root().join("scripts/make-hf-whisper.py"))
+            .arg(&ct2)
+            .arg(&dir)
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "make-hf-whisper: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        dir
+    };
+    let dir = make("f16", &[]);
+    let out = tmp("whisper-hf.gguf");
+    let r = cera(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--model-name",
+        "whisper-tiny.en",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        sha256(&out),
+        sha256(&ct2),
+        "the Hugging Face layout's GGUF differs from the CTranslate2 one's"
+    );
+
+    // 128 bands: the same words
+    let jfk = root().join("crates/cera/tests/fixtures/whisper/jfk.wav");
+    let text = |model: &Path| {
+        let r = cera(&[
+            "transcribe",
+            "-m",
+            model.to_str().unwrap(),
+            "--no-timestamps",
+            "-t",
+            "2",
+            jfk.to_str().unwrap(),
+        ]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        String::from_utf8_lossy(&r.stdout).trim().to_owned()
+    };
+    let dir128 = make("128", &["--mels", "128", "--proj-out"]);
+    let out128 = tmp("whisper-hf-128.gguf");
+    convert(&dir128, "f16", &out128);
+    let g = cera::gguf::GgufFile::open(&out128).unwrap();
+    assert_eq!(g.get_u32("whisper.audio.num_mel_bins").unwrap(), 128);
+    // (the words: the interpolated bands move a comma)
+    let words = |s: &str| -> Vec<String> {
+        s.to_lowercase()
+            .split_whitespace()
+            .map(|w| w.chars().filter(|c| c.is_alphanumeric()).collect())
+            .collect()
+    };
+    let want = text(&out);
+    assert!(
+        want.contains("ask not what your country can do for you"),
+        "{want}"
+    );
+    assert_eq!(words(&text(&out128)), words(&want));
+
+    // broken (copies of the checkpoints above, their weights hard-linked): an untied output
+    // projection, a layer config.json promises, a width that does not match the tensors, no
+    // tokenizer
+    let copy = |from: &Path, tag: &str| -> PathBuf {
+        let d = tmp(&format!("whisper-hf-{tag}"));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_name() == "model.safetensors" {
+                std::fs::hard_link(e.path(), d.join(e.file_name())).unwrap();
+            } else {
+                std::fs::copy(e.path(), d.join(e.file_name())).unwrap();
+            }
+        }
+        d
+    };
+    let d = copy(&dir128, "untied");
+    let st = d.join("model.safetensors");
+    let mut bytes = std::fs::read(&st).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let at = 8
+        + n
+        + header["proj_out.weight"]["data_offsets"][0]
+            .as_u64()
+            .unwrap() as usize;
+    bytes[at + 1] ^= 0x04; // one value of the projection, not the embedding's
+    std::fs::remove_file(&st).unwrap();
+    std::fs::write(&st, bytes).unwrap();
+    let e = convert_err(&d, &[]);
+    assert!(e.contains("proj_out.weight differs"), "{e}");
+    let edit = |tag: &str, key: &str, v: serde_json::Value| {
+        let d = copy(&dir, tag);
+        let p = d.join("config.json");
+        let mut c: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        c[key] = v;
+        write(&p, &c.to_string());
+        d
+    };
+    let e = convert_err(&edit("layers", "encoder_layers", 5.into()), &[]);
+    assert!(e.contains("model.encoder.layers.4."), "{e}");
+    let e = convert_err(&edit("width", "num_mel_bins", 81.into()), &[]);
+    assert!(
+        e.contains("model.encoder.conv1.weight") && e.contains("[384, 80, 3]"),
+        "{e}"
+    );
+    let d = copy(&dir, "notok");
+    std::fs::remove_file(d.join("tokenizer.json")).unwrap();
+    let e = convert_err(&d, &[]);
+    assert!(e.contains("no tokenizer.json"), "{e}");
+    let e = convert_err(&dir, &["--outtype", "q4_k_m"]);
+    assert!(e.contains("cera quantize"), "{e}");
+    for t in ["f16", "128", "untied", "layers", "width", "notok"] {
+        let _ = std::fs::remove_dir_all(tmp(&format!("whisper-hf-{t}")));
+    }
+}

@@ -9,9 +9,11 @@
 // Needs SharedArrayBuffer: in a browser a cross-origin isolated page (COOP/COEP headers), and
 // the engine called from a Web Worker (its thread waits on the kernel threads with
 // Atomics.wait, which a page's main thread may not do). Node needs nothing. The kernel threads
-// are workers started by `init` (`threads` − 1 of them, plus spares for more engines): a
-// browser starts a worker only when the thread creating it is idle, so they cannot be started
-// on demand while the engine's thread waits for them.
+// are workers started by `init` (`threads` − 1 of them, plus spares): a browser (and Node)
+// starts a worker only when the thread creating it is idle, so they cannot be started on
+// demand while the engine's thread waits for them. Engines and models of one thread count share
+// one kernel pool; the spares serve pools of other counts, and a pool finding none free runs on
+// fewer threads.
 import { argBytes, makeClasses } from "./classes.js";
 import { wasiImports } from "./wasi.js";
 
@@ -129,7 +131,7 @@ function defaultThreads() {
 /// bytes, a Response or a URL; default beside this file `cera_threads_relaxed.wasm` where the
 /// engine has relaxed SIMD, else `cera_threads.wasm`; `relaxed: false` picks the latter), `threads` (the
 /// kernels' threads, the engine's own included; default the machine's cores, at most 16),
-/// `spares` (workers for further engines' threads, default `threads`), `env` (environment
+/// `spares` (workers for kernel pools of other thread counts, default `threads`), `env` (environment
 /// variables the library reads, such as CERA_CPU_TIER).
 export default async function init(options = {}) {
   if (W) return W.info;
@@ -175,17 +177,10 @@ export default async function init(options = {}) {
   let nextTid = 1;
   const spawn = (arg) => {
     let i = workers.findIndex((_, j) => Atomics.compareExchange(busy, j, 0, 1) === 0);
-    if (i < 0) {
-      // none free: a new worker, which Node starts at once (a browser only once this thread
-      // is idle: there the spares of `init` are what count)
-      try {
-        startWorker();
-      } catch {
-        return -6; // EAGAIN: the library reports the failed spawn
-      }
-      i = workers.length - 1;
-      Atomics.store(busy, i, 1);
-    }
+    // none free: EAGAIN, and the kernel pool asking runs on the threads it got. A new worker
+    // would not do: neither Node nor a browser starts one while this thread waits inside the
+    // call, which it does until the pool's threads are up (a hang, seen in Node)
+    if (i < 0) return -6;
     const tid = nextTid++;
     workers[i].postMessage({ type: "run", tid, arg });
     return tid;

@@ -251,16 +251,17 @@ fn hostile_audio() {
     bad[100] = f32::NAN;
     let e = transcribe(m, &cpu, &bad, &o).unwrap_err().to_string();
     assert!(e.contains("not a number"), "{e}");
-    // two minutes of silence: four windows, each decoded to little or nothing, no loop
+    // a minute of silence: two windows and a stretch, each decoded to little or nothing, no
+    // loop
     let t = transcribe(
         m,
         &cpu,
-        &vec![0.0; 16_000 * 120],
+        &vec![0.0; 16_000 * 61],
         &TranscribeOptions::default(),
     )
     .unwrap();
     assert!(t.text.len() < 200, "{:?}", t.text);
-    assert!((t.duration - 120.0).abs() < 1e-3);
+    assert!((t.duration - 61.0).abs() < 1e-3);
     // options out of range
     let mut o = TranscribeOptions::default();
     o.beam_size = 0;
@@ -340,7 +341,8 @@ fn quantized_q8_0_transcribes_as_f16() {
     let q = Whisper::load(Arc::new(file)).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let cpu = cpu();
-    for (name, _) in clips(&reference()) {
+    // (four of the seven clips: CI's time)
+    for (name, _) in clips(&reference()).into_iter().take(4) {
         let s = samples(&name);
         let a = transcribe(model(), &cpu, &s, &TranscribeOptions::greedy()).unwrap();
         let b = transcribe(&q, &cpu, &s, &TranscribeOptions::greedy()).unwrap();

@@ -146,9 +146,12 @@ struct Planned {
 /// the file in as the converter does).
 pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<ConvertReport> {
     if whisper::is_ct2_whisper(input) {
-        return whisper::convert(input, output, opts);
+        return whisper::convert_ct2(input, output, opts);
     }
     let ck = Checkpoint::open(input)?;
+    if whisper::is_hf_whisper(&ck) {
+        return whisper::convert_hf(&ck, output, opts);
+    }
     let hf_arch = ck
         .config
         .get("architectures")

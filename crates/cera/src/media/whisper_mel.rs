@@ -252,4 +252,42 @@ mod tests {
         let w = m.window(m.n_frames - 10);
         assert_eq!(w.len(), 80 * N_FRAMES);
     }
+
+    /// The filterbanks equal OpenAI's own (`mel_filters.npz` of the `openai-whisper` package,
+    /// written to the fixture by scripts/gen-whisper-mel-fixture.py): 80 bands, and the 128
+    /// of large-v3; and a 128-band front end gives 128 bands of the clip.
+    #[test]
+    fn filterbanks_equal_openai_mel_filters() {
+        let fx: serde_json::Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/whisper/mel_filters.json"
+        ))
+        .unwrap();
+        for n_mel in [80usize, 128] {
+            let r = &fx[format!("mel_{n_mel}")];
+            let n_bins = N_FFT / 2 + 1;
+            assert_eq!(r["shape"], serde_json::json!([n_mel, n_bins]));
+            let mut want = vec![0f32; n_mel * n_bins];
+            for e in r["nonzero"].as_array().unwrap() {
+                let (m, k) = (
+                    e[0].as_u64().unwrap() as usize,
+                    e[1].as_u64().unwrap() as usize,
+                );
+                want[m * n_bins + k] = e[2].as_f64().unwrap() as f32;
+            }
+            let got = slaney_filterbank(n_mel, N_FFT, SAMPLE_RATE as u32);
+            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-6 * w.abs().max(1e-3),
+                    "{n_mel} bands: band {} bin {}: {g} against OpenAI's {w}",
+                    i / n_bins,
+                    i % n_bins
+                );
+            }
+        }
+        let m = WhisperFrontEnd::new(128)
+            .unwrap()
+            .compute(&[0.1; 1600])
+            .unwrap();
+        assert_eq!((m.n_mel, m.data.len()), (128, 128 * m.n_frames));
+    }
 }

@@ -63,15 +63,20 @@ impl ThreadPool {
             park: Mutex::new(()),
             wake: Condvar::new(),
         });
-        let workers = (1..n_threads)
-            .map(|idx| {
-                let s = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("cera-worker-{idx}"))
-                    .spawn(move || worker(s))
-                    .expect("spawn worker thread")
-            })
-            .collect();
+        let mut workers = Vec::with_capacity(n_threads - 1);
+        for idx in 1..n_threads {
+            let s = Arc::clone(&shared);
+            match std::thread::Builder::new()
+                .name(format!("cera-worker-{idx}"))
+                .spawn(move || worker(s))
+            {
+                Ok(h) => workers.push(h),
+                // a host out of threads (the threads WebAssembly build answers EAGAIN when
+                // every worker it started is taken): the pool runs on the ones it got
+                Err(_) => break,
+            }
+        }
+        let n_threads = workers.len() + 1;
         ThreadPool {
             shared,
             workers,

@@ -261,13 +261,17 @@ pub fn transcribe<B: Backend>(
     let max_prompt = model.hp.decoder.n_ctx / 2;
     let mut rng = Rng::new(opts.seed);
     let mut dec = Decoders::new();
-    let mut audio = model.decoder.new_audio(be);
     let mut segments = Vec::new();
     let mut seek = 0;
     while seek + DELTA_MIN < seek_end {
         let window = mel.window(seek);
         let enc = model.encoder.encode(be, &mut cx, &window)?;
+        drop(window);
+        // the cross-attention caches made anew after each window's encoding, not held through
+        // it: the encoder's buffers and these are the peak of the memory in use
+        let mut audio = model.decoder.new_audio(be);
         model.decoder.set_audio(be, &mut cx, &mut audio, &enc)?;
+        drop(enc);
         if seek > 0 && seek + 500 >= seek_end {
             // a short last stretch: the past text tends to make the decoder repeat it
             past.clear();

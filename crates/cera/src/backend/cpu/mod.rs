@@ -654,9 +654,38 @@ pub(crate) fn causal_conv(
     state.copy_from_slice(tmp);
 }
 
+/// A kernel pool of `n_threads`: the backend's own, but in the threads WebAssembly build one
+/// per width for the whole process. There a worker is a Web Worker that `cera-threads.js`
+/// starts up front (a few spares beyond the first pool's), because a new one does not start
+/// while the main thread waits inside a call: an app holding several models would otherwise
+/// need more workers than were started and hang in its next call. Sharing is safe: jobs from
+/// several backends are serialised by the pool's submission lock, as sessions' are.
+fn kernel_pool(n_threads: usize) -> std::sync::Arc<ThreadPool> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    {
+        use std::sync::{Arc, Mutex, Weak};
+        static POOLS: Mutex<Vec<Weak<ThreadPool>>> = Mutex::new(Vec::new());
+        let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+        pools.retain(|w| w.strong_count() > 0);
+        let n = n_threads.max(1);
+        if let Some(p) = pools
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|p| p.n_threads() == n)
+        {
+            return p;
+        }
+        let p = Arc::new(ThreadPool::new(n));
+        pools.push(Arc::downgrade(&p));
+        p
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    std::sync::Arc::new(ThreadPool::new(n_threads))
+}
+
 /// The CPU backend: a kernel table (chosen at start-up from the CPU's features) and a pool.
 pub struct Cpu {
-    pub(crate) pool: ThreadPool,
+    pub(crate) pool: std::sync::Arc<ThreadPool>,
     pub(crate) table: &'static KernelTable,
     /// The most threads a one-token step's ops take ([`Cpu::set_decode_threads`]).
     decode_threads: std::sync::atomic::AtomicUsize,
@@ -679,7 +708,7 @@ impl Cpu {
     pub fn with_table(n_threads: usize, table: &'static KernelTable) -> Cpu {
         let n_threads = n_threads.max(1);
         Cpu {
-            pool: ThreadPool::new(n_threads),
+            pool: kernel_pool(n_threads),
             table,
             decode_threads: decode_threads_from_env()
                 .unwrap_or(n_threads)

@@ -6,7 +6,7 @@
 //! holds the cross-attention keys and values of the audio window, computed once per window
 //! ([`Decoder::set_audio`]) and read by every sequence (the beams of a beam search).
 
-use super::encoder::{EPS, bias};
+use super::encoder::EPS;
 use super::{Block, Linear, SideHparams, WhisperHparams, load_blocks};
 use crate::backend::{Act, AttentionParams, Backend, KvSpec, KvType, SeqSpan, Weight};
 use crate::error::{Error, Result};
@@ -60,17 +60,7 @@ impl Decoder {
     }
 
     fn params(&self, causal: bool) -> AttentionParams {
-        let hd = self.hp.n_embd / self.hp.n_head;
-        AttentionParams {
-            n_head: self.hp.n_head,
-            n_kv_head: self.hp.n_head,
-            head_dim: hd,
-            head_dim_v: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-            softcap: None,
-            window: None,
-            causal,
-        }
+        self.hp.attention(causal)
     }
 
     fn kv_spec(&self) -> (KvSpec, usize, usize) {
@@ -123,7 +113,7 @@ impl Decoder {
                 .as_ref()
                 .expect("decoder blocks have cross-attention");
             be.matmul_encoder(cx, &mut [(&a.k.w, &mut k), (&a.v.w, &mut v)], enc)?;
-            bias(be, cx, &a.v, &mut v);
+            a.v.add_bias(be, cx, &mut v);
             be.kv_store(cx, kv, &k, &v, span);
         }
         Ok(())
@@ -238,8 +228,8 @@ impl Decoder {
                 ],
                 &h,
             )?;
-            bias(be, cx, &b.attn.q, &mut q);
-            bias(be, cx, &b.attn.v, &mut v);
+            b.attn.q.add_bias(be, cx, &mut q);
+            b.attn.v.add_bias(be, cx, &mut v);
             for ((st, _), span) in seqs.iter_mut().zip(&self_spans) {
                 be.kv_store(cx, &mut st.self_kv[l], &k, &v, *span);
             }
@@ -288,7 +278,5 @@ fn linear<B: Backend>(
     x: &B::Tensor,
     out: &mut B::Tensor,
 ) -> Result<()> {
-    be.matmul(cx, &mut [(&l.w, out)], x)?;
-    bias(be, cx, l, out);
-    Ok(())
+    l.forward(be, cx, x, out, false)
 }

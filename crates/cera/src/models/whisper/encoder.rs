@@ -5,7 +5,7 @@
 //! frames side by side, channel-major as the weights are), on the host between them.
 
 use super::{Block, Linear, Norm, SideHparams, WhisperHparams, load_blocks};
-use crate::backend::{Act, AttentionParams, Backend, KvSpec, KvType, SeqSpan, Weight};
+use crate::backend::{Act, Backend, KvSpec, KvType, SeqSpan, Weight};
 use crate::error::{Error, Result};
 use crate::media::whisper_mel::N_FRAMES;
 use crate::models::loader::TensorLoader;
@@ -104,6 +104,9 @@ impl Encoder {
         // conv2, stride 2: [1500, d · 3] rows at frames 2t - 1, 2t, 2t + 1
         let mut h1 = Vec::new();
         be.download(cx, &x, &mut h1);
+        // (the first convolution's input and output go before the second's rows are made)
+        drop(x);
+        drop(a);
         let mut cols = vec![0f32; n * d * 3];
         for (f, row) in cols.chunks_exact_mut(d * 3).enumerate() {
             for k in 0..3 {
@@ -118,10 +121,9 @@ impl Encoder {
             }
         }
         drop(h1);
+        let mut a = t();
         be.upload(cx, &cols, n, d * 3, &mut a);
         drop(cols);
-        // (a tensor of its own: the first convolution's holds twice the rows)
-        drop(x);
         let mut x = t();
         linear(be, cx, &self.conv2, &a, &mut x)?;
         drop(a);
@@ -133,16 +135,7 @@ impl Encoder {
         drop(p);
 
         let hd = d / self.hp.n_head;
-        let params = AttentionParams {
-            n_head: self.hp.n_head,
-            n_kv_head: self.hp.n_head,
-            head_dim: hd,
-            head_dim_v: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-            softcap: None,
-            window: None,
-            causal: false,
-        };
+        let params = self.hp.attention(false);
         let span = SeqSpan {
             row0: 0,
             n,
@@ -163,8 +156,8 @@ impl Encoder {
                 ],
                 &hn,
             )?;
-            bias(be, cx, &b.attn.q, &mut q);
-            bias(be, cx, &b.attn.v, &mut v);
+            b.attn.q.add_bias(be, cx, &mut q);
+            b.attn.v.add_bias(be, cx, &mut v);
             be.kv_store(cx, &mut kv, &k, &v, span);
             be.attention(cx, &q, &[&kv], &[span], &params, &mut hn);
             linear(be, cx, &b.attn.o, &hn, &mut o)?;
@@ -189,13 +182,5 @@ fn linear<B: Backend>(
     x: &B::Tensor,
     out: &mut B::Tensor,
 ) -> Result<()> {
-    be.matmul_encoder(cx, &mut [(&l.w, out)], x)?;
-    bias(be, cx, l, out);
-    Ok(())
-}
-
-pub(super) fn bias<B: Backend>(be: &B, cx: &mut B::Ctx, l: &Linear, x: &mut B::Tensor) {
-    if let Some(b) = &l.b {
-        be.add_bias(cx, x, b);
-    }
+    l.forward(be, cx, x, out, true)
 }

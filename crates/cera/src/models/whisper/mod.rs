@@ -16,7 +16,7 @@ pub mod encoder;
 
 use std::sync::Arc;
 
-use crate::backend::Weight;
+use crate::backend::{AttentionParams, Backend, Weight};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::models::loader::TensorLoader;
@@ -44,6 +44,52 @@ pub struct WhisperHparams {
 pub struct Linear {
     pub w: Weight,
     pub b: Option<Vec<f32>>,
+}
+
+impl Linear {
+    /// `out = x · wᵀ + b`; `many_rows`: the encoder's product (1500 rows a window), else the
+    /// decoder's (a token a sequence).
+    pub(crate) fn forward<B: Backend>(
+        &self,
+        be: &B,
+        cx: &mut B::Ctx,
+        x: &B::Tensor,
+        out: &mut B::Tensor,
+        many_rows: bool,
+    ) -> Result<()> {
+        if many_rows {
+            be.matmul_encoder(cx, &mut [(&self.w, out)], x)?;
+        } else {
+            be.matmul(cx, &mut [(&self.w, out)], x)?;
+        }
+        self.add_bias(be, cx, out);
+        Ok(())
+    }
+
+    /// `x += b` (nothing for a key projection).
+    pub(crate) fn add_bias<B: Backend>(&self, be: &B, cx: &mut B::Ctx, x: &mut B::Tensor) {
+        if let Some(b) = &self.b {
+            be.add_bias(cx, x, b);
+        }
+    }
+}
+
+impl SideHparams {
+    /// Multi-head attention over this side's width: as many key and value heads as query
+    /// heads, scaled by `1 / sqrt(head_dim)`.
+    pub(crate) fn attention(&self, causal: bool) -> AttentionParams {
+        let hd = self.n_embd / self.n_head;
+        AttentionParams {
+            n_head: self.n_head,
+            n_kv_head: self.n_head,
+            head_dim: hd,
+            head_dim_v: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            softcap: None,
+            window: None,
+            causal,
+        }
+    }
 }
 
 /// LayerNorm's scale and shift.
