@@ -8,7 +8,8 @@ export interface InitOptions {
   threads?: number;
   /** false: the plain simd128 module even where the engine has relaxed SIMD. */
   relaxed?: boolean;
-  /** Idle workers kept for further engines' threads (default: `threads`). */
+  /** Workers started for kernel pools of other thread counts (default: `threads`; engines of
+   * one thread count share a pool, and a pool finding no free worker runs on fewer threads). */
   spares?: number;
   /** Environment variables the library reads (CERA_CPU_TIER, …). */
   env?: Record<string, string>;
