@@ -7,9 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value as Json;
-
-use super::{Dims, Side, Tables, check_side, out_type, tensor_names, write};
+use super::{Dims, Side, Tables, check_side, json_ints, json_pairs, out_type, tensor_names, write};
 use crate::convert::checkpoint::{bad, read_json};
 use crate::convert::ct2::Ct2Model;
 use crate::convert::{ConvertOptions, ConvertReport};
@@ -189,28 +187,8 @@ pub(in crate::convert) fn convert(
 
     let config = read_json(dir, "config.json")?
         .ok_or_else(|| bad(dir, "no config.json (CTranslate2's Whisper config)"))?;
-    let ints = |k: &str| -> Vec<i32> {
-        config
-            .get(k)
-            .and_then(Json::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_i64())
-                    .map(|v| v as i32)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let alignment_heads: Vec<i32> = config
-        .get("alignment_heads")
-        .and_then(Json::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Json::as_array)
-                .flat_map(|p| p.iter().filter_map(|v| v.as_i64()).map(|v| v as i32))
-                .collect()
-        })
-        .unwrap_or_default();
+    let ints = |k: &str| json_ints(config.get(k));
+    let alignment_heads = json_pairs(config.get("alignment_heads"));
     let path: PathBuf = dir.join("vocabulary.txt");
     let text = std::fs::read_to_string(&path).map_err(|e| crate::error::Error::io(&path, e))?;
     let tables = Tables {

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-use super::{Dims, Side, Tables, check_side, out_type, tensor_names, write};
+use super::{Dims, Side, Tables, check_side, json_ints, json_pairs, out_type, tensor_names, write};
 use crate::convert::checkpoint::{Checkpoint, bad, read_json};
 use crate::convert::{ConvertOptions, ConvertReport};
 use crate::error::Result;
@@ -174,19 +174,7 @@ pub(in crate::convert) fn convert(
 
     let tokens = vocabulary(dir, dims.n_vocab)?;
     let generation = read_json(dir, "generation_config.json")?.unwrap_or(Json::Null);
-    let ints = |k: &str| -> Vec<i32> {
-        generation
-            .get(k)
-            .or_else(|| ck.config.get(k))
-            .and_then(Json::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Json::as_i64)
-                    .map(|v| v as i32)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let ints = |k: &str| json_ints(generation.get(k).or_else(|| ck.config.get(k)));
     let lang_ids: Vec<i32> = match generation.get("lang_to_id").and_then(Json::as_object) {
         Some(m) => {
             let mut ids: Vec<i32> = m
@@ -208,16 +196,7 @@ pub(in crate::convert) fn convert(
         }
         None => Vec::new(),
     };
-    let alignment_heads: Vec<i32> = generation
-        .get("alignment_heads")
-        .and_then(Json::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Json::as_array)
-                .flat_map(|p| p.iter().filter_map(Json::as_i64).map(|v| v as i32))
-                .collect()
-        })
-        .unwrap_or_default();
+    let alignment_heads = json_pairs(generation.get("alignment_heads"));
     let tables = Tables {
         suppress: ints("suppress_tokens"),
         suppress_begin: ints("begin_suppress_tokens"),

@@ -295,6 +295,25 @@ fn vocabulary(
     Ok(())
 }
 
+/// A JSON array of integers (a token list), empty when absent.
+fn json_ints(v: Option<&serde_json::Value>) -> Vec<i32> {
+    v.and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_i64)
+                .map(|v| v as i32)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A JSON array of `[layer, head]` pairs (the alignment heads), flattened.
+fn json_pairs(v: Option<&serde_json::Value>) -> Vec<i32> {
+    v.and_then(serde_json::Value::as_array)
+        .map(|a| a.iter().flat_map(|p| json_ints(Some(p))).collect())
+        .unwrap_or_default()
+}
+
 /// `tokenizer.json`'s merges (`model.merges`).
 fn merges(dir: &Path) -> Result<Vec<String>> {
     let tok = super::checkpoint::read_json(dir, "tokenizer.json")?
