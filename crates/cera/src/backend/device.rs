@@ -384,6 +384,21 @@ impl Backend for Device {
         on!(self, b => with_ops(ops, |v| Backend::matmul_encoder(b, cx.w(), v, x.r())))
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn encoder_ffn(
+        &self,
+        cx: &mut DevCtx,
+        x: &mut DevTensor,
+        h: &DevTensor,
+        up: (&Weight, Option<&[f32]>),
+        down: (&Weight, Option<&[f32]>),
+        act: Act,
+        mid: &mut DevTensor,
+        out: &mut DevTensor,
+    ) -> Result<()> {
+        on!(self, b => Backend::encoder_ffn(b, cx.w(), x.w(), h.r(), up, down, act, mid.w(), out.w()))
+    }
+
     fn fuses_ops(&self) -> bool {
         on!(self, b => Backend::fuses_ops(b))
     }

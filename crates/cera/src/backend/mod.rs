@@ -241,6 +241,35 @@ pub trait Backend: Send + Sync {
     ) -> Result<()> {
         self.matmul(cx, ops, x)
     }
+    /// `x += act(h · upᵀ + up_b) · downᵀ + down_b`: an encoder block's feed-forward (no
+    /// gate) and its residual add, over many rows ([`Backend::matmul_encoder`]'s products).
+    /// `mid` and `out` are scratch. A backend may run it a block of rows at a time, so that
+    /// the hidden activations (four times the width in Whisper and SigLIP) are a block's and
+    /// not the whole input's: they are an encoder's biggest buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn encoder_ffn(
+        &self,
+        cx: &mut Self::Ctx,
+        x: &mut Self::Tensor,
+        h: &Self::Tensor,
+        up: (&Weight, Option<&[f32]>),
+        down: (&Weight, Option<&[f32]>),
+        act: Act,
+        mid: &mut Self::Tensor,
+        out: &mut Self::Tensor,
+    ) -> Result<()> {
+        self.matmul_encoder(cx, &mut [(up.0, &mut *mid)], h)?;
+        if let Some(b) = up.1 {
+            self.add_bias(cx, mid, b);
+        }
+        self.activate(cx, mid, act);
+        self.matmul_encoder(cx, &mut [(down.0, &mut *out)], mid)?;
+        if let Some(b) = down.1 {
+            self.add_bias(cx, out, b);
+        }
+        self.add(cx, x, out);
+        Ok(())
+    }
     /// Whether [`Backend::matmul_add`], [`Backend::norm_matmul`], [`Backend::glu_matmul_add`]
     /// and [`Backend::rope_qk`] are single ops here (for the few rows of a decode step): models
     /// then use them instead of their parts (on a GPU every op is a dispatch; on a CPU the

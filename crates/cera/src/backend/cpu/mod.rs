@@ -5,6 +5,7 @@
 pub(crate) mod activation;
 pub(crate) mod attention;
 pub(crate) mod dense;
+mod ffn;
 pub(crate) mod lowrank;
 pub(crate) mod matmul;
 pub(crate) mod moe;
@@ -88,6 +89,8 @@ pub struct CpuCtx {
     lora_t: Vec<f32>,
     /// LoRA, decode: the step's input quantized for the adapters' A products
     lora_acts: QuantizedActs,
+    /// [`Backend::encoder_ffn`]'s block of rows: its input, hidden activations and output
+    ffn: ffn::FfnScratch,
 }
 
 impl CpuCtx {
@@ -361,6 +364,20 @@ impl Backend for Cpu {
         assert!(w.len() == x.cols && b.len() == x.cols, "layer_norm: width");
         let o = out.reshape(x.rows, x.cols);
         ew::layer_norm(x.data(), w, b, eps, o);
+    }
+
+    fn encoder_ffn(
+        &self,
+        cx: &mut CpuCtx,
+        x: &mut CpuTensor,
+        h: &CpuTensor,
+        up: (&Weight, Option<&[f32]>),
+        down: (&Weight, Option<&[f32]>),
+        act: Act,
+        _mid: &mut CpuTensor,
+        _out: &mut CpuTensor,
+    ) -> Result<()> {
+        self.ffn_by_rows(cx, x, h, up, down, act)
     }
 
     fn activate(&self, _cx: &mut CpuCtx, x: &mut CpuTensor, act: Act) {

@@ -24,7 +24,8 @@ struct Bufs<T> {
     /// `[n, d]` attention output, then the block's projections
     a: T,
     o: T,
-    /// `[n, n_ff]`
+    /// `[n, n_ff]`: the projector's hidden activations, and the blocks' feed-forward's
+    /// where `encoder_ffn` runs all rows at once (the CPU runs blocks of rows)
     up: T,
 }
 
@@ -149,10 +150,16 @@ impl VisionTower {
             linear(be, &mut cx, &l.o, &b.a, &mut b.o)?;
             be.add(&mut cx, &mut b.x, &b.o);
             be.layer_norm(&mut cx, &b.x, &l.ln2_w, &l.ln2_b, hp.eps, &mut b.h);
-            linear(be, &mut cx, &l.up, &b.h, &mut b.up)?;
-            be.activate(&mut cx, &mut b.up, hp.act);
-            linear(be, &mut cx, &l.down, &b.up, &mut b.o)?;
-            be.add(&mut cx, &mut b.x, &b.o);
+            be.encoder_ffn(
+                &mut cx,
+                &mut b.x,
+                &b.h,
+                (&l.up.w, Some(&l.up.b)),
+                (&l.down.w, Some(&l.down.b)),
+                hp.act,
+                &mut b.up,
+                &mut b.o,
+            )?;
         }
         be.layer_norm(
             &mut cx,

@@ -144,7 +144,10 @@ impl Encoder {
         // one cache, rewritten by every block; f16 as whisper.cpp's keys and values (its
         // encoder casts them to the weights' type before the attention)
         let mut kv = be.new_kv(KvSpec::same(KvType::F32), n, self.hp.n_head, hd, hd);
-        let (mut hn, mut q, mut k, mut v, mut o, mut up) = (t(), t(), t(), t(), t(), t());
+        // [n, d] each; no buffer of the feed-forward's [n, 4d]: `encoder_ffn` may run it a
+        // block of rows at a time
+        let (mut hn, mut q, mut k, mut v) = (t(), t(), t(), t());
+        let (mut mid, mut ffn_out) = (t(), t());
         for b in &self.blocks {
             be.layer_norm(cx, &x, &b.attn_ln.w, &b.attn_ln.b, EPS, &mut hn);
             be.matmul_encoder(
@@ -160,13 +163,20 @@ impl Encoder {
             b.attn.v.add_bias(be, cx, &mut v);
             be.kv_store(cx, &mut kv, &k, &v, span);
             be.attention(cx, &q, &[&kv], &[span], &params, &mut hn);
-            linear(be, cx, &b.attn.o, &hn, &mut o)?;
-            be.add(cx, &mut x, &o);
+            // the keys are in the cache now: their buffer takes the output projection
+            linear(be, cx, &b.attn.o, &hn, &mut k)?;
+            be.add(cx, &mut x, &k);
             be.layer_norm(cx, &x, &b.mlp_ln.w, &b.mlp_ln.b, EPS, &mut hn);
-            linear(be, cx, &b.mlp_up, &hn, &mut up)?;
-            be.activate(cx, &mut up, Act::Gelu);
-            linear(be, cx, &b.mlp_down, &up, &mut o)?;
-            be.add(cx, &mut x, &o);
+            be.encoder_ffn(
+                cx,
+                &mut x,
+                &hn,
+                (&b.mlp_up.w, b.mlp_up.b.as_deref()),
+                (&b.mlp_down.w, b.mlp_down.b.as_deref()),
+                Act::Gelu,
+                &mut mid,
+                &mut ffn_out,
+            )?;
         }
         let mut out = t();
         be.layer_norm(cx, &x, &self.ln_post.w, &self.ln_post.b, EPS, &mut out);
