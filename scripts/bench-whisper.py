@@ -68,8 +68,9 @@ def timed(cmd):
 def main():
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     cera = os.path.join(ROOT, "target", "release", "cera")
-    gen.sh("cargo", "build", "--release", "-p", "cera-cli", "-p", "cera", "--example", "whisper_ggml",
-           cwd=ROOT)
+    # (`--bin cera` named: with an example named, cargo builds only the targets named)
+    gen.sh("cargo", "build", "--release", "-p", "cera-cli", "--bin", "cera", "-p", "cera",
+           "--example", "whisper_ggml", cwd=ROOT)
     venv = os.path.join(ROOT, "target", "bench-fw")
     if not os.path.exists(os.path.join(venv, "bin", "python")):
         gen.sh(sys.executable, "-m", "venv", venv)

@@ -49,8 +49,9 @@ def build_whisper_cpp(work):
 
 def main():
     cera = os.path.join(ROOT, "target", "release", "cera")
-    sh("cargo", "build", "--release", "-p", "cera-cli", "-p", "cera", "--example", "whisper_ggml",
-       "--example", "fetch_test_data", cwd=ROOT)
+    # (`--bin cera` named: with examples named, cargo builds only the targets named)
+    sh("cargo", "build", "--release", "-p", "cera-cli", "--bin", "cera", "-p", "cera",
+       "--example", "whisper_ggml", "--example", "fetch_test_data", cwd=ROOT)
     args = sys.argv[1:]
     model_name = args.pop(0) if args and args[0].startswith("whisper-") else "whisper-tiny.en"
     model = sh(cera, "pull", model_name, capture_output=True, text=True).stdout.strip()

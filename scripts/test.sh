@@ -194,7 +194,9 @@ bg npm npm_packages
 # its own per target; the other tests and the examples are linted natively) and cera-wasm.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 arm=(-p cera --no-default-features --locked --target aarch64-unknown-linux-gnu --profile cross)
-wasi=(-p cera --no-default-features --locked --target wasm32-wasip1 --profile cross)
+# (each chain its own target folder: two builds of one profile share its host folder, whose lock
+# kept the aarch64 tests waiting four minutes for the wasi build to end)
+wasi=(-p cera --no-default-features --locked --target wasm32-wasip1 --target-dir target/wasi --profile cross)
 relaxed=(-p cera --no-default-features --locked --target wasm32-wasip1 --target-dir target/wasm-relaxed --profile cross)
 WASI_FLAGS="-C target-feature=+simd128"
 RELAXED_FLAGS="-C target-feature=+simd128,+relaxed-simd"
@@ -249,7 +251,7 @@ wasi_tests() {
     CERA_CPU_TIER=$t CERA_TEST_EXPECT_TIER=$t \
       run cargo test "${wasi[@]}" --test kernels -- --exact cpu_tier_env_override
   done
-  done_with target/wasm32-wasip1
+  done_with target/wasi
   # the relaxed-SIMD build of the same tests (run in Chromium by the browser step)
   CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$RELAXED_FLAGS" run cargo test "${relaxed[@]}" --test kernels --no-run
 }

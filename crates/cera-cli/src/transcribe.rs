@@ -54,6 +54,10 @@ pub struct Args {
     /// Do not decode a window after the previous windows' text.
     #[arg(long = "no-context")]
     no_context: bool,
+    /// Windows encoded at once when there are no timestamps (then each window starts where the
+    /// last one ended); 0: the device's choice (1 on the CPU, 4 on a GPU).
+    #[arg(long = "encoder-batch", value_name = "N", default_value_t = 0)]
+    encoder_batch: usize,
     /// Text before the first window (names, spelling, style).
     #[arg(long = "prompt")]
     prompt: Option<String>,
@@ -90,18 +94,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let mut opts = TranscribeOptions::default();
-    opts.language = a.language.clone();
-    opts.translate = a.translate;
-    opts.timestamps = !a.no_timestamps;
-    opts.beam_size = a.beam_size;
-    opts.best_of = a.best_of;
-    opts.temperature = a.temperature;
-    if a.no_fallback {
-        opts.temperature_inc = 0.0;
-    }
+    let mut opts = TranscribeOptions::default()
+        .with_task(a.language.clone(), a.translate, !a.no_timestamps)
+        .with_search(a.beam_size, a.best_of)
+        .with_temperature(a.temperature, !a.no_fallback)
+        .with_prompt(a.prompt.clone());
     opts.condition_on_previous_text = !a.no_context;
-    opts.initial_prompt = a.prompt.clone();
+    opts.encoder_batch = a.encoder_batch;
     match a.device.as_str() {
         "cpu" => go(&a, &model, &cera::backend::Cpu::new(threads), &opts, format),
         "gpu" => {

@@ -33,18 +33,11 @@ pub struct TranscribeConfig {
 
 impl TranscribeConfig {
     fn to_core(&self) -> TranscribeOptions {
-        let mut o = TranscribeOptions::default();
-        o.language = self.language.clone();
-        o.translate = self.translate;
-        o.timestamps = self.timestamps;
-        o.beam_size = self.beam_size as usize;
-        o.best_of = self.best_of as usize;
-        o.temperature = self.temperature;
-        if !self.fallback {
-            o.temperature_inc = 0.0;
-        }
-        o.initial_prompt = self.initial_prompt.clone();
-        o
+        TranscribeOptions::default()
+            .with_task(self.language.clone(), self.translate, self.timestamps)
+            .with_search(self.beam_size as usize, self.best_of as usize)
+            .with_temperature(self.temperature, self.fallback)
+            .with_prompt(self.initial_prompt.clone())
     }
 }
 

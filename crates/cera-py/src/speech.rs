@@ -87,18 +87,12 @@ impl Whisper {
             )));
         }
         let samples = audio_arg(audio)?;
-        let mut o = TranscribeOptions::default();
-        o.language = language;
-        o.translate = translate;
-        o.timestamps = timestamps;
-        o.beam_size = beam_size;
-        o.best_of = best_of;
-        o.temperature = temperature;
-        if !fallback {
-            o.temperature_inc = 0.0;
-        }
+        let mut o = TranscribeOptions::default()
+            .with_task(language, translate, timestamps)
+            .with_search(beam_size, best_of)
+            .with_temperature(temperature, fallback)
+            .with_prompt(initial_prompt);
         o.condition_on_previous_text = condition_on_previous_text;
-        o.initial_prompt = initial_prompt;
         let (m, cpu) = (Arc::clone(&self.model), Arc::clone(&self.cpu));
         let t = py
             .detach(move || transcribe(&m, &*cpu, &samples, &o))

@@ -137,10 +137,7 @@ async fn run(st: Shared, mp: Multipart, translate: bool) -> Result<Response, Api
             .param("timestamp_granularities[]"));
         }
     }
-    let mut opts = TranscribeOptions::default();
-    opts.translate = translate;
-    opts.language = form.language.filter(|l| !l.is_empty());
-    opts.initial_prompt = form.prompt.filter(|p| !p.is_empty());
+    let mut temperature = 0.0;
     if let Some(t) = &form.temperature {
         let v: f32 = t.trim().parse().map_err(|_| {
             ApiError::bad_request(format!("temperature '{t}' is not a number")).param("temperature")
@@ -151,8 +148,15 @@ async fn run(st: Shared, mp: Multipart, translate: bool) -> Result<Response, Api
                     .param("temperature"),
             );
         }
-        opts.temperature = v;
+        temperature = v;
     }
+    // (segments always: verbose_json, srt and vtt give them; OpenAI's API falls back to hotter
+    // temperatures from the one asked for)
+    let language = form.language.filter(|l| !l.is_empty());
+    let opts = TranscribeOptions::default()
+        .with_task(language, translate, true)
+        .with_temperature(temperature, true)
+        .with_prompt(form.prompt.filter(|p| !p.is_empty()));
     if translate && !w.model.special.multilingual() {
         return Err(ApiError::bad_request(
             "translation needs a multilingual Whisper model (this one is English-only)",

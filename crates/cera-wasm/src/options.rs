@@ -223,17 +223,10 @@ impl Default for TranscribeConfig {
 
 impl TranscribeConfig {
     pub fn to_core(&self) -> cera::transcribe::TranscribeOptions {
-        let mut o = cera::transcribe::TranscribeOptions::default();
-        o.language = self.language.clone();
-        o.translate = self.translate;
-        o.timestamps = self.timestamps;
-        o.beam_size = self.beam_size as usize;
-        o.best_of = self.best_of as usize;
-        o.temperature = self.temperature;
-        if !self.fallback {
-            o.temperature_inc = 0.0;
-        }
-        o.initial_prompt = self.initial_prompt.clone();
-        o
+        cera::transcribe::TranscribeOptions::default()
+            .with_task(self.language.clone(), self.translate, self.timestamps)
+            .with_search(self.beam_size as usize, self.best_of as usize)
+            .with_temperature(self.temperature, self.fallback)
+            .with_prompt(self.initial_prompt.clone())
     }
 }

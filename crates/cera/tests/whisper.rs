@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use cera::backend::Cpu;
+use cera::kernels::{CpuTier, KernelTable};
 use cera::models::whisper::Whisper;
 use cera::transcribe::{TranscribeOptions, transcribe};
 
@@ -399,4 +400,69 @@ mod gpu {
             assert!(edits(&a, &b) <= 1, "{}\n{}", t.text, want["text"]);
         }
     }
+}
+
+/// Windows encoded together (`Encoder::encode_windows`, what a GPU does without timestamps)
+/// give each window's rows exactly as encoded alone, and a transcription of three windows so
+/// made has the same tokens as one window at a time.
+#[test]
+fn windows_encoded_together_as_alone() {
+    use cera::backend::Backend;
+    use cera::media::whisper_mel::WhisperFrontEnd;
+    // the five LibriVox clips end to end (25 s), twice: two windows
+    let mut clip = Vec::new();
+    for (name, _) in clips(&reference())
+        .iter()
+        .filter(|(n, _)| n.contains("austen"))
+    {
+        clip.extend(samples(name));
+    }
+    let audio: Vec<f32> = clip.iter().chain(&clip).copied().collect();
+    assert!(audio.len() > 16_000 * 30, "{} samples", audio.len());
+    let m = model();
+    // rows exactly as alone on a tier whose products sum each row the same way in any block
+    // of rows (AVX-512's encoder products sum a block of 12 rows and its remainder in other
+    // orders, and the windows' rows fall on other blocks together than alone)
+    let tier = CpuTier::supported()
+        .into_iter()
+        .find(|&t| t != CpuTier::Scalar && t != CpuTier::Avx512)
+        .unwrap_or(CpuTier::Scalar);
+    let exact = Cpu::with_table(2, Box::leak(Box::new(KernelTable::for_tier(tier).unwrap())));
+    let mel = WhisperFrontEnd::new(m.hp.n_mels)
+        .unwrap()
+        .compute(&audio)
+        .unwrap();
+    let (w0, w1) = (mel.window(0), mel.window(3000));
+    let mut cx = Default::default();
+    let both = m
+        .encoder
+        .encode_windows(&exact, &mut cx, &[&w0, &w1])
+        .unwrap();
+    let mut all = Vec::new();
+    exact.download(&mut cx, &both, &mut all);
+    for (i, w) in [&w0, &w1].into_iter().enumerate() {
+        let alone = m.encoder.encode(&exact, &mut cx, w).unwrap();
+        let mut one = Vec::new();
+        exact.download(&mut cx, &alone, &mut one);
+        assert!(
+            one == all[i * one.len()..(i + 1) * one.len()],
+            "window {i} ({tier})"
+        );
+    }
+    // and the same tokens from three windows encoded at once as one at a time, on this host's
+    // best tier
+    let cpu = cpu();
+    // three times: three windows
+    let audio3: Vec<f32> = audio.iter().chain(&clip).copied().collect();
+    let tokens = |batch: usize| {
+        let mut o = TranscribeOptions::greedy();
+        o.encoder_batch = batch;
+        let t = transcribe(m, &cpu, &audio3, &o).unwrap();
+        assert!(t.segments.len() >= 2, "{t:?}");
+        t.segments
+            .into_iter()
+            .flat_map(|s| s.tokens)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tokens(3), tokens(1));
 }

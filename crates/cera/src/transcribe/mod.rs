@@ -16,6 +16,8 @@ pub mod format;
 
 use decode::{DELTA_MIN, Decoders, WINDOW_FRAMES, Window};
 
+use std::collections::VecDeque;
+
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::media::whisper_mel::{HOP, SAMPLE_RATE, WhisperFrontEnd};
@@ -59,7 +61,15 @@ pub struct TranscribeOptions {
     pub suppress_tokens: Vec<u32>,
     /// The seed of the sampling at temperatures above 0.
     pub seed: u64,
+    /// Windows encoded in one pass where the next ones are known before the decoding
+    /// (without timestamps: each window starts where the last one ended). 0: the backend's
+    /// choice ([`ENCODER_BATCH`] where ops are dispatches, [`Backend::fuses_ops`]; 1 on the
+    /// CPU, whose products already run blocks of rows at full speed).
+    pub encoder_batch: usize,
 }
+
+/// Windows a GPU encodes at once without timestamps (see `benchmarks/README.md`).
+pub const ENCODER_BATCH: usize = 4;
 
 impl Default for TranscribeOptions {
     fn default() -> TranscribeOptions {
@@ -80,11 +90,49 @@ impl Default for TranscribeOptions {
             length_penalty: None,
             suppress_tokens: Vec::new(),
             seed: 0,
+            encoder_batch: 0,
         }
     }
 }
 
 impl TranscribeOptions {
+    /// The knobs every front end has (the CLI's flags, the bindings' configs, the server's
+    /// form), set the one way: `language` `None` or `auto` detects it.
+    pub fn with_task(
+        mut self,
+        language: Option<String>,
+        translate: bool,
+        timestamps: bool,
+    ) -> Self {
+        self.language = language;
+        self.translate = translate;
+        self.timestamps = timestamps;
+        self
+    }
+
+    /// Beams at temperature 0 (1: greedy), and samples drawn at each fallback temperature.
+    pub fn with_search(mut self, beam_size: usize, best_of: usize) -> Self {
+        self.beam_size = beam_size;
+        self.best_of = best_of;
+        self
+    }
+
+    /// The first temperature; `fallback` off: no hotter retries of a failed window (as
+    /// whisper.cpp's `-nf`).
+    pub fn with_temperature(mut self, temperature: f32, fallback: bool) -> Self {
+        self.temperature = temperature;
+        if !fallback {
+            self.temperature_inc = 0.0;
+        }
+        self
+    }
+
+    /// Text before the first window (names, spelling, style).
+    pub fn with_prompt(mut self, initial_prompt: Option<String>) -> Self {
+        self.initial_prompt = initial_prompt;
+        self
+    }
+
     /// Greedy decoding without timestamps or fallback: what the parity checks against
     /// whisper.cpp (`-nt -nf -bs 1 -bo 1`) compare.
     pub fn greedy() -> TranscribeOptions {
@@ -263,10 +311,26 @@ pub fn transcribe<B: Backend>(
     let mut dec = Decoders::new();
     let mut segments = Vec::new();
     let mut seek = 0;
+    let batch = match opts.encoder_batch {
+        _ if opts.timestamps => 1,
+        0 if be.fuses_ops() => ENCODER_BATCH,
+        0 => 1,
+        b => b,
+    };
+    // windows encoded ahead: (seek, its rows of the encoder's output)
+    let mut ahead: VecDeque<(usize, B::Tensor)> = VecDeque::new();
     while seek + DELTA_MIN < seek_end {
-        let window = mel.window(seek);
-        let enc = model.encoder.encode(be, &mut cx, &window)?;
-        drop(window);
+        let enc = match ahead.pop_front() {
+            Some((s, enc)) if s == seek => enc,
+            _ if batch > 1 => {
+                ahead = encode_ahead(model, be, &mut cx, &mel, seek, seek_end, batch)?;
+                ahead.pop_front().expect("one window at least").1
+            }
+            _ => {
+                let window = mel.window(seek);
+                model.encoder.encode(be, &mut cx, &window)?
+            }
+        };
         // the cross-attention caches made anew after each window's encoding, not held through
         // it: the encoder's buffers and these are the peak of the memory in use
         let mut audio = model.decoder.new_audio(be);
@@ -362,6 +426,38 @@ pub fn transcribe<B: Backend>(
         language,
         duration: samples.len() as f32 / SAMPLE_RATE as f32,
     })
+}
+
+/// The windows from `seek` on, a window apart, up to `batch` of them, encoded in one pass
+/// and split into each one's rows.
+fn encode_ahead<B: Backend>(
+    model: &Whisper,
+    be: &B,
+    cx: &mut B::Ctx,
+    mel: &crate::media::whisper_mel::WhisperMel,
+    seek: usize,
+    seek_end: usize,
+    batch: usize,
+) -> Result<VecDeque<(usize, B::Tensor)>> {
+    let seeks: Vec<usize> = (0..batch)
+        .map(|i| seek + i * WINDOW_FRAMES)
+        .take_while(|&s| s == seek || s + DELTA_MIN < seek_end)
+        .collect();
+    let windows: Vec<Vec<f32>> = seeks.iter().map(|&s| mel.window(s)).collect();
+    let refs: Vec<&[f32]> = windows.iter().map(|w| w.as_slice()).collect();
+    let all = model.encoder.encode_windows(be, cx, &refs)?;
+    drop(windows);
+    let n = model.hp.encoder.n_ctx;
+    Ok(seeks
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let mut t = B::Tensor::default();
+            let rows: Vec<usize> = (i * n..(i + 1) * n).collect();
+            be.gather_rows(cx, &all, &rows, &mut t);
+            (s, t)
+        })
+        .collect())
 }
 
 /// The window's tokens into segments at its timestamp tokens (whisper.cpp's rule: a
